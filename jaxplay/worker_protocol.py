@@ -1,0 +1,103 @@
+"""Server <-> worker messages on ``/worker``: the single source of truth.
+
+A worker dials the server and speaks first::
+
+    worker -> server  hello     {token, name, backend, device_kind, device_count,
+                                 jax_version, jaxlib_version, slots, devices}
+    server -> worker  welcome   {}                      or refused {message}, then close
+    server -> worker  job       {run_id, code, timeout_s, options}
+    server -> worker  cancel    {run_id}
+    worker -> server  event     {run_id, event}         an event for the browser, no 'id'
+    worker -> server  finished  {run_id, status, elapsed_ms, message?}
+
+``finished`` is the worker's last word on a run; the server turns it into the
+browser's ``done``. Messages are JSON text frames named by who sends them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+PROTOCOL_VERSION = 1
+REFUSED_CLOSE_CODE = 4401
+
+
+@dataclass(frozen=True)
+class WorkerHello:
+    token: str
+    name: str
+    backend: str
+    device_kind: str
+    device_count: int
+    jax_version: str
+    jaxlib_version: str
+    slots: int
+    platform_version: str = ""
+    protocol: int = PROTOCOL_VERSION
+    type: str = "hello"
+
+
+@dataclass(frozen=True)
+class ServerWelcome:
+    type: str = "welcome"
+
+
+@dataclass(frozen=True)
+class ServerRefused:
+    message: str
+    type: str = "refused"
+
+
+@dataclass(frozen=True)
+class ServerJob:
+    run_id: str
+    code: str
+    timeout_s: float
+    options: dict[str, Any] = field(default_factory=dict)
+    type: str = "job"
+
+
+@dataclass(frozen=True)
+class ServerCancel:
+    run_id: str
+    type: str = "cancel"
+
+
+@dataclass(frozen=True)
+class WorkerEvent:
+    run_id: str
+    event: dict[str, Any]
+    type: str = "event"
+
+
+@dataclass(frozen=True)
+class WorkerFinished:
+    run_id: str
+    status: str
+    elapsed_ms: float
+    message: str | None = None
+    type: str = "finished"
+
+
+_BY_TYPE: dict[str, type] = {
+    cls.type: cls  # type: ignore[attr-defined]
+    for cls in (WorkerHello, ServerWelcome, ServerRefused, ServerJob, ServerCancel, WorkerEvent, WorkerFinished)
+}
+
+
+def encode(message: Any) -> str:
+    return json.dumps(asdict(message), separators=(",", ":"))
+
+
+def decode(text: str | bytes) -> Any:
+    """Parse one frame into its dataclass; ValueError names what is wrong."""
+    raw = json.loads(text)
+    if not isinstance(raw, dict) or raw.get("type") not in _BY_TYPE:
+        raise ValueError(f"unknown worker-protocol message: {str(raw)[:200]}")
+    cls = _BY_TYPE[raw["type"]]
+    try:
+        return cls(**raw)
+    except TypeError as exc:
+        raise ValueError(f"malformed {raw['type']!r} message: {exc}") from exc

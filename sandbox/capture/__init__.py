@@ -1,0 +1,40 @@
+"""What a run reports besides its output, installed before user code runs.
+
+Each capture module exposes ``install(options)`` (patch JAX, matplotlib, ...
+before the user's code executes) and ``finish()`` (send what is still pending
+when the code has ended). ``options`` is the job's options dict, e.g.
+``{"inspect": True}``. A capture that fails to install must not fail the run:
+it is reported on stderr and skipped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from typing import Any
+
+# Order matters: display wraps matplotlib before user imports it.
+CAPTURE_MODULES = ("sandbox.capture.display",)  # jit_capture and sharding join when they land
+
+_installed: list[Any] = []
+
+
+def install(options: dict[str, Any]) -> None:
+    for name in CAPTURE_MODULES:
+        try:
+            module = importlib.import_module(name)
+            module.install(options)
+            _installed.append(module)
+        except Exception:
+            print(f"[playground] capture {name} could not be installed:", file=sys.stderr)
+            traceback.print_exc()
+
+
+def finish() -> None:
+    for module in _installed:
+        try:
+            module.finish()
+        except Exception:
+            print(f"[playground] capture {module.__name__} failed at the end of the run:", file=sys.stderr)
+            traceback.print_exc()

@@ -1,0 +1,120 @@
+"""Execute one user program in this (fresh, sandboxed) process.
+
+Called in a child forked from the zygote, after its output pipes are on fds
+1 and 2 and its event pipe is open. The program is compiled as
+``<playground>`` and registered in ``linecache`` so tracebacks show the
+user's lines; JAX's traceback filtering then keeps exactly those frames.
+An exception in user code is a result (an ``error`` event), not a failure.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import linecache
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+from sandbox import capture, events
+
+USER_FILENAME = "<playground>"
+USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
+OOM_MESSAGE = (
+    "The run used more memory than its limit of {limit}. "
+    "Use smaller arrays, fewer intermediate copies, or split the work."
+)
+
+
+def reopen_std_streams() -> None:
+    """Text streams over fds 1 and 2 that write through at once (live output)."""
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", 0), encoding="utf-8", errors="backslashreplace", write_through=True)
+    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", 0), encoding="utf-8", errors="backslashreplace", write_through=True)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
+
+
+def split_last_expression(tree: ast.Module) -> tuple[ast.Module, ast.Expression | None]:
+    """Like a notebook cell: a final bare expression is evaluated for display."""
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body.pop()
+        return tree, ast.Expression(body=last.value)  # type: ignore[attr-defined]
+    return tree, None
+
+
+def user_frames(tb: types.TracebackType | None) -> list[traceback.FrameSummary]:
+    return [frame for frame in traceback.extract_tb(tb) if frame.filename == USER_FILENAME]
+
+
+def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
+    frames = user_frames(exc.__traceback__)
+    line: int | None = frames[-1].lineno if frames else None
+    if isinstance(exc, SyntaxError) and exc.filename == USER_FILENAME:
+        line = exc.lineno
+        frames = []
+    message = str(exc)
+    ename = type(exc).__name__
+    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in message and "memory" in message.lower():
+        ename = "MemoryError"
+        message = OOM_MESSAGE.format(limit=memory_limit) + (f" ({message})" if message else "")
+    tb_text = "".join(traceback.format_list(frames)) if frames else ""
+    tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
+    tb_text += "".join(traceback.format_exception_only(type(exc), exc))
+    return {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+
+
+def execute(code: str, options: dict[str, Any]) -> int:
+    """Run ``code``; return the exit status the worker reads (0 ok, 1 error)."""
+    linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
+    if USERLIB not in sys.path:
+        sys.path.insert(0, USERLIB)
+    namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": USER_FILENAME}
+    main_module = types.ModuleType("__main__")
+    main_module.__dict__.update(namespace)
+    sys.modules["__main__"] = main_module
+    namespace = main_module.__dict__
+    memory_limit = options.get("memory_limit_text", "the configured limit")
+    capture.install(options)
+    status = 0
+    try:
+        tree = ast.parse(code, USER_FILENAME)
+        body, last = split_last_expression(tree)
+        exec(compile(body, USER_FILENAME, "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, USER_FILENAME, "eval"), namespace)
+            from sandbox.capture import display
+
+            display.show_result(value)
+    except SystemExit as exc:
+        if exc.code not in (None, 0):
+            print(f"SystemExit: {exc.code}", file=sys.stderr)
+            status = 1
+    except BaseException as exc:  # noqa: BLE001 - user code may raise anything
+        events.emit(error_event(exc, memory_limit))
+        status = 1
+    finally:
+        capture.finish()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+    return status
+
+
+def main() -> None:
+    """Development harness: ``python -m sandbox.runner FILE`` with events on fd 3 if open."""
+    path = sys.argv[1]
+    try:
+        os.fstat(3)
+        events.open_channel(3)
+    except OSError:
+        pass
+    with open(path, encoding="utf-8") as f:
+        code = f.read()
+    sys.exit(execute(code, {}))
+
+
+if __name__ == "__main__":
+    main()

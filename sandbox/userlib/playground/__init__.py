@@ -1,0 +1,1 @@
+"""Helpers user code can import inside the JAX Playground: ``from playground import ...``."""
