@@ -1,0 +1,115 @@
+"""Shardings and collectives of a compiled function, added to its ``compiled`` event.
+
+``add_sharding_fields(event, compiled)`` is registered in
+``jit_capture.COMPILED_HOOKS``: it adds ``in_shardings`` and ``out_shardings``
+(one layout per array argument/result, as in ``sharding`` events) and
+``collectives`` (how many of each collective XLA put in the optimized HLO).
+Counting reads the HLO text because that is what runs: the collectives exist
+only after XLA's SPMD partitioner, never in the jaxpr or StableHLO.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+from typing import Any
+
+from jax import tree_util
+
+from sandbox.capture.sharding_layout import describe_layout
+
+log = logging.getLogger("jaxplay.sandbox.sharding")
+
+COLLECTIVE_OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+# A model with hundreds of parameters would make a huge event; the panel shows the first ones.
+MAX_LAYOUTS_PER_SIDE = 64
+
+# Rarer collectives XLA may emit; counted too so the table never hides one.
+EXTRA_COLLECTIVE_OPS = ("ragged-all-to-all", "collective-broadcast")
+
+# An instruction's opcode follows its result shape and precedes "(": "= f32[4]{0} all-reduce(".
+# Async pairs count once, at "-start"; "-done" is not matched. The look-behind
+# skips instruction names such as "%all-reduce.3" used as operands.
+_OPCODE = re.compile(
+    r"(?<![\w%.-])("
+    + "|".join(re.escape(op) for op in sorted(COLLECTIVE_OPS + EXTRA_COLLECTIVE_OPS, key=len, reverse=True))
+    + r")(?:-start)?\("
+)
+
+
+def count_collectives(hlo_text: str) -> dict[str, int]:
+    """Occurrences of each collective op in optimized HLO text; the five main ones always present."""
+    counts: Counter[str] = Counter({op: 0 for op in COLLECTIVE_OPS})
+    for line in hlo_text.splitlines():
+        if " = " not in line:
+            continue
+        _, _, rhs = line.partition(" = ")
+        for match in _OPCODE.finditer(rhs):
+            counts[match.group(1)] += 1
+            break  # one instruction per line; later matches are attribute text
+    return dict(counts)
+
+
+def leaf_name(path: tuple[Any, ...], root: str) -> str:
+    """'arg0', "arg0['w']", 'scale', 'out[1]' from a pytree key path."""
+    return root + tree_util.keystr(path) if path else root
+
+
+def input_layouts(compiled: Any) -> list[dict[str, Any]]:
+    args_info = compiled.args_info
+    shardings, _ = tree_util.tree_flatten(compiled.input_shardings, is_leaf=lambda x: x is None)
+    leaves, _ = tree_util.tree_flatten_with_path(args_info)
+    if len(leaves) != len(shardings):
+        log.debug("input shardings (%d) do not match arguments (%d)", len(shardings), len(leaves))
+        return []
+    out = []
+    for (path, info), sharding in zip(leaves, shardings, strict=True):
+        if sharding is None or not hasattr(info, "shape"):
+            continue
+        # path[0] selects positional args (0) or keyword args (1).
+        if path and getattr(path[0], "idx", None) == 0 and len(path) > 1:
+            name = leaf_name(path[2:], f"arg{path[1].idx}")
+        elif path and len(path) > 1:
+            name = leaf_name(path[2:], str(getattr(path[1], "key", path[1])))
+        else:
+            name = leaf_name(path, "args")
+        entry = {"name": name, **describe_layout(info.shape, info.dtype, sharding)}
+        entry["donated"] = bool(getattr(info, "donated", False))
+        out.append(entry)
+    return out
+
+
+def output_layouts(compiled: Any) -> list[dict[str, Any]]:
+    leaves, _ = tree_util.tree_flatten_with_path(compiled.out_info)
+    out = []
+    for path, info in leaves:
+        sharding = getattr(info, "sharding", None)
+        sharding = getattr(sharding, "sharding", sharding)  # a Format wraps the sharding
+        if sharding is None:
+            continue
+        out.append({"name": leaf_name(path, "out"), **describe_layout(info.shape, info.dtype, sharding)})
+    return out
+
+
+def device_count(layouts: list[dict[str, Any]]) -> int:
+    return len({d for layout in layouts for d in layout["devices"]})
+
+
+def add_sharding_fields(event: dict[str, Any], compiled: Any) -> None:
+    """The COMPILED_HOOKS entry: fills ``in_shardings``, ``out_shardings``, ``collectives``, ``num_devices``."""
+    hlo = event.get("hlo")
+    if not isinstance(hlo, str) or event.get("hlo_truncated"):
+        hlo = compiled.as_text()
+    event["collectives"] = count_collectives(hlo or "")
+    try:
+        ins, outs = input_layouts(compiled), output_layouts(compiled)
+    except Exception:
+        # A backend without sharding information: the collectives still stand.
+        log.debug("no sharding information for %s", event.get("fn"), exc_info=True)
+        return
+    event["num_devices"] = device_count(ins + outs)
+    for key, layouts in (("in_shardings", ins), ("out_shardings", outs)):
+        event[key] = layouts[:MAX_LAYOUTS_PER_SIDE]
+        if len(layouts) > MAX_LAYOUTS_PER_SIDE:
+            event[key + "_omitted"] = len(layouts) - MAX_LAYOUTS_PER_SIDE
