@@ -1,30 +1,75 @@
-"""Values shown as results: the last expression of the program.
+"""Values shown in the Output, as a notebook shows them: one ``display`` event each.
 
-``show_result`` is called by the runner with the value of a final bare
-expression (as a notebook cell does); ``None`` shows nothing.
+Three sources, told apart by the event's ``role``:
+
+- ``result``: the value of the program's final bare expression, which the
+  runner passes to ``show_result`` (``None`` shows nothing, as in Python's REPL);
+- ``display``: each value given to ``playground.display(...)``;
+- ``figure``: matplotlib figures, from ``plt.show()`` or still open at the end
+  (see display_figures).
+
+A value becomes one event ``{"type": "display", "mime", "data", "role"}``
+plus ``notice`` when it had to be shown in a smaller form and ``width`` /
+``height`` (CSS pixels) for images. Rendering is bounded (display_render)
+and so is the whole run: MAX_DISPLAYS values and MAX_DISPLAY_BYTES of data
+besides figures. Printing is not touched: it stays plain text.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from sandbox import events
+from sandbox.capture import display_figures, display_render
+from sandbox.capture.display_budget import Budget
+from sandbox.capture.display_render import Rendered
 
-MAX_REPR_CHARS = 100_000
+MAX_DISPLAYS = 200
+MAX_DISPLAY_BYTES = 16 * 1024 * 1024
+
+budget = Budget("displayed values", MAX_DISPLAYS, MAX_DISPLAY_BYTES)
 
 
 def install(options: dict[str, Any]) -> None:
-    pass
+    global budget
+    budget = Budget("displayed values", MAX_DISPLAYS, MAX_DISPLAY_BYTES)
+    display_figures.configure_matplotlib()
 
 
 def finish() -> None:
-    pass
+    display_figures.finish()
 
 
 def show_result(value: Any) -> None:
     if value is None:
         return
-    text = repr(value)
-    if len(text) > MAX_REPR_CHARS:
-        text = text[:MAX_REPR_CHARS] + f"\n... [truncated: {len(text)} characters in all]"
-    events.emit({"type": "display", "mime": "text/plain", "data": text, "role": "result"})
+    show(value, "result")
+
+
+def show(value: Any, role: str) -> None:
+    """Render ``value`` within the bounds and send it."""
+    if display_figures.is_figure(value):
+        display_figures.send_figure(value, role)
+        return
+    if budget.exhausted():
+        budget.refuse(0)
+        return
+    rendered = display_render.render(value)
+    if budget.admit(len(rendered.data)):
+        emit_rendered(rendered, role)
+
+
+def emit_rendered(rendered: Rendered, role: str) -> None:
+    # What was printed before this value must reach its pipe first.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    event: dict[str, Any] = {"type": "display", "mime": rendered.mime, "data": rendered.data, "role": role}
+    if rendered.notice:
+        event["notice"] = rendered.notice
+    if rendered.width is not None and rendered.height is not None:
+        event["width"], event["height"] = rendered.width, rendered.height
+    events.emit(event)

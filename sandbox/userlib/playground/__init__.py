@@ -1,2 +1,3 @@
 """Helpers user code can import inside the JAX Playground: ``from playground import ...``."""
+from playground.display import HTML, display  # noqa: F401  (issue 5)
 from playground.sharding import show_sharding  # noqa: F401  (issue 4)

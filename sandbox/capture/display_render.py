@@ -1,0 +1,225 @@
+"""Turn one Python value into what the page shows: explorable HTML or text.
+
+Arrays and pytrees get treescope's explorable view (expandable nodes, shape,
+dtype, summary statistics, heat-maps of arrays); plain values (numbers,
+strings, objects treescope knows nothing about) stay text, as Python's REPL
+prints them. Objects that render themselves the IPython way
+(``_repr_html_``, ``_repr_svg_``, ``_repr_png_``) are honoured.
+
+Every rendering is bounded in time and size so that a huge value can neither
+stall the end of a run nor flood the page: the view falls back to a smaller
+one (heat-maps left out, then text) and says so in ``Rendered.notice``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import dataclasses
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+RENDER_TIME_LIMIT_S = 2.0
+MAX_HTML_BYTES = 1024 * 1024
+MAX_TEXT_CHARS = 100_000
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+# Above this many leaves the explorable view is slow to build and to open.
+MAX_TREE_LEAVES = 5_000
+# Each heat-map is a few KiB of HTML and ~1 ms of work; beyond this many the
+# arrays are shown by their summaries only.
+MAX_HEATMAP_ARRAYS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    mime: str
+    data: str
+    # Why the value is shown in a smaller form than asked, for the person.
+    notice: str | None = None
+    # Size in CSS pixels, for images.
+    width: int | None = None
+    height: int | None = None
+
+
+class RenderTooSlow(Exception):
+    """Raised inside a rendering that ran past RENDER_TIME_LIMIT_S."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the enclosed Python code after ``seconds`` with RenderTooSlow.
+
+    Uses SIGALRM, so it bounds only the main thread (display() from a user
+    thread is not bounded). A timer the user's code had set is restored.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise RenderTooSlow()
+
+    started = time.monotonic()
+    previous_handler = signal.signal(signal.SIGALRM, on_alarm)
+    previous_delay, previous_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous_handler)
+        if previous_delay > 0:
+            remaining = max(previous_delay - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, remaining, previous_interval)
+
+
+def render(value: Any) -> Rendered:
+    """The best view of ``value`` that fits the bounds."""
+    own = self_rendered(value)
+    if own is not None:
+        return own
+    if not wants_tree_view(value):
+        return as_text(value)
+    try:
+        with time_limit(RENDER_TIME_LIMIT_S):
+            return as_tree_view(value)
+    except RenderTooSlow:
+        return as_text(value, f"The explorable view took longer than {RENDER_TIME_LIMIT_S:g} s to build; shown as text.")
+    except Exception as exc:  # noqa: BLE001 - a treescope failure must not fail the run
+        return as_text(value, f"The explorable view failed ({type(exc).__name__}: {exc}); shown as text.")
+
+
+def as_text(value: Any, notice: str | None = None) -> Rendered:
+    """``repr(value)``, bounded in time and length; its own exceptions propagate, as in Python."""
+    try:
+        with time_limit(RENDER_TIME_LIMIT_S):
+            text = repr(value)
+    except RenderTooSlow:
+        text = f"<{type(value).__module__}.{type(value).__qualname__} object>"
+        notice = f"Its repr() took longer than {RENDER_TIME_LIMIT_S:g} s; only its type is shown."
+    if len(text) > MAX_TEXT_CHARS:
+        cut = f"Only the first {MAX_TEXT_CHARS:,} of {len(text):,} characters are shown."
+        text = text[:MAX_TEXT_CHARS]
+        notice = f"{notice} {cut}" if notice else cut
+    return Rendered("text/plain", text, notice)
+
+
+# --- values that render themselves ------------------------------------------
+
+def self_rendered(value: Any) -> Rendered | None:
+    """IPython's display protocol: pandas tables, treescope figures, user classes."""
+    if isinstance(value, type):
+        return None  # the class itself, whose _repr_html_ is an unbound function
+    for method, mime in (("_repr_html_", "text/html"), ("_repr_svg_", "image/svg+xml"), ("_repr_png_", "image/png")):
+        func = getattr(value, method, None)
+        if not callable(func):
+            continue
+        try:
+            with time_limit(RENDER_TIME_LIMIT_S):
+                data = func()
+        except RenderTooSlow:
+            return as_text(value, f"Its {method}() took longer than {RENDER_TIME_LIMIT_S:g} s; shown as text.")
+        if data is None:
+            continue  # IPython's convention for "no such representation"
+        if isinstance(data, tuple):
+            data = data[0]  # (data, metadata)
+        return bounded_self_rendering(value, method, mime, data)
+    return None
+
+
+def bounded_self_rendering(value: Any, method: str, mime: str, data: Any) -> Rendered:
+    if mime == "image/png":
+        if not isinstance(data, bytes | bytearray):
+            return as_text(value, f"Its {method}() returned {type(data).__name__}, not bytes; shown as text.")
+        if len(data) > MAX_IMAGE_BYTES:
+            return as_text(value, f"Its image is {len(data) // 1024} KiB, over the {MAX_IMAGE_BYTES // 2**20} MiB limit; shown as text.")
+        return Rendered(mime, base64.b64encode(data).decode("ascii"))
+    if not isinstance(data, str):
+        return as_text(value, f"Its {method}() returned {type(data).__name__}, not str; shown as text.")
+    limit = MAX_IMAGE_BYTES if mime.startswith("image/") else MAX_HTML_BYTES
+    size = len(data.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return as_text(value, f"Its {method}() is {size // 1024} KiB, over the {limit // 1024} KiB limit; shown as text.")
+    return Rendered(mime, data)
+
+
+# --- treescope --------------------------------------------------------------
+
+def is_array(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, type)
+
+
+def wants_tree_view(value: Any) -> bool:
+    """Arrays and containers gain from the explorable view; a number or a plain object does not."""
+    if isinstance(value, str | bytes | bytearray | int | float | complex | bool):
+        return False
+    if is_array(value):
+        return bool(getattr(value, "ndim", 0))
+    if isinstance(value, dict | list | tuple | set | frozenset):
+        # plt.plot(...) returns a list of Line2D: its repr says all there is.
+        return len(value) > 0 and not all_artists(value)
+    if dataclasses.is_dataclass(value) or hasattr(type(value), "__treescope_repr__"):
+        return True
+    return is_pytree_node(value)
+
+
+def all_artists(values: Any) -> bool:
+    artist_module = sys.modules.get("matplotlib.artist")
+    if artist_module is None or isinstance(values, dict):
+        return False
+    return all(isinstance(item, artist_module.Artist) for item in values)
+
+
+def is_pytree_node(value: Any) -> bool:
+    """A registered JAX pytree node (flax/equinox modules, optax states...)."""
+    tree_util = sys.modules.get("jax.tree_util")
+    if tree_util is None:
+        return False
+    try:
+        # Flatten one level only: every child counts as a leaf.
+        treedef = tree_util.tree_structure(value, is_leaf=lambda node: node is not value)
+        return not tree_util.treedef_is_leaf(treedef)
+    except Exception:
+        return False
+
+
+def tree_leaves(value: Any) -> list[Any]:
+    tree_util = sys.modules.get("jax.tree_util")
+    if tree_util is not None:
+        return tree_util.tree_leaves(value)
+    leaves: list[Any] = []
+    stack = [value]
+    while stack and len(leaves) <= MAX_TREE_LEAVES:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        else:
+            leaves.append(node)
+    return leaves
+
+
+def as_tree_view(value: Any) -> Rendered:
+    import treescope
+
+    leaves = tree_leaves(value)
+    if len(leaves) > MAX_TREE_LEAVES:
+        return as_text(value, f"It has {len(leaves):,} leaves, more than the explorable view's {MAX_TREE_LEAVES:,}; shown as text.")
+    arrays = sum(1 for leaf in leaves if is_array(leaf) and getattr(leaf, "ndim", 0) >= 1)
+    notice = None
+    if 0 < arrays <= MAX_HEATMAP_ARRAYS:
+        with treescope.active_autovisualizer.set_scoped(treescope.ArrayAutovisualizer()):
+            html = treescope.render_to_html(value, ignore_exceptions=True)
+        if len(html) <= MAX_HTML_BYTES:
+            return Rendered("text/html", html)
+        notice = f"Heat-maps left out: with them the view would be {len(html) // 1024} KiB."
+    elif arrays > MAX_HEATMAP_ARRAYS:
+        notice = f"Heat-maps left out: {arrays} arrays is more than {MAX_HEATMAP_ARRAYS}."
+    html = treescope.render_to_html(value, ignore_exceptions=True)
+    if len(html) <= MAX_HTML_BYTES:
+        return Rendered("text/html", html, notice)
+    return as_text(value, f"The explorable view would be {len(html) // 1024} KiB, over the {MAX_HTML_BYTES // 1024} KiB limit; shown as text.")
