@@ -1,0 +1,246 @@
+/**
+ * The page: header (name, backend, Run/Stop), editor | results, status bar,
+ * and the run on screen.
+ *
+ * One run is on screen at a time. Run while a run is in flight cancels that
+ * run and starts the new one; events of any other run id are dropped, so a
+ * late event of an abandoned run never lands in the new run's panels.
+ */
+
+import { BackendPicker } from "./backends";
+import type { Boot } from "./boot";
+import { Connection, type ConnectionState, socketUrl } from "./connection";
+import { el, runShortcutLabel } from "./dom";
+import { createEditor, type PlaygroundEditor } from "./editor";
+import defaultExample from "./examples/default.py?raw";
+import { type Panel, type PanelContext, PANELS } from "./panels/index";
+import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { Splitter } from "./splitter";
+import { StatusLine } from "./status";
+import { Tabs } from "./tabs";
+
+const DRAFT_KEY = "jaxplay.draft";
+const DRAFT_SAVE_MS = 400;
+
+interface ActiveRun {
+  id: string;
+  sentAt: number;
+}
+
+export class App {
+  readonly editor: PlaygroundEditor;
+  readonly panels: Panel[] = [];
+  private readonly connection: Connection;
+  private readonly status = new StatusLine();
+  private readonly backends: BackendPicker;
+  private readonly tabs = new Tabs();
+  private readonly runButton: HTMLButtonElement;
+  private readonly stopButton: HTMLButtonElement;
+  private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
+  private readonly runInfo = el("span", { class: "run-info" });
+  private active: ActiveRun | null = null;
+  private runCounter = 0;
+
+  constructor(
+    root: HTMLElement,
+    boot: Boot,
+  ) {
+    const embed = boot.mode === "embed";
+    document.title = boot.page_title;
+    document.body.classList.add(`mode-${boot.mode}`);
+
+    this.backends = new BackendPicker(boot.snippet?.backend ?? null);
+    this.runButton = el(
+      "button",
+      { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
+      el("span", { class: "btn-icon", "aria-hidden": "true" }, "▶"),
+      "Run",
+      el("kbd", { class: "btn-kbd" }, runShortcutLabel),
+    );
+    this.stopButton = el(
+      "button",
+      { class: "btn btn-stop", type: "button", title: "Stop the run", disabled: true, "data-testid": "stop" },
+      el("span", { class: "btn-icon", "aria-hidden": "true" }, "■"),
+      "Stop",
+    );
+    this.runButton.addEventListener("click", () => this.run());
+    this.stopButton.addEventListener("click", () => this.stop());
+
+    const editorPane = el("section", { class: "editor-pane", "aria-label": "Code" });
+    const header = el(
+      "header",
+      { class: "topbar" },
+      el(
+        "a",
+        { class: "brand", href: embed && boot.snippet?.id ? `/s/${boot.snippet.id}` : "/", target: embed ? "_blank" : null },
+        el("span", { class: "brand-mark", "aria-hidden": "true" }, "λ"),
+        el("span", { class: "brand-name" }, "JAX Playground"),
+      ),
+      embed ? null : this.exampleButton(),
+      el("div", { class: "topbar-spacer" }),
+      this.backends.element,
+      this.stopButton,
+      this.runButton,
+    );
+    const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
+    const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
+    splitter.attach(main);
+    const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
+    root.replaceChildren(header, main, footer);
+
+    const draft = !embed && !boot.snippet ? localStorage.getItem(DRAFT_KEY) : null;
+    let saveTimer: number | null = null;
+    this.editor = createEditor({
+      parent: editorPane,
+      doc: boot.snippet?.code ?? draft ?? defaultExample,
+      onRun: () => this.run(),
+      onChange: embed || boot.snippet ? undefined : (code) => {
+        if (saveTimer !== null) window.clearTimeout(saveTimer);
+        saveTimer = window.setTimeout(() => localStorage.setItem(DRAFT_KEY, code), DRAFT_SAVE_MS);
+      },
+    });
+
+    for (const factory of PANELS) {
+      const slot = this.tabs.reserve();
+      const ctx: PanelContext = {
+        editor: this.editor,
+        setBadge: (value, tone) => slot.setBadge(value, tone),
+        activate: () => slot.activate(),
+        isActive: () => slot.isActive(),
+        boot,
+      };
+      const panel = factory(ctx);
+      slot.mount(panel);
+      this.panels.push(panel);
+    }
+
+    this.connection = new Connection(socketUrl(), {
+      onEvent: (ev) => this.onEvent(ev),
+      onStateChange: (state) => this.onConnectionState(state),
+      onLost: () => this.onLost(),
+    });
+    this.editor.focus();
+  }
+
+  run(): void {
+    if (this.active) this.cancel(this.active.id);
+    const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
+    this.active = { id, sentAt: performance.now() };
+    for (const panel of this.panels) panel.onRunStart(id);
+    const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
+    for (const panel of this.panels) Object.assign(message, panel.runFields?.());
+    const backend = this.backends.value;
+    if (backend) message.backend = backend;
+    this.status.set({ kind: "sending" });
+    this.runInfo.textContent = "";
+    this.setRunning(true);
+    this.connection.send(message);
+  }
+
+  stop(): void {
+    if (this.active) this.cancel(this.active.id);
+  }
+
+  private cancel(id: string): void {
+    // A run still waiting in the outbox was never seen by the server: end it here.
+    let unsent = false;
+    this.connection.unsend((m) => {
+      const match = m.type === "run" && m.id === id;
+      unsent ||= match;
+      return match;
+    });
+    if (unsent) {
+      this.finish({ type: "done", id, status: "cancelled", elapsed_ms: 0 });
+      return;
+    }
+    this.connection.send({ type: "cancel", id });
+  }
+
+  private onEvent(ev: ServerEvent): void {
+    if (ev.type === "notice" && ev.id === null) {
+      this.route(ev);
+      return;
+    }
+    if (!this.active || ev.id !== this.active.id) return;
+    switch (ev.type) {
+      case "queued":
+        this.status.set({ kind: "queued", position: ev.position });
+        break;
+      case "started":
+        this.status.set({ kind: "running", since: performance.now() });
+        this.runInfo.textContent = describeStarted(ev);
+        break;
+      case "done":
+        this.finish(ev);
+        return;
+    }
+    this.route(ev);
+  }
+
+  private route(ev: ServerEvent): void {
+    for (const panel of this.panels) {
+      if (panel.handles.includes(ev.type)) panel.onEvent(ev);
+    }
+  }
+
+  private finish(ev: DoneEvent): void {
+    if (!this.active || this.active.id !== ev.id) return;
+    this.active = null;
+    this.setRunning(false);
+    this.status.set({ kind: "done", status: ev.status, elapsedMs: ev.elapsed_ms, message: ev.message });
+    for (const panel of this.panels) panel.onRunDone?.(ev);
+    void this.backends.refresh();
+  }
+
+  private onLost(): void {
+    if (!this.active) return;
+    const { id, sentAt } = this.active;
+    const elapsed = performance.now() - sentAt;
+    this.finish({
+      type: "done",
+      id,
+      status: "cancelled",
+      elapsed_ms: elapsed,
+      message: "The connection to the server dropped, so this run was lost. Run it again once reconnected.",
+    });
+    this.status.set({ kind: "lost" });
+  }
+
+  private onConnectionState(state: ConnectionState): void {
+    this.connectionBadge.dataset.state = state;
+    this.connectionBadge.textContent =
+      state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";
+  }
+
+  private setRunning(running: boolean): void {
+    this.stopButton.disabled = !running;
+    document.body.classList.toggle("is-running", running);
+  }
+
+  private exampleButton(): HTMLElement {
+    return el(
+      "button",
+      {
+        class: "btn btn-ghost",
+        type: "button",
+        title: "Replace the code with the example (undo with Ctrl+Z)",
+        onclick: () => {
+          this.editor.setCode(defaultExample);
+          this.editor.focus();
+        },
+      },
+      "Example",
+    );
+  }
+}
+
+/** "cpu · 8× cpu · jax 0.10.2" from what the worker reported. */
+function describeStarted(ev: StartedEvent): string {
+  const d = ev.devices ?? {};
+  const count = d.count ?? d.device_count;
+  const kind = d.kind ?? d.device_kind;
+  const parts = [ev.backend];
+  if (typeof count === "number") parts.push(typeof kind === "string" ? `${count}× ${kind}` : `${count} devices`);
+  if (ev.jax_version) parts.push(`jax ${ev.jax_version}`);
+  return parts.join(" · ");
+}

@@ -1,0 +1,44 @@
+/**
+ * What the server put in the page: `<script id="boot" type="application/json">`
+ * rendered by server/templates/page.html. Read once, here, so every page
+ * (editor `/`, share `/s/{id}`, embed `/e/{id}`) starts from the same object.
+ */
+
+export type PageMode = "editor" | "embed";
+
+/** A stored program a share or embed page opens with. */
+export interface BootSnippet {
+  id?: string;
+  code: string;
+  backend?: string | null;
+  title?: string | null;
+  [field: string]: unknown;
+}
+
+export interface Boot {
+  mode: PageMode;
+  snippet: BootSnippet | null;
+  page_title: string;
+  [field: string]: unknown;
+}
+
+const DEFAULT_BOOT: Boot = { mode: "editor", snippet: null, page_title: "JAX Playground" };
+
+export function readBoot(doc: Document = document): Boot {
+  const node = doc.getElementById("boot");
+  if (!node?.textContent) return { ...DEFAULT_BOOT };
+  try {
+    const raw = JSON.parse(node.textContent) as Partial<Boot>;
+    const snippet = raw.snippet && typeof raw.snippet.code === "string" ? raw.snippet : null;
+    return {
+      ...DEFAULT_BOOT,
+      ...raw,
+      mode: raw.mode === "embed" ? "embed" : "editor",
+      snippet,
+      page_title: typeof raw.page_title === "string" ? raw.page_title : DEFAULT_BOOT.page_title,
+    };
+  } catch (err) {
+    console.error("jaxplay: the page's boot data is not valid JSON; starting with defaults", err);
+    return { ...DEFAULT_BOOT };
+  }
+}

@@ -1,0 +1,249 @@
+/**
+ * The Output tab: stdout, stderr (set apart), errors with clickable line
+ * numbers, displayed results and notices, in arrival order.
+ *
+ * Output can arrive as thousands of small chunks (up to the server's 1 MiB
+ * cap), so events only queue work; one flush per animation frame merges
+ * consecutive chunks of a stream into one text node, and a stream block is
+ * closed after BLOCK_CHARS so the browser lays out small blocks rather than
+ * one ever-growing one.
+ */
+
+import { el, formatDuration, runShortcutLabel } from "../dom";
+import type { DisplayEvent, DoneEvent, ErrorEvent, NoticeEvent, ServerEvent } from "../protocol";
+import type { EditorAccess, PanelFactory } from "./index";
+import "../styles/output.css";
+
+type StreamKind = "stdout" | "stderr";
+type Pending = { kind: StreamKind; text: string } | { kind: "node"; node: HTMLElement };
+
+const BLOCK_CHARS = 32_768;
+/** Within this many pixels of the bottom, the log keeps following new output. */
+const FOLLOW_SLACK_PX = 24;
+
+/** Renders one `display` event's data by MIME type; features add entries (e.g. "text/html"). */
+export type DisplayRenderer = (ev: DisplayEvent) => HTMLElement;
+
+export const displayRenderers: Record<string, DisplayRenderer> = {
+  "text/plain": (ev) => el("pre", { class: "output-display-text" }, ev.data),
+};
+
+export const outputPanel: PanelFactory = (ctx) => {
+  const log = el("div", { class: "output-log", "data-testid": "output-log" });
+  const element = el("div", { class: "output" }, log);
+
+  let pending: Pending[] = [];
+  let flushScheduled = false;
+  let openBlock: { kind: StreamKind; node: HTMLElement; chars: number } | null = null;
+  let follow = true;
+  let hasContent = false;
+
+  log.addEventListener("scroll", () => {
+    follow = log.scrollTop + log.clientHeight >= log.scrollHeight - FOLLOW_SLACK_PX;
+  });
+
+  function showEmptyHint(): void {
+    log.replaceChildren(
+      el(
+        "div",
+        { class: "output-empty" },
+        "Output appears here as the program prints it. Press ",
+        el("kbd", {}, runShortcutLabel),
+        " or Run.",
+      ),
+    );
+  }
+  showEmptyHint();
+
+  function enqueue(item: Pending): void {
+    pending.push(item);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      requestAnimationFrame(flush);
+    }
+  }
+
+  function flush(): void {
+    flushScheduled = false;
+    const items = pending;
+    pending = [];
+    if (!hasContent && items.length) {
+      log.replaceChildren();
+      hasContent = true;
+    }
+    let i = 0;
+    while (i < items.length) {
+      const item = items[i];
+      if (item.kind === "node") {
+        openBlock = null;
+        log.append(item.node);
+        i += 1;
+        continue;
+      }
+      // Merge the run of consecutive chunks of the same stream.
+      let text = item.text;
+      let j = i + 1;
+      while (j < items.length && items[j].kind === item.kind) {
+        text += (items[j] as { text: string }).text;
+        j += 1;
+      }
+      appendStream(item.kind, text);
+      i = j;
+    }
+    if (follow) log.scrollTop = log.scrollHeight;
+  }
+
+  function appendStream(kind: StreamKind, text: string): void {
+    while (text.length) {
+      if (!openBlock || openBlock.kind !== kind || openBlock.chars >= BLOCK_CHARS) {
+        const node = el("div", { class: `output-stream output-${kind}`, "data-stream": kind });
+        log.append(node);
+        openBlock = { kind, node, chars: 0 };
+      }
+      // Split at a newline near the block limit so one block never grows unbounded.
+      let take = text.length;
+      const room = BLOCK_CHARS - openBlock.chars;
+      if (take > room) {
+        const cut = text.lastIndexOf("\n", room);
+        take = cut > 0 ? cut + 1 : room;
+      }
+      openBlock.node.append(text.slice(0, take));
+      openBlock.chars += take;
+      text = text.slice(take);
+    }
+  }
+
+  return {
+    id: "output",
+    title: "Output",
+    element,
+    handles: ["stdout", "stderr", "error", "display", "notice"],
+    onRunStart() {
+      pending = [];
+      openBlock = null;
+      follow = true;
+      hasContent = true;
+      log.replaceChildren();
+      ctx.setBadge(null);
+      ctx.editor.clearLineMarks("error");
+    },
+    onEvent(ev: ServerEvent) {
+      switch (ev.type) {
+        case "stdout":
+        case "stderr":
+          if (ev.text) enqueue({ kind: ev.type, text: ev.text });
+          break;
+        case "error":
+          enqueue({ kind: "node", node: errorBlock(ev, ctx.editor) });
+          if (ev.line !== null) {
+            ctx.editor.setLineMarks(
+              "error",
+              [{ line: ev.line, kind: "error", title: `${ev.ename}: ${ev.message}` }],
+              { clearOnEdit: true },
+            );
+          }
+          ctx.setBadge("!", "error");
+          break;
+        case "display":
+          enqueue({ kind: "node", node: displayBlock(ev) });
+          break;
+        case "notice":
+          enqueue({ kind: "node", node: noticeBlock(ev) });
+          break;
+      }
+    },
+    onRunDone(ev: DoneEvent) {
+      const line = endOfRunLine(ev);
+      if (line) enqueue({ kind: "node", node: line });
+    },
+  };
+};
+
+const USER_FRAME_LINE = /File "<playground>", line (\d+)/g;
+
+/** The traceback with each `line N` of a user frame a button that jumps there. */
+function linkedTraceback(text: string, editor: EditorAccess): HTMLElement {
+  const pre = el("pre", { class: "output-traceback" });
+  let last = 0;
+  for (const match of text.matchAll(USER_FRAME_LINE)) {
+    const start = match.index + match[0].length - `line ${match[1]}`.length;
+    pre.append(text.slice(last, start), lineButton(Number(match[1]), editor));
+    last = match.index + match[0].length;
+  }
+  pre.append(text.slice(last));
+  return pre;
+}
+
+function lineButton(line: number, editor: EditorAccess): HTMLElement {
+  return el(
+    "button",
+    {
+      class: "output-line-link",
+      type: "button",
+      title: `Show line ${line} in the editor`,
+      "data-line": line,
+      onclick: () => editor.goToLine(line),
+    },
+    `line ${line}`,
+  );
+}
+
+function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
+  let traceback = ev.traceback ?? "";
+  // The traceback ends with "Name: message", which the heading already says.
+  for (const tail of [`${ev.ename}: ${ev.message}\n`, `${ev.ename}: ${ev.message}`, `${ev.ename}\n`]) {
+    if (traceback.endsWith(tail) && traceback.length > tail.length) {
+      traceback = traceback.slice(0, -tail.length);
+      break;
+    }
+  }
+  const head = el(
+    "div",
+    { class: "output-error-head" },
+    el("span", { class: "output-error-name" }, ev.ename),
+    ev.message ? el("span", { class: "output-error-message" }, ev.message) : null,
+    ev.line !== null ? lineButton(ev.line, editor) : null,
+  );
+  return el(
+    "div",
+    { class: "output-error", role: "alert", "data-testid": "output-error" },
+    head,
+    traceback.trim() ? linkedTraceback(traceback, editor) : null,
+  );
+}
+
+function displayBlock(ev: DisplayEvent): HTMLElement {
+  const render = displayRenderers[ev.mime];
+  const body = render
+    ? render(ev)
+    : el("div", { class: "output-note" }, `This page cannot show ${ev.mime} output.`);
+  return el(
+    "div",
+    { class: "output-display", "data-role": ev.role ?? "" },
+    ev.role === "result" ? el("span", { class: "output-display-label" }, "result") : null,
+    body,
+  );
+}
+
+function noticeBlock(ev: NoticeEvent): HTMLElement {
+  return el("div", { class: `output-notice output-notice-${ev.level}`, role: "status" }, ev.message);
+}
+
+/** A closing line for runs that did not end normally (ok and error speak for themselves). */
+function endOfRunLine(ev: DoneEvent): HTMLElement | null {
+  const after = ev.elapsed_ms > 0 ? ` after ${formatDuration(ev.elapsed_ms)}` : "";
+  const words: Record<string, string> = {
+    timeout: `Timed out${after}.`,
+    cancelled: `Cancelled${after}.`,
+    crashed: `The run crashed${after}.`,
+    rejected: "The run was not accepted.",
+  };
+  const text = words[ev.status];
+  if (!text) return null;
+  return el(
+    "div",
+    { class: `output-end output-end-${ev.status}` },
+    text,
+    ev.message ? el("span", { class: "output-end-message" }, ` ${ev.message}`) : null,
+  );
+}
