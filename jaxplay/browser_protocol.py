@@ -58,7 +58,7 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.")
+        raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.") from None
     if not isinstance(raw, dict):
         raise ProtocolError("Each message must be a JSON object with a 'type' field.")
     run_id = raw.get("id") if isinstance(raw.get("id"), str) else None

@@ -29,9 +29,9 @@ OOM_MESSAGE = (
 
 
 def reopen_std_streams() -> None:
-    """Text streams over fds 1 and 2 that write through at once (live output)."""
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb", 0), encoding="utf-8", errors="backslashreplace", write_through=True)
-    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb", 0), encoding="utf-8", errors="backslashreplace", write_through=True)
+    """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed."""
+    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
 
 

@@ -203,23 +203,29 @@ def tree_leaves(value: Any) -> list[Any]:
     return leaves
 
 
-def as_tree_view(value: Any) -> Rendered:
+def treescope_html(value: Any, heatmaps: bool) -> str:
     import treescope
 
+    if not heatmaps:
+        return treescope.render_to_html(value, ignore_exceptions=True)
+    with treescope.active_autovisualizer.set_scoped(treescope.ArrayAutovisualizer()):
+        return treescope.render_to_html(value, ignore_exceptions=True)
+
+
+def as_tree_view(value: Any) -> Rendered:
     leaves = tree_leaves(value)
     if len(leaves) > MAX_TREE_LEAVES:
         return as_text(value, f"It has {len(leaves):,} leaves, more than the explorable view's {MAX_TREE_LEAVES:,}; shown as text.")
     arrays = sum(1 for leaf in leaves if is_array(leaf) and getattr(leaf, "ndim", 0) >= 1)
     notice = None
     if 0 < arrays <= MAX_HEATMAP_ARRAYS:
-        with treescope.active_autovisualizer.set_scoped(treescope.ArrayAutovisualizer()):
-            html = treescope.render_to_html(value, ignore_exceptions=True)
+        html = treescope_html(value, heatmaps=True)
         if len(html) <= MAX_HTML_BYTES:
             return Rendered("text/html", html)
         notice = f"Heat-maps left out: with them the view would be {len(html) // 1024} KiB."
     elif arrays > MAX_HEATMAP_ARRAYS:
         notice = f"Heat-maps left out: {arrays} arrays is more than {MAX_HEATMAP_ARRAYS}."
-    html = treescope.render_to_html(value, ignore_exceptions=True)
+    html = treescope_html(value, heatmaps=False)
     if len(html) <= MAX_HTML_BYTES:
         return Rendered("text/html", html, notice)
     return as_text(value, f"The explorable view would be {len(html) // 1024} KiB, over the {MAX_HTML_BYTES // 1024} KiB limit; shown as text.")

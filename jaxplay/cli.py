@@ -1,0 +1,95 @@
+"""``jaxplay serve`` and ``jaxplay worker``: flags made from the one Settings definition."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from dataclasses import fields
+from typing import Any
+
+from jaxplay.settings import ENV_PREFIX, Settings
+
+WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
+                 "artifact_limit_bytes", "log_level")
+SANDBOX_CHOICES = ("bwrap", "none")
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    for f in fields(Settings):
+        if not f.metadata.get("flag") or (only is not None and f.name not in only):
+            continue
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        convert = {"int": int, "float": float}.get(kind, str)
+        extra: dict[str, Any] = {"choices": SANDBOX_CHOICES} if f.name == "sandbox" else {}
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=convert, default=None,
+                            help=f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})",
+                            **extra)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    names = {f.name for f in fields(Settings)}
+    return Settings.from_env(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
+    add_setting_flags(serve)
+    serve.add_argument("--no-local-worker", action="store_true", help="Start no local worker (same as --local-workers 0).")
+    worker = commands.add_parser("worker", help="Run a worker that dials a server and executes runs.")
+    worker.add_argument("--server", required=True, help="The server's worker URL, e.g. ws://HOST:8000/worker.")
+    worker.add_argument("--token", default=None, help=f"Shared secret (default: env {ENV_PREFIX}WORKER_TOKEN).")
+    worker.add_argument("--name", default=None, help="Name shown for this worker (default: host name).")
+    add_setting_flags(worker, WORKER_FIELDS)
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("jaxplay").setLevel(level.upper())
+
+
+def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from server.app import create_app
+
+    settings = settings_from(args)
+    if args.no_local_worker:
+        settings = settings.replace(local_workers=0)
+    configure_logging(settings.log_level)
+    print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
+                ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
+
+
+def worker(args: argparse.Namespace) -> None:
+    from sandbox.agent import TokenRefused, WorkerAgent
+
+    settings = settings_from(args)
+    configure_logging(settings.log_level)
+    token = args.token if args.token is not None else os.environ.get(ENV_PREFIX + "WORKER_TOKEN", "")
+    if settings.sandbox == "none":
+        logging.getLogger("jaxplay.worker").warning(
+            "SANDBOX DISABLED (--sandbox none): user code runs unconfined with this worker's privileges.")
+    agent = WorkerAgent(settings, args.server, token, args.name)
+    try:
+        asyncio.run(agent.serve_forever())
+    except TokenRefused as refused:
+        print(f"jaxplay worker: the server refused this worker: {refused.message}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    {"serve": serve, "worker": worker}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""The worker agent: dials the server, advertises its devices, runs jobs in sandbox slots.
+
+Tasks and ownership::
+
+    WorkerAgent.serve_forever
+      ├─ starts the slots (each owns one sandbox) and probes the devices once
+      └─ per connection: the receive loop (jobs, cancels), one writer task that
+         sends every outgoing frame in order, and one task per job in flight.
+         A lost connection kills the runs in flight (the server has already
+         failed them) and the agent dials again with backoff.
+
+A refused token is final: the agent prints the server's reason and exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import websockets
+
+from jaxplay import worker_protocol as wp
+from jaxplay.settings import Settings
+from sandbox.slot import Slot
+
+log = logging.getLogger("jaxplay.worker")
+
+RECONNECT_DELAYS_S = (0.2, 0.5, 1, 2, 5)
+
+
+class TokenRefused(SystemExit):
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+
+class WorkerAgent:
+    def __init__(self, settings: Settings, server_url: str, token: str, name: str | None = None) -> None:
+        self.settings = settings
+        self.server_url = server_url
+        self.token = token
+        self.name = name or socket.gethostname()
+        self.slots: list[Slot] = []
+        self.free: asyncio.Queue[Slot] = asyncio.Queue()
+        self.running: dict[str, Slot] = {}
+        self.description: dict[str, Any] = {}
+
+    async def start_slots(self) -> None:
+        self.slots = [Slot(i, self.settings, self.name) for i in range(max(1, self.settings.slots))]
+        await asyncio.gather(*(slot.start() for slot in self.slots))
+        self.description = await self.probe(self.slots[0])
+        for slot in self.slots:
+            self.free.put_nowait(slot)
+        log.info("worker %s: %s x%s (%s), %d slot(s)", self.name, self.description["backend"],
+                 self.description["device_count"], self.description["device_kind"], len(self.slots))
+
+    async def probe(self, slot: Slot) -> dict[str, Any]:
+        found: list[dict[str, Any]] = []
+
+        async def keep(event: dict[str, Any]) -> None:
+            if event.get("type") == "probe":
+                found.append(event)
+            else:
+                log.warning("device probe: %s", event)
+
+        result = await slot.run("probe", "", 120.0, {}, keep, probe=True)
+        if not found:
+            raise RuntimeError(f"device probe failed: {result.status} {result.message or ''}")
+        return found[0]
+
+    def hello(self) -> wp.WorkerHello:
+        d = self.description
+        return wp.WorkerHello(
+            token=self.token, name=self.name, backend=d["backend"], device_kind=d["device_kind"],
+            device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
+            slots=len(self.slots), platform_version=d.get("platform_version", ""),
+        )
+
+    async def serve_forever(self) -> None:
+        await self.start_slots()
+        attempt = 0
+        try:
+            while True:
+                try:
+                    async with websockets.connect(self.server_url, max_size=None, ping_interval=20) as ws:
+                        attempt = 0
+                        await self.session(ws)
+                except TokenRefused:
+                    raise
+                except (OSError, websockets.WebSocketException) as exc:
+                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc)
+                await self.abandon_runs()
+                await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
+                attempt += 1
+        finally:
+            await asyncio.gather(*(slot.close() for slot in self.slots), return_exceptions=True)
+
+    async def session(self, ws: Any) -> None:
+        outbox: asyncio.Queue[str] = asyncio.Queue()
+        await ws.send(wp.encode(self.hello()))
+        reply = wp.decode(await ws.recv())
+        if isinstance(reply, wp.ServerRefused):
+            raise TokenRefused(reply.message)
+        log.info("worker %s joined %s", self.name, self.server_url)
+        writer = asyncio.create_task(self._write(ws, outbox))
+        try:
+            async for frame in ws:
+                message = wp.decode(frame)
+                if isinstance(message, wp.ServerJob):
+                    asyncio.create_task(self.execute(message, outbox))
+                elif isinstance(message, wp.ServerCancel):
+                    slot = self.running.get(message.run_id)
+                    if slot:
+                        slot.cancel(message.run_id)
+        finally:
+            writer.cancel()
+
+    async def _write(self, ws: Any, outbox: asyncio.Queue[str]) -> None:
+        while True:
+            await ws.send(await outbox.get())
+
+    async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
+        slot = await self.free.get()
+        self.running[job.run_id] = slot
+
+        async def send(event: dict[str, Any]) -> None:
+            outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
+
+        try:
+            result = await slot.run(job.run_id, job.code, job.timeout_s, job.options, send)
+            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,
+                                                          result.message)))
+        except Exception as exc:  # a worker fault, not the user's: report it and keep serving
+            log.exception("run %s failed in the worker", job.run_id)
+            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, f"Worker fault: {exc}")))
+        finally:
+            del self.running[job.run_id]
+            if not slot.alive:
+                asyncio.create_task(self._revive(slot))
+            else:
+                self.free.put_nowait(slot)
+
+    async def _revive(self, slot: Slot) -> None:
+        try:
+            await slot.restart()
+            self.free.put_nowait(slot)
+        except Exception:
+            log.exception("slot %s could not be restarted; retrying in 5 s", slot.name)
+            await asyncio.sleep(5)
+            asyncio.create_task(self._revive(slot))
+
+    async def abandon_runs(self) -> None:
+        for run_id, slot in list(self.running.items()):
+            slot.cancel(run_id)

@@ -1,0 +1,97 @@
+"""The command line that starts a zygote inside a bubblewrap sandbox.
+
+What the sandbox is: every namespace unshared (no network at all, loopback
+included; its own pids, IPC, UTS, cgroup and user namespace), a read-only
+root made of /usr and the Python install and project, a private size-capped
+/tmp, a non-root uid inside and out, no capabilities, a cleared environment,
+and ``--die-with-parent`` so the worker's death ends it.
+
+Run as root, an unprivileged user namespace would map the sandbox's uid back
+to host root, so the worker first drops to ``SANDBOX_UID`` with setpriv. That
+uid may be unable to reach the project (e.g. under /root): a private mount
+namespace, made while still root, binds each needed folder under a
+world-readable tmpfs, and bwrap binds it from there to its usual path, so
+paths inside the sandbox are the same as outside.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+SANDBOX_UID = 65534  # nobody: owns nothing on the host
+INSIDE_UID = 1000
+STAGING = "/mnt"  # covered by a tmpfs in the private mount namespace only
+TMP_SIZE_BYTES = 512 << 20
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create namespaces here."""
+
+
+def exposed_paths() -> list[Path]:
+    """Folders the sandbox needs besides /usr: the project, the venv, the Python install."""
+    candidates = [PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix),
+                  Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["platlib"])]
+    chosen: list[Path] = []
+    for path in sorted({p.resolve() for p in candidates}, key=lambda p: len(p.parts)):
+        if path.parts[:2] == ("/", "usr") or any(path.is_relative_to(c) for c in chosen):
+            continue
+        chosen.append(path)
+    return chosen
+
+
+def require_bwrap() -> str:
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed: install it (Debian: apt-get install bubblewrap) "
+            "or, for development only, start with --sandbox none."
+        )
+    return path
+
+
+def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str]) -> list[str]:
+    """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it."""
+    args = [
+        require_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "playground",
+        "--ro-bind", "/usr", "/usr",
+    ]
+    for name in ("bin", "sbin", "lib", "lib64", "lib32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    for path in ETC_FILES:
+        args += ["--ro-bind-try", path, path]
+    for path, source in sources.items():
+        args += ["--ro-bind", source, str(path)]
+    args += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
+             "--chdir", "/tmp", "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return args + ["--", *inner]
+
+
+def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path]) -> list[str]:
+    """The full command: as root, stage paths and drop privileges first; else bwrap directly."""
+    paths = exposed_paths()
+    if os.geteuid() != 0:
+        return bwrap_args(inner, env, {p: str(p) for p in paths})
+    staged = {p: f"{STAGING}/jaxplay/{i}" for i, p in enumerate(paths)}
+    script = [f"mount -t tmpfs -o mode=755,size=1m jaxplay {STAGING}"]
+    for path, target in staged.items():
+        script += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(path))} {target}"]
+    for procs in cgroup_procs:
+        script.append(f"echo $$ > {shlex.quote(str(procs))}")
+    drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
+    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged)))
+    return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", " && ".join(script)]

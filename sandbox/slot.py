@@ -1,0 +1,315 @@
+"""One sandbox slot: a bubblewrap sandbox with a zygote in it, running one run at a time.
+
+Tasks and ownership (all in the worker's event loop)::
+
+    Slot
+      ├─ the sandbox process tree (unshare/setpriv/bwrap -> zygote): owned here,
+      │  killed by ``close()``; bwrap's --die-with-parent covers a worker crash
+      ├─ _read_zygote task: every zygote message into ``_messages``
+      └─ per run: three pipe pumps (stdout, stderr, events) and the deadline
+
+A run's child writes to pipes the slot created, so its output streams to the
+worker as it is written, whatever the child does with Python's buffers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import json
+import logging
+import os
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxplay.browser_protocol import RunStatus
+from jaxplay.settings import Settings
+from sandbox import bwrap
+from sandbox import zygote_protocol as zp
+from sandbox.cgroups import SlotCgroup
+from sandbox.limits import format_bytes
+
+log = logging.getLogger("jaxplay.sandbox")
+
+SendEvent = Callable[[dict[str, Any]], Awaitable[None]]
+START_TIMEOUT_S = 120.0
+KILL_GRACE_S = 5.0
+DRAIN_GRACE_S = 2.0
+READ_CHUNK = 64 * 1024
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    elapsed_ms: float
+    message: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+
+class SlotDied(RuntimeError):
+    pass
+
+
+class Slot:
+    def __init__(self, index: int, settings: Settings, name: str) -> None:
+        self.index = index
+        self.settings = settings
+        self.name = f"{name}-{index}"
+        self.process: asyncio.subprocess.Process | None = None
+        self.control: socket.socket | None = None
+        self.cgroup: SlotCgroup | None = None
+        self.versions: dict[str, Any] = {}
+        self._messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._cancel_requested: dict[str, asyncio.Event] = {}
+        self.alive = False
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def start(self) -> None:
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent_end.setblocking(False)
+        isolated = self.settings.sandbox != "none"
+        inner = [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())]
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT),
+               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+        if isolated:
+            inner.append("--isolated")
+            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)
+            procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
+            command = bwrap.sandbox_command(inner, env, procs)
+        else:
+            command = inner
+            env = {**os.environ, **env}
+        self.process = await asyncio.create_subprocess_exec(
+            *command, pass_fds=(child_end.fileno(),), stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            env=None if isolated else env, start_new_session=True,
+        )
+        child_end.close()
+        self.control = parent_end
+        self._messages = asyncio.Queue()
+        self._reader = asyncio.create_task(self._read_zygote())
+        asyncio.create_task(self._log_stderr(self.process))
+        ready = await asyncio.wait_for(self._next_message(), START_TIMEOUT_S)
+        if ready.get("type") != "ready":
+            raise SlotDied(f"zygote sent {ready!r} instead of ready")
+        self.versions = ready
+        self.alive = True
+        log.info("slot %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
+
+    async def close(self) -> None:
+        self.alive = False
+        if self._reader:
+            self._reader.cancel()
+        if self.control:
+            self.control.close()
+            self.control = None
+        if self.process and self.process.returncode is None:
+            try:
+                os.killpg(self.process.pid, 9)
+            except ProcessLookupError:
+                pass
+            await self.process.wait()
+        if self.cgroup:
+            self.cgroup.remove()
+
+    async def restart(self) -> None:
+        await self.close()
+        await self.start()
+
+    @property
+    def memory_limit_bytes(self) -> int:
+        return self.settings.memory_limit_mb << 20
+
+    async def _read_zygote(self) -> None:
+        loop = asyncio.get_running_loop()
+        assert self.control is not None
+        try:
+            while True:
+                data = await loop.sock_recv(self.control, zp.MAX_PACKET)
+                message = zp.decode(data)
+                await self._messages.put(message)
+                if message is None:
+                    return
+        except (OSError, asyncio.CancelledError):
+            await self._messages.put(None)
+
+    async def _next_message(self) -> dict[str, Any]:
+        message = await self._messages.get()
+        if message is None:
+            self.alive = False
+            raise SlotDied("the sandbox process ended unexpectedly")
+        return message
+
+    async def _log_stderr(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stderr is not None
+        async for line in process.stderr:
+            log.debug("slot %s: %s", self.name, line.decode(errors="replace").rstrip())
+
+    # --- runs --------------------------------------------------------------
+
+    def cancel(self, run_id: str) -> None:
+        if run_id in self._cancel_requested:
+            self._cancel_requested[run_id].set()
+
+    async def run(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
+                  send: SendEvent, probe: bool = False) -> RunResult:
+        """Execute one run; every event goes to ``send``; never raises for user faults."""
+        assert self.control is not None
+        cancelled = self._cancel_requested[run_id] = asyncio.Event()
+        pipes = [os.pipe() for _ in range(3)]
+        run_options = {**options, "memory_limit_text": format_bytes(self.memory_limit_bytes),
+                       "limit_processes": self.settings.sandbox != "none",
+                       "cpu_devices": self.settings.cpu_devices,
+                       "artifact_limit_bytes": self.settings.artifact_limit_bytes}
+        if self.cgroup is None:
+            run_options["memory_rlimit_bytes"] = self.memory_limit_bytes
+        env = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
+        message = {"type": "start", "run_id": run_id, "code": code, "options": run_options, "env": env,
+                   "probe": probe}
+        oom_before = self.cgroup.oom_kills() if self.cgroup else 0
+        relay = OutputRelay(send, self.settings.output_limit_bytes)
+        try:
+            zp.send(self.control, message, [w for _, w in pipes])
+        finally:
+            for _, w in pipes:
+                os.close(w)
+        started_at = time.monotonic()
+        pumps = [asyncio.create_task(relay.pump(r, kind)) for (r, _), kind in zip(pipes, ("stdout", "stderr", "events"), strict=True)]
+        try:
+            exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled)
+        except SlotDied:
+            for task in pumps:
+                task.cancel()
+            return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
+        finally:
+            del self._cancel_requested[run_id]
+        elapsed_ms = _ms_since(started_at)
+        _done, pending = await asyncio.wait(pumps, timeout=DRAIN_GRACE_S)
+        for task in pending:
+            task.cancel()
+        await relay.flush_held()
+        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        return await self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
+
+    async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event) -> tuple[dict[str, Any], RunStatus | None]:
+        ended_by: RunStatus | None = None
+        cancel_wait = asyncio.create_task(cancelled.wait())
+        try:
+            while True:
+                next_message = asyncio.create_task(self._next_message())
+                budget = deadline - time.monotonic() if ended_by is None else KILL_GRACE_S
+                done, _ = await asyncio.wait({next_message, cancel_wait}, timeout=max(budget, 0),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if next_message in done:
+                    message = next_message.result()
+                    if message.get("type") == "exited" and message.get("run_id") == run_id:
+                        return message, ended_by
+                    continue
+                next_message.cancel()
+                if ended_by is not None:  # killed, yet no exit within the grace: the sandbox is stuck
+                    await self.close()
+                    raise SlotDied("the sandbox did not end the run")
+                ended_by = RunStatus.CANCELLED if cancel_wait in done else RunStatus.TIMEOUT
+                zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
+        finally:
+            cancel_wait.cancel()
+
+    async def _result(self, exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float,
+                      timeout_s: float, oom: bool, relay: OutputRelay) -> RunResult:
+        if ended_by is RunStatus.TIMEOUT:
+            return RunResult(ended_by, elapsed_ms, f"The run exceeded its time limit of {timeout_s:g} s and was stopped.")
+        if ended_by is RunStatus.CANCELLED:
+            return RunResult(ended_by, elapsed_ms, "Stopped at your request.")
+        if exited.get("refused"):
+            return RunResult(RunStatus.CRASHED, elapsed_ms, f"The worker refused the run: {exited['refused']}.")
+        if oom:
+            limit = format_bytes(self.memory_limit_bytes)
+            message = (f"Out of memory: the run used more than its limit of {limit} and was stopped. "
+                       "Use smaller arrays or fewer intermediate copies.")
+            if relay.error_sent:
+                return RunResult(RunStatus.ERROR, elapsed_ms, message)
+            await relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None,
+                              "traceback": ""})
+            return RunResult(RunStatus.ERROR, elapsed_ms, message)
+        code, signal_number = exited.get("returncode"), exited.get("signal")
+        if code == 0:
+            return RunResult(RunStatus.OK, elapsed_ms)
+        if code == 1 and relay.error_sent:
+            return RunResult(RunStatus.ERROR, elapsed_ms)
+        how = f"signal {signal_number}" if signal_number else f"exit code {code}"
+        hint = " It was killed, most likely for running out of memory." if signal_number == 9 else ""
+        return RunResult(RunStatus.CRASHED, elapsed_ms, f"The Python process ended abruptly ({how}).{hint}")
+
+
+def _ms_since(start: float) -> float:
+    return (time.monotonic() - start) * 1000
+
+
+class OutputRelay:
+    """Turns a run's pipes into events, capping output and holding errors until output is drained."""
+
+    def __init__(self, send: SendEvent, output_limit: int) -> None:
+        self.send = send
+        self.output_limit = output_limit
+        self.output_bytes = 0
+        self.truncated = False
+        self.error_sent = False
+        self._held: list[dict[str, Any]] = []
+
+    async def pump(self, fd: int, kind: str) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=256 << 20, loop=loop)
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0))
+        try:
+            if kind == "events":
+                async for line in reader:
+                    await self._structured(line)
+            else:
+                decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+                while chunk := await reader.read(READ_CHUNK):
+                    await self._output(kind, decoder.decode(chunk), len(chunk))
+                await self._output(kind, decoder.decode(b"", final=True), 0)
+        finally:
+            transport.close()
+
+    async def _output(self, kind: str, text: str, size: int) -> None:
+        if not text or self.truncated:
+            return
+        room = self.output_limit - self.output_bytes
+        self.output_bytes += size
+        if size > room:
+            self.truncated = True
+            text = text.encode()[:max(room, 0)].decode(errors="ignore")
+            if text:
+                await self.send({"type": kind, "text": text})
+            await self.send({"type": "notice", "level": "warning",
+                             "message": f"Output truncated: the run wrote more than {format_bytes(self.output_limit)}; "
+                                        "the rest was dropped. Print less, or print summaries."})
+            return
+        await self.send({"type": kind, "text": text})
+
+    async def _structured(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            log.debug("unreadable event line dropped (%d bytes)", len(line))
+            return
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return
+        if event["type"] == "error":
+            self.error_sent = True
+            self._held.append(event)  # shown after the output that led to it
+            return
+        await self.send(event)
+
+    async def flush_held(self) -> None:
+        for event in self._held:
+            await self.send(event)
+        self._held.clear()

@@ -1,0 +1,57 @@
+"""Worker <-> zygote messages: one JSON packet each on a SOCK_SEQPACKET socketpair.
+
+The worker created the socketpair before starting the sandbox, so it works
+across the sandbox's namespaces (no network is involved). Messages, named by
+who sends them::
+
+    zygote -> worker  ready    {pid, jax_version, jaxlib_version}   imported jax, child pre-forked
+    worker -> zygote  start    {run_id, code, options, env}  + fds [stdout, stderr, events]
+    zygote -> worker  started  {run_id, pid}
+    worker -> zygote  kill     {run_id}
+    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}
+    zygote -> worker  cleaned  {}                                    the sandbox is ready again
+
+Kept to the standard library: the zygote imports this before jax.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+MAX_PACKET = 1 << 20  # code is at most 256 KiB; options are small
+FDS_PER_START = 3
+
+
+def send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message, separators=(",", ":")).encode()
+    if len(data) > MAX_PACKET:
+        raise ValueError(f"zygote message of {len(data)} bytes exceeds {MAX_PACKET}")
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.sendall(data)
+
+
+def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
+    """One message and the fds sent with it; (None, []) when the peer has gone."""
+    data, fds, _flags, _addr = socket.recv_fds(sock, MAX_PACKET, FDS_PER_START)
+    if not data:
+        for fd in fds:
+            _close(fd)
+        return None, []
+    return json.loads(data), list(fds)
+
+
+def decode(data: bytes) -> dict[str, Any] | None:
+    return json.loads(data) if data else None
+
+
+def _close(fd: int) -> None:
+    import os
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass

@@ -1,0 +1,83 @@
+"""The Starlette application: routes, and the lifespan that owns the local workers.
+
+Shutdown, in order: stop accepting (uvicorn), stop local workers (their
+sandboxes die with them), and let the open sockets close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from jaxplay import __version__
+from jaxplay.settings import Settings
+from server import pages
+from server.browser_socket import RunInterceptor, handle_browser_socket
+from server.local_workers import LocalWorkers
+from server.scheduler import Scheduler
+from server.worker_socket import handle_worker_socket
+
+log = logging.getLogger("jaxplay.server")
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    scheduler: Scheduler
+    local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    interceptors: list[RunInterceptor] = field(default_factory=list)
+
+
+def create_app(settings: Settings) -> Starlette:
+    state = AppState(settings=settings, scheduler=Scheduler(settings))
+
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True, "version": __version__, "workers": len(state.scheduler.workers),
+                             "backends": [b["name"] for b in state.scheduler.backends()]})
+
+    async def backends(request: Request) -> JSONResponse:
+        return JSONResponse({"backends": state.scheduler.backends()})
+
+    async def browser_socket(websocket: WebSocket) -> None:
+        await handle_browser_socket(websocket, state.scheduler, state.interceptors)
+
+    async def worker_socket(websocket: WebSocket) -> None:
+        tokens = [state.local_token, settings.worker_token]
+        await handle_worker_socket(websocket, state.scheduler, tokens, settings.worker_token)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if settings.sandbox == "none":
+            log.warning("!" * 72)
+            log.warning("SANDBOX DISABLED (--sandbox none): user code runs with this server's privileges.")
+            log.warning("Use this only for development on a machine you do not care about.")
+            log.warning("!" * 72)
+        workers = LocalWorkers(settings, state.local_token)
+        workers.start()
+        try:
+            yield
+        finally:
+            await workers.stop()
+
+    routes = [
+        Route("/", pages.editor_page),
+        Route("/healthz", healthz),
+        Route("/api/backends", backends),
+        WebSocketRoute("/ws", browser_socket),
+        WebSocketRoute("/worker", worker_socket),
+        Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.playground = state
+    app.add_middleware(pages.SecurityHeaders)
+    return app

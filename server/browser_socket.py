@@ -1,0 +1,134 @@
+"""The browser's websocket, ``/ws``: parse client messages, submit and cancel runs.
+
+Tasks and ownership per connection::
+
+    handle_browser_socket
+      ├─ receive loop: parses each frame; bad input gets a ``notice`` or a
+      │  ``done`` with status ``rejected``, and the connection keeps working
+      └─ writer task: sends every event from ``outbox`` in order, so a slow
+         browser never blocks a worker's event stream
+
+When the browser goes away its runs in flight are cancelled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from jaxplay import browser_protocol as bp
+from server.scheduler import Run, Scheduler
+
+log = logging.getLogger("jaxplay.server")
+
+# Hooks that may answer a run before it is queued (the result cache): return True if handled.
+RunInterceptor = Callable[[bp.ClientRun, Run], bool]
+
+
+class BrowserConnection:
+    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor]) -> None:
+        self.websocket = websocket
+        self.scheduler = scheduler
+        self.settings = scheduler.settings
+        self.interceptors = interceptors
+        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.runs: dict[str, Run] = {}
+
+    def emit(self, event: dict[str, Any]) -> None:
+        self.outbox.put_nowait(event)
+        if event.get("type") == "done":
+            run = self.runs.get(event.get("id", ""))
+            if run is not None and run.state == "done":
+                del self.runs[event["id"]]
+
+    async def write_loop(self) -> None:
+        while (event := await self.outbox.get()) is not None:
+            await self.websocket.send_text(json.dumps(event, separators=(",", ":")))
+
+    async def serve(self) -> None:
+        writer = asyncio.create_task(self.write_loop())
+        try:
+            while True:
+                frame = await self.websocket.receive()
+                if frame["type"] == "websocket.disconnect":
+                    break
+                self.handle_frame(frame.get("text"), frame.get("bytes"))
+        except WebSocketDisconnect:
+            pass
+        finally:
+            for run in list(self.runs.values()):
+                self.scheduler.cancel(run)
+            self.outbox.put_nowait(None)
+            writer.cancel()
+
+    def handle_frame(self, text: str | None, data: bytes | None) -> None:
+        try:
+            message = bp.parse_client_message(text if data is None else data,
+                                              max_code_bytes=self.settings.max_code_bytes)
+        except bp.ProtocolError as exc:
+            self.refuse(exc, is_run=_looks_like_run(text))
+            return
+        if isinstance(message, bp.ClientCancel):
+            run = self.runs.get(message.id)
+            if run is None:
+                self.emit(bp.notice_event(f"No run with id {message.id!r} is in flight on this connection.", message.id))
+            else:
+                self.scheduler.cancel(run)
+            return
+        try:
+            self.start_run(message)
+        except bp.ProtocolError as exc:
+            self.refuse(exc, is_run=True)
+
+    def refuse(self, exc: bp.ProtocolError, is_run: bool) -> None:
+        run_id = exc.run_id
+        if is_run and run_id is not None and run_id not in self.runs:
+            self.emit(bp.rejected(run_id, str(exc)))
+        else:
+            self.emit(bp.notice_event(str(exc), run_id))
+
+    def start_run(self, message: bp.ClientRun) -> None:
+        if message.id in self.runs:
+            raise bp.ProtocolError(
+                f"A run with id {message.id!r} is already in flight on this connection; choose a new id.", message.id)
+        if len(self.runs) >= self.settings.max_runs_per_connection:
+            raise bp.ProtocolError(
+                f"This connection already has {len(self.runs)} runs in flight (the limit is "
+                f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", message.id)
+        limit = self.settings.run_timeout_s
+        if message.timeout_s is not None and message.timeout_s > limit:
+            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", message.id)
+        try:
+            backend = self.scheduler.resolve_backend(message.backend)
+        except bp.ProtocolError as exc:
+            raise bp.ProtocolError(str(exc), message.id) from None
+        run = Run(client_id=message.id, code=message.code, backend=backend,
+                  timeout_s=float(message.timeout_s or limit),
+                  options={"inspect": message.inspect}, emit=self.emit)
+        self.runs[message.id] = run
+        for intercept in self.interceptors:
+            if intercept(message, run):
+                return
+        try:
+            self.scheduler.submit(run)
+        except bp.ProtocolError as exc:
+            del self.runs[message.id]
+            raise bp.ProtocolError(str(exc), message.id) from None
+
+
+def _looks_like_run(text: str | None) -> bool:
+    try:
+        return isinstance(text, str) and json.loads(text).get("type") == "run"
+    except (ValueError, AttributeError):
+        return False
+
+
+async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
+                                interceptors: list[RunInterceptor]) -> None:
+    await websocket.accept()
+    await BrowserConnection(websocket, scheduler, interceptors).serve()
