@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from sandbox.capture import jit_source_map
@@ -124,8 +125,8 @@ def outputs_text(traced: Any) -> str | None:
     try:
         import jax
 
-        leaves = [_Shown(aval.str_short(short_dtypes=True)) for aval in traced.out_avals]
-        return _short(repr(jax.tree.unflatten(traced.out_tree, leaves)), MAX_TYPE_TEXT_CHARS)
+        shown = jax.tree.map(lambda aval: _Shown(aval.str_short(short_dtypes=True)), traced.out_avals)
+        return _short(repr(shown), MAX_TYPE_TEXT_CHARS)
     except Exception:
         return None
 
@@ -138,7 +139,16 @@ _STATIC_DIFF = re.compile(
 _WEAK_TYPE_URL = "https://docs.jax.dev/en/latest/type_promotion.html#weak-types"
 
 
-def clean_cache_miss_reason(message: str, first_compile: bool) -> str | None:
+def _argument_name(path: str, positional: Sequence[str]) -> str:
+    """JAX's input path ``[0][i]`` (positional) or ``[1]['name']`` as a parameter name."""
+    if (match := re.fullmatch(r"\[0\]\[(\d+)\]", path)) and int(match.group(1)) < len(positional):
+        return positional[int(match.group(1))]
+    if match := re.fullmatch(r"\[1\]\[['\"](.+)['\"]\]", path):
+        return match.group(1)
+    return path
+
+
+def clean_cache_miss_reason(message: str, first_compile: bool, positional: Sequence[str] = ()) -> str | None:
     """JAX's explanation without its header lines, in JAX's own words.
 
     Returns None for the first compilation of a function unless JAX points
@@ -163,7 +173,11 @@ def clean_cache_miss_reason(message: str, first_compile: bool) -> str | None:
     ]
     kept = [line for line in kept if "all previously seen cache keys differ" not in line]
     text = "\n".join(line[2:] if line.startswith("  ") else line for line in kept).strip()
-    text = _STATIC_DIFF.sub(lambda m: f"* static argument at {m.group(1)}: now {m.group(2)} and before {m.group(3)}", text)
+    text = _STATIC_DIFF.sub(
+        lambda m: f"* static argument {_argument_name(m.group(1), positional)}: "
+        f"now {m.group(2)} and before {m.group(3)}",
+        text,
+    )
     text = text.replace("({})", "").replace(_WEAK_TYPE_URL, "\n(" + _WEAK_TYPE_URL + ")")
     return text or None
 

@@ -1,0 +1,456 @@
+"""Report every compilation through ``jax.jit`` and time every jitted call.
+
+``install`` replaces ``jax.jit`` (so decorators, ``jax.jit(f)``,
+``functools.partial(jax.jit, ...)``, ``from jax import jit`` and methods all
+get it) with a function that returns a ``CapturedJit`` around JAX's own
+jitted object. A call with concrete arguments:
+
+1. runs the real jitted function inside a per-thread *call frame* and blocks
+   until its outputs are ready (so the time is execution, not dispatch);
+2. the frame collects what happened during the call: phase durations from
+   ``jax.monitoring`` (trace, lower, compile) and JAX's cache-miss
+   explanation (``jax_explain_cache_misses``, whose log records are taken
+   off the ``jax`` loggers instead of reaching stderr);
+3. if JAX traced, lowered or compiled anything, this call compiled: the
+   ``Traced``/``Lowered``/``Compiled`` objects are fetched from JAX's caches
+   (``f.trace(*args).lower().compile()`` after the call costs ~0.2 ms and
+   never re-traces) and queued for the renderer thread.
+
+A call made while JAX is tracing (under ``grad``, ``vmap``, an outer ``jit``,
+``scan`` ...) has tracer arguments: it is passed straight through, only
+counted, and never reported with the plain function's IR, because what runs
+is the enclosing computation (which is reported when *it* is jitted).
+
+Threads: user threads run calls and own their frames (``threading.local``);
+one daemon renderer thread turns queued compilations into ``compiled``
+events (printing MLIR/HLO can take a while for big modules, so it stays off
+the user's path); ``finish`` drains it, then sends the final ``fn_timing``.
+
+Hooks for other captures: append ``hook(event, compiled)`` to
+``COMPILED_HOOKS``. Each is called in the renderer thread with the event dict
+before it is sent and the ``jax.stages.Compiled`` object, and may add fields
+(e.g. input/output shardings, collectives). A hook that raises is recorded in
+the event's ``capture_errors`` and the event is still sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import linecache
+import logging
+import os
+import queue
+import statistics
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sandbox import events
+from sandbox.capture import jit_artifacts
+
+USER_FILENAME = "<playground>"
+COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
+PHASE_EVENTS = {
+    "/jax/core/compile/jaxpr_trace_duration": "trace",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
+    "/jax/core/compile/backend_compile_duration": "compile",
+}
+PERSISTENT_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+# Records jax logs at WARNING only because we turned on jax_explain_cache_misses.
+EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "jax._src.compilation_cache")
+EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
+FN_TIMING_INTERVAL_S = 1.0
+MAX_TIMING_SAMPLES = 100_000
+
+logger = logging.getLogger("jaxplay.sandbox.inspect")
+
+
+class CallFrame:
+    """What JAX reported while one top-level jitted call ran on this thread."""
+
+    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit")
+
+    def __init__(self) -> None:
+        self.phases_ms: dict[str, float] = {}
+        self.explanations: list[str] = []
+        self.persistent_cache_hit = False
+
+
+class FunctionRecord:
+    """One user function (one code object): its compilations and call times."""
+
+    def __init__(self, fn_id: int, fn: str, line: int | None, module: str | None) -> None:
+        self.fn_id, self.fn, self.line, self.module = fn_id, fn, line, module
+        self.compiles: list[tuple[str, list[dict[str, str]]]] = []  # (key, arguments)
+        self.calls = 0
+        self.total_s = 0.0
+        self.samples: list[float] = []
+        self.first_call_ms: float | None = None
+        self.traced_calls = 0
+        self.compile_calls = 0
+        self.changed = False
+
+    def timing(self) -> dict[str, Any]:
+        ms = [s * 1e3 for s in self.samples]
+        return {
+            "fn_id": self.fn_id, "fn": self.fn, "line": self.line, "calls": self.calls,
+            "total_ms": round(self.total_s * 1e3, 4),
+            "median_ms": round(statistics.median(ms), 4) if ms else None,
+            "min_ms": round(min(ms), 4) if ms else None,
+            "max_ms": round(max(ms), 4) if ms else None,
+            "first_call_ms": None if self.first_call_ms is None else round(self.first_call_ms, 4),
+            "traced_calls": self.traced_calls,
+            "compile_calls": self.compile_calls,
+            "sampled_calls": len(ms),
+        }
+
+
+class _State:
+    def __init__(self) -> None:
+        self.capturing = False
+        self.limit_bytes = jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES
+        self.original_jit: Callable[..., Any] | None = None
+        self.records: dict[Any, FunctionRecord] = {}
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.queue: queue.Queue[Any] = queue.Queue()
+        self.renderer: threading.Thread | None = None
+        self.last_timing_emit = 0.0
+        self.listeners_registered = False
+
+
+_state = _State()
+
+
+def _frames() -> list[CallFrame]:
+    stack = getattr(_state.local, "frames", None)
+    if stack is None:
+        stack = _state.local.frames = []
+    return stack
+
+
+def _on_duration(event: str, duration_s: float, **_: Any) -> None:
+    phase = PHASE_EVENTS.get(event)
+    if phase is None:
+        return
+    stack = getattr(_state.local, "frames", None)
+    if stack:
+        phases = stack[-1].phases_ms
+        phases[phase] = phases.get(phase, 0.0) + duration_s * 1e3
+
+
+def _on_event(event: str, **_: Any) -> None:
+    if event == PERSISTENT_CACHE_HIT_EVENT:
+        stack = getattr(_state.local, "frames", None)
+        if stack:
+            stack[-1].persistent_cache_hit = True
+
+
+class _ExplainFilter(logging.Filter):
+    """Keeps JAX's cache-miss explanations for the frame, off stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not _state.capturing or not isinstance(record.msg, str) or not record.msg.startswith(EXPLAIN_PREFIXES):
+            return True
+        stack = getattr(_state.local, "frames", None)
+        if stack and record.msg.startswith("TRACING CACHE MISS"):
+            stack[-1].explanations.append(record.getMessage())
+        return False
+
+
+_explain_filter = _ExplainFilter()
+
+
+def _source_of(fun: Any) -> tuple[Any, str, int | None, str | None]:
+    """(identity, qualified name, def line in user code, module) of a function."""
+    target = fun
+    for _ in range(20):  # unwrap functools.partial and functools.wraps chains
+        if isinstance(target, functools.partial):
+            target = target.func
+        elif getattr(target, "__wrapped__", None) is not None:
+            target = target.__wrapped__
+        else:
+            break
+    name = getattr(fun, "__qualname__", None) or getattr(target, "__qualname__", None)
+    name = name or getattr(target, "__name__", None) or type(target).__name__
+    code = getattr(target, "__code__", None)
+    line = None
+    if isinstance(code, types.CodeType) and code.co_filename == USER_FILENAME:
+        line = code.co_firstlineno
+        # co_firstlineno is the first decorator's line; the def is what to jump to.
+        while linecache.getline(USER_FILENAME, line).lstrip().startswith("@"):
+            line += 1
+    identity = code if isinstance(code, types.CodeType) else ("object", id(target))
+    return identity, str(name), line, getattr(target, "__module__", None)
+
+
+def _record_for(fun: Any) -> FunctionRecord:
+    identity, name, line, module = _source_of(fun)
+    with _state.lock:
+        record = _state.records.get(identity)
+        if record is None:
+            record = _state.records[identity] = FunctionRecord(len(_state.records) + 1, name, line, module)
+        return record
+
+
+class CapturedJit:
+    """JAX's jitted function, reporting its compilations and call times.
+
+    Everything else (``lower``, ``trace``, ``eval_shape``, ``clear_cache``,
+    ``__wrapped__`` ...) is JAX's own object's, reached through attribute
+    lookup, so user code sees the jitted function it asked for.
+    """
+
+    def __init__(self, jitted: Any, fun: Any) -> None:
+        self._jitted = jitted
+        self._fun = fun
+        self._record = _record_for(fun)
+        self._names: tuple[list[str], str | None] | None = None
+        for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+            try:
+                object.__setattr__(self, attribute, getattr(jitted, attribute))
+            except AttributeError:
+                pass
+        self.__wrapped__ = fun
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "_jitted":  # not yet set (copy, unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self._jitted, name)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __repr__(self) -> str:
+        return repr(self._jitted)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not _state.capturing or getattr(_state.local, "paused", False):
+            return self._jitted(*args, **kwargs)
+        if not _trace_state_clean():
+            self._record.traced_calls += 1
+            return self._jitted(*args, **kwargs)
+        frame = CallFrame()
+        stack = _frames()
+        stack.append(frame)
+        start = time.perf_counter()
+        try:
+            out = self._jitted(*args, **kwargs)
+            _block_until_ready(out)
+        finally:
+            stack.pop()
+        elapsed_s = time.perf_counter() - start
+        compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
+        self._count_call(elapsed_s, compiled_now)
+        if compiled_now:
+            try:
+                self._queue_compilation(frame, elapsed_s, args, kwargs)
+            except Exception:  # capture must never fail the user's call
+                logger.debug("could not capture a compilation of %s", self._record.fn, exc_info=True)
+        return out
+
+    def _count_call(self, elapsed_s: float, compiled_now: bool) -> None:
+        record = self._record
+        record.calls += 1
+        record.total_s += elapsed_s
+        if record.first_call_ms is None:
+            record.first_call_ms = elapsed_s * 1e3
+        if compiled_now:  # compile time is reported in phases_ms, not as execution
+            record.compile_calls += 1
+        elif len(record.samples) < MAX_TIMING_SAMPLES:
+            record.samples.append(elapsed_s)
+        record.changed = True
+        now = time.monotonic()
+        if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
+            _state.last_timing_emit = now
+            emit_fn_timing(final=False)
+
+    def _queue_compilation(self, frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
+        # Cache hits only: the user's call just traced, lowered and compiled these.
+        traced = self._jitted.trace(*args, **kwargs)
+        lowered = traced.lower()
+        compiled = lowered.compile()
+        if self._names is None:
+            self._names = jit_artifacts.positional_names(self._fun)
+        arguments = jit_artifacts.describe_arguments(
+            self._names, getattr(self._jitted, "_jit_info", None), args, kwargs
+        )
+        record = self._record
+        with _state.lock:
+            previous = record.compiles[-1] if record.compiles else None
+            key = f"{record.fn_id}.{len(record.compiles) + 1}"
+            record.compiles.append((key, arguments))
+            compile_index = len(record.compiles)
+        phases = {name: round(frame.phases_ms.get(name, 0.0), 3) for name in ("trace", "lower", "compile")}
+        phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
+        reason = None
+        if frame.explanations:
+            reason = jit_artifacts.clean_cache_miss_reason(
+                frame.explanations[-1], first_compile=previous is None, positional=self._names[0]
+            )
+        elif previous is not None:
+            reason = jit_artifacts.signature_difference(arguments, previous[1])
+        event: dict[str, Any] = {
+            "type": "compiled", "key": key, "fn_id": record.fn_id, "fn": record.fn, "line": record.line,
+            "module": None if record.line is not None else record.module,
+            "compile_index": compile_index, "previous_key": previous[0] if previous else None,
+            "signature": jit_artifacts.signature_text(arguments), "arguments": arguments,
+            "outputs": jit_artifacts.outputs_text(traced),
+            "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
+            "cache_miss_reason": reason,
+        }
+        _start_renderer()
+        _state.queue.put((event, traced, lowered, compiled))
+
+
+def _trace_state_clean() -> bool:
+    """True when no transformation is tracing on this thread (bound at install)."""
+    return True
+
+
+def _block_until_ready(out: Any) -> None:
+    method = getattr(out, "block_until_ready", None)
+    if method is not None:
+        method()
+    else:
+        import jax
+
+        jax.block_until_ready(out)
+
+
+@contextlib.contextmanager
+def capture_paused() -> Iterator[None]:
+    """Calls on this thread pass straight through (timeit's timed loops)."""
+    previous = getattr(_state.local, "paused", False)
+    _state.local.paused = True
+    try:
+        yield
+    finally:
+        _state.local.paused = previous
+
+
+def unwrap(fun: Any) -> Any:
+    """JAX's own jitted object behind a ``CapturedJit`` (for timing loops)."""
+    return fun._jitted if isinstance(fun, CapturedJit) else fun
+
+
+def _render(event: dict[str, Any], traced: Any, lowered: Any, compiled: Any) -> dict[str, Any]:
+    errors: list[str] = []
+    try:
+        jit_artifacts.add_artifacts(event, traced, lowered, compiled, _state.limit_bytes)
+    except Exception as exc:
+        errors.append(f"artifacts: {type(exc).__name__}: {exc}")
+    for field, getter in (("cost", jit_artifacts.cost_fields), ("memory", jit_artifacts.memory_fields)):
+        try:
+            event[field] = getter(compiled)
+        except Exception as exc:  # e.g. NotImplementedError on some backends
+            event[field] = None
+            errors.append(f"{field}: {type(exc).__name__}: {exc}")
+    for hook in list(COMPILED_HOOKS):
+        try:
+            hook(event, compiled)
+        except Exception as exc:
+            logger.debug("compiled hook %r failed", hook, exc_info=True)
+            errors.append(f"hook {getattr(hook, '__qualname__', hook)!s}: {type(exc).__name__}: {exc}")
+    if errors:
+        event["capture_errors"] = errors
+    return event
+
+
+def _render_loop() -> None:
+    while True:
+        item = _state.queue.get()
+        try:
+            if item is None:
+                return
+            events.emit(_render(*item))
+        except Exception:
+            logger.debug("could not send a compiled event", exc_info=True)
+        finally:
+            _state.queue.task_done()
+
+
+def _start_renderer() -> None:
+    with _state.lock:
+        if _state.renderer is None or not _state.renderer.is_alive():
+            _state.renderer = threading.Thread(target=_render_loop, name="jaxplay-inspect", daemon=True)
+            _state.renderer.start()
+
+
+def emit_fn_timing(final: bool) -> None:
+    with _state.lock:
+        records = [r for r in _state.records.values() if r.calls or r.traced_calls]
+        changed = any(r.changed for r in records)
+        for record in records:
+            record.changed = False
+    if records and (changed or final):
+        events.emit({"type": "fn_timing", "final": final, "functions": [r.timing() for r in records]})
+
+
+def _capturing_jit(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def jit(fun: Any = inspect.Parameter.empty, /, *args: Any, **kwargs: Any) -> Any:
+        if fun is inspect.Parameter.empty:  # jax.jit(static_argnames=...) used as a decorator factory
+            return lambda f: jit(f, *args, **kwargs)
+        return CapturedJit(original(fun, *args, **kwargs), fun)
+
+    return jit
+
+
+def _sandbox_directory() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def install(options: dict[str, Any]) -> None:
+    if not options.get("inspect", True):
+        return
+    import jax
+    from jax._src import source_info_util
+
+    global _trace_state_clean
+    from jax._src.core import trace_state_clean
+
+    _trace_state_clean = trace_state_clean
+    _state.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
+    # Our own frames (runner, capture, playground helpers) are not the user's
+    # code: keep them out of IR source locations, as JAX does with its own.
+    source_info_util.register_exclusion(_sandbox_directory() + os.sep)
+    source_info_util.register_exclusion("<frozen runpy>")
+    if not _state.listeners_registered:
+        jax.monitoring.register_event_duration_secs_listener(_on_duration)
+        jax.monitoring.register_event_listener(_on_event)
+        for name in EXPLAIN_LOGGERS:
+            logging.getLogger(name).addFilter(_explain_filter)
+        _state.listeners_registered = True
+    jax.config.update("jax_explain_cache_misses", True)
+    _state.original_jit = jax.jit
+    jax.jit = _capturing_jit(jax.jit)
+    _state.last_timing_emit = time.monotonic()
+    _state.capturing = True
+
+
+def finish() -> None:
+    if not _state.capturing:
+        return
+    if _state.renderer is not None and _state.renderer.is_alive():
+        _state.queue.put(None)
+        _state.renderer.join()
+    emit_fn_timing(final=True)
+    uninstall()
+
+
+def uninstall() -> None:
+    """Put ``jax.jit`` back and forget this run (tests run several in one process)."""
+    import jax
+
+    if _state.original_jit is not None:
+        jax.jit = _state.original_jit
+        jax.config.update("jax_explain_cache_misses", False)
+    _state.capturing = False
+    _state.original_jit = None
+    _state.records = {}
+    _state.renderer = None
