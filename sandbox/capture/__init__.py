@@ -15,7 +15,7 @@ import traceback
 from typing import Any
 
 # Order matters: display wraps matplotlib before user imports it.
-CAPTURE_MODULES = ("sandbox.capture.display", "sandbox.capture.sharding")  # jit_capture joins (before sharding) when it lands
+CAPTURE_MODULES = ("sandbox.capture.display", "sandbox.capture.jit_capture", "sandbox.capture.sharding")
 
 _installed: list[Any] = []
 
