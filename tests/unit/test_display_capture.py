@@ -1,0 +1,207 @@
+"""The display capture end to end in a real runner process (no sandbox): events as the worker reads them."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) -> tuple[list[dict], str, str]:
+    """Run ``code`` with ``python -m sandbox.runner``; return (events, stdout, stderr)."""
+    program = tmp_path / "prog.py"
+    program.write_text(textwrap.dedent(code))
+    read_fd, write_fd = os.pipe()
+    with open(read_fd, "rb") as events_in:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "sandbox.runner", str(program)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, **(env or {})},
+            # The runner writes events to fd 3 (dup2 makes it inheritable; close_fds would close it).
+            close_fds=False, preexec_fn=lambda: os.dup2(write_fd, 3),
+        )
+        os.close(write_fd)
+        raw_events = events_in.read()
+        stdout, stderr = process.communicate(timeout=60)
+    events = [json.loads(line) for line in raw_events.splitlines()]
+    return events, stdout.decode(), stderr.decode()
+
+
+def displays(events: list[dict]) -> list[dict]:
+    return [event for event in events if event["type"] == "display"]
+
+
+def test_the_last_expression_is_shown_and_none_is_not(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        print("printed")
+        6 * 7
+    """)
+    assert stdout == "printed\n"
+    assert displays(events) == [{"type": "display", "mime": "text/plain", "data": "42", "role": "result"}]
+    events, _, _ = run_program(tmp_path, "print('x')\nNone\n")
+    assert displays(events) == []
+
+
+def test_printing_stays_plain_text(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        import jax.numpy as jnp
+        print({"w": jnp.ones((2, 2))})
+        x = 1
+    """)
+    assert "Array([[1., 1.]" in stdout
+    assert displays(events) == []
+
+
+def test_display_helper_shows_each_value_in_order(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        from playground import HTML, display
+        import jax.numpy as jnp
+        display(1, {"w": jnp.eye(3)}, HTML("<b>bold</b>"))
+    """)
+    shown = displays(events)
+    assert [(e["mime"], e["role"]) for e in shown] == [
+        ("text/plain", "display"), ("text/html", "display"), ("text/html", "display")]
+    assert shown[0]["data"] == "1"
+    assert "treescope" in shown[1]["data"]
+    assert shown[2]["data"] == "<b>bold</b>"
+
+
+def test_plt_show_sends_a_png_of_the_figure_size_then_open_figures_at_the_end(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        fig = plt.figure(figsize=(4, 3), dpi=100)
+        plt.plot([1, 2, 3])
+        plt.show()
+        print("after show")
+        plt.figure(figsize=(2, 2))
+        lines = plt.plot([3, 2, 1])
+    """)
+    assert stdout == "after show\n"
+    shown = displays(events)
+    assert [(e["mime"], e["role"]) for e in shown] == [("image/png", "figure"), ("image/png", "figure")]
+    png = base64.b64decode(shown[0]["data"])
+    assert png.startswith(b"\x89PNG")
+    # A tight bounding box trims the margins: a little under 400x300 CSS pixels, drawn at twice that.
+    assert 300 < shown[0]["width"] <= 400 and 200 < shown[0]["height"] <= 300
+    assert int.from_bytes(png[16:20], "big") == pytest.approx(2 * shown[0]["width"], abs=2)
+
+
+def test_a_figure_shown_once_and_unchanged_is_not_sent_again(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        from playground import display
+        fig, ax = plt.subplots()
+        ax.plot([1, 2])
+        display(fig)
+        fig2, ax2 = plt.subplots()
+        ax2.plot([1, 2])
+        display(fig2)
+        more = ax2.plot([2, 1])  # changed after display: sent again at the end
+    """)
+    assert [e["role"] for e in displays(events)] == ["display", "display", "figure"]
+
+
+def test_svg_is_sent_when_savefig_format_asks_for_it(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        plt.rcParams["savefig.format"] = "svg"
+        plt.figure(figsize=(3, 2))
+        lines = plt.plot([1, 2])
+    """)
+    (shown,) = displays(events)
+    assert shown["mime"] == "image/svg+xml" and shown["role"] == "figure"
+    assert "<svg" in shown["data"][:1000]
+    assert 200 < shown["width"] <= 300
+
+
+def test_a_figure_as_the_last_expression_is_its_result(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots()
+        ax.plot([1, 2])
+        fig
+    """)
+    assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "result")]
+
+
+def test_at_most_20_figures_per_run_with_a_notice(tmp_path):
+    events, _, stderr = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        for i in range(25):
+            plt.figure(figsize=(1, 1))
+            plt.show()
+    """)
+    assert len(displays(events)) == 20
+    assert stderr.count("[playground] Not shown: a run shows at most 20 figures") == 1
+
+
+def test_figure_bytes_are_bounded_per_run(tmp_path):
+    events, _, stderr = run_program(tmp_path, """
+        import numpy as np
+        import matplotlib.pyplot as plt
+        rng = np.random.default_rng(0)
+        for i in range(10):
+            plt.figure(figsize=(8, 8))
+            plt.imshow(rng.random((400, 400)))  # noise compresses badly: ~1.5 MB each
+            plt.show()
+    """)
+    sizes = [len(base64.b64decode(e["data"])) for e in displays(events)]
+    assert 0 < len(sizes) < 10
+    assert sum(len(e["data"]) for e in displays(events)) <= 5 * 1024 * 1024
+    assert "MiB of figures" in stderr
+
+
+def test_matplotlib_is_not_imported_unless_the_program_does(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        import sys
+        print("matplotlib" in sys.modules, "treescope" in sys.modules)
+        1
+    """)
+    assert stdout == "False False\n"
+
+
+def test_install_costs_well_under_a_millisecond_of_a_print_1_run(monkeypatch):
+    from sandbox.capture import display
+
+    # install() writes these; restore them after the test.
+    monkeypatch.setenv("MPLBACKEND", "agg")
+    monkeypatch.setenv("MPLCONFIGDIR", "")
+    display.install({})  # first call pays for imports the zygote already made
+    started = time.perf_counter()
+    for _ in range(100):
+        display.install({})
+        display.finish()
+    per_run_ms = (time.perf_counter() - started) * 1000 / 100
+    assert per_run_ms < 1.0, f"display install+finish costs {per_run_ms:.3f} ms per run"
+    assert os.environ["MPLBACKEND"] == "module://sandbox.capture.display_backend"
+
+
+def test_matplotlib_gets_a_writable_config_dir_without_home(tmp_path):
+    env = {"HOME": "/nonexistent", "MPLCONFIGDIR": ""}
+    events, _, stderr = run_program(tmp_path, """
+        import matplotlib, os
+        print(matplotlib.get_configdir(), os.access(matplotlib.get_configdir(), os.W_OK))
+        import matplotlib.pyplot as plt
+        lines = plt.plot([1])
+    """, env)
+    assert "Matplotlib created a temporary" not in stderr
+    assert len(displays(events)) == 1
+
+
+def test_display_from_a_user_thread_works(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        import threading
+        from playground import display
+        t = threading.Thread(target=display, args=({"a": [1, 2]},))
+        t.start(); t.join()
+    """)
+    assert [(e["mime"], e["role"]) for e in displays(events)] == [("text/html", "display")]
