@@ -92,7 +92,7 @@ export class App {
     let saveTimer: number | null = null;
     this.editor = createEditor({
       parent: editorPane,
-      doc: boot.snippet?.code ?? draft ?? defaultExample,
+      doc: boot.snippet?.code ?? draft ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
       onChange: embed || boot.snippet ? undefined : (code) => {
         if (saveTimer !== null) window.clearTimeout(saveTimer);
@@ -225,7 +225,7 @@ export class App {
         type: "button",
         title: "Replace the code with the example (undo with Ctrl+Z)",
         onclick: () => {
-          this.editor.setCode(defaultExample);
+          this.editor.setCode(defaultExample.trimEnd());
           this.editor.focus();
         },
       },

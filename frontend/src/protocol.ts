@@ -77,10 +77,16 @@ export interface ErrorEvent extends RunEventBase {
 
 export interface DisplayEvent extends RunEventBase {
   type: "display";
+  /** text/plain, text/html, image/png (base64 data), image/svg+xml, ... */
   mime: string;
   data: string;
-  /** "result" for the value of a final bare expression. */
+  /** "result" (the final bare expression), "display" (playground.display) or "figure". */
   role?: string;
+  /** Set when the value had to be shown in a smaller form. */
+  notice?: string;
+  /** CSS pixels, for images. */
+  width?: number;
+  height?: number;
 }
 
 export interface DoneEvent extends RunEventBase {

@@ -11,6 +11,7 @@
 
 import { el, formatDuration, runShortcutLabel } from "../dom";
 import type { DisplayEvent, DoneEvent, ErrorEvent, NoticeEvent, ServerEvent } from "../protocol";
+import { DISPLAY_RENDERERS } from "./display_renderers";
 import type { EditorAccess, PanelFactory } from "./index";
 import "../styles/output.css";
 
@@ -20,13 +21,6 @@ type Pending = { kind: StreamKind; text: string } | { kind: "node"; node: HTMLEl
 const BLOCK_CHARS = 32_768;
 /** Within this many pixels of the bottom, the log keeps following new output. */
 const FOLLOW_SLACK_PX = 24;
-
-/** Renders one `display` event's data by MIME type; features add entries (e.g. "text/html"). */
-export type DisplayRenderer = (ev: DisplayEvent) => HTMLElement;
-
-export const displayRenderers: Record<string, DisplayRenderer> = {
-  "text/plain": (ev) => el("pre", { class: "output-display-text" }, ev.data),
-};
 
 export const outputPanel: PanelFactory = (ctx) => {
   const log = el("div", { class: "output-log", "data-testid": "output-log" });
@@ -188,40 +182,54 @@ function lineButton(line: number, editor: EditorAccess): HTMLElement {
   );
 }
 
-function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
-  let traceback = ev.traceback ?? "";
-  // The traceback ends with "Name: message", which the heading already says.
-  for (const tail of [`${ev.ename}: ${ev.message}\n`, `${ev.ename}: ${ev.message}`, `${ev.ename}\n`]) {
-    if (traceback.endsWith(tail) && traceback.length > tail.length) {
-      traceback = traceback.slice(0, -tail.length);
-      break;
-    }
+/** JAX appends a note after the exception line, below a row of dashes. */
+const NOTE_SEPARATOR = /\n-{8,}\n/;
+
+/**
+ * Splits a traceback into the frames (shown, with line links) and the notes
+ * after the exception line; the exception line itself is the block's heading.
+ */
+function splitTraceback(ev: ErrorEvent): { frames: string; notes: string } {
+  const text = ev.traceback ?? "";
+  let at = -1;
+  for (const m of text.matchAll(/(^|\n)([\w.]+)(:|\n|$)/g)) {
+    if (m[2] === ev.ename || m[2].endsWith(`.${ev.ename}`)) at = m.index + m[1].length;
   }
+  if (at < 0) return { frames: text, notes: "" };
+  const rest = text.slice(at);
+  const sep = NOTE_SEPARATOR.exec(rest);
+  return { frames: text.slice(0, at), notes: sep ? rest.slice(sep.index + sep[0].length).trim() : "" };
+}
+
+function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
+  const { frames, notes } = splitTraceback(ev);
   const head = el(
     "div",
     { class: "output-error-head" },
     el("span", { class: "output-error-name" }, ev.ename),
-    ev.message ? el("span", { class: "output-error-message" }, ev.message) : null,
     ev.line !== null ? lineButton(ev.line, editor) : null,
   );
   return el(
     "div",
     { class: "output-error", role: "alert", "data-testid": "output-error" },
     head,
-    traceback.trim() ? linkedTraceback(traceback, editor) : null,
+    ev.message ? el("div", { class: "output-error-message" }, ev.message) : null,
+    frames.trim() ? linkedTraceback(frames.replace(/\n+$/, ""), editor) : null,
+    notes ? el("div", { class: "output-error-notes" }, notes) : null,
   );
 }
 
 function displayBlock(ev: DisplayEvent): HTMLElement {
-  const render = displayRenderers[ev.mime];
+  const render = DISPLAY_RENDERERS[ev.mime];
   const body = render
     ? render(ev)
-    : el("div", { class: "output-note" }, `This page cannot show ${ev.mime} output.`);
+    : el("div", { class: "output-note" }, `This page cannot show ${ev.mime} output yet.`);
   return el(
     "div",
-    { class: "output-display", "data-role": ev.role ?? "" },
+    { class: "output-display", "data-role": ev.role ?? "", "data-mime": ev.mime },
     ev.role === "result" ? el("span", { class: "output-display-label" }, "result") : null,
     body,
+    ev.notice ? el("div", { class: "output-note" }, ev.notice) : null,
   );
 }
 
