@@ -28,26 +28,28 @@ MAX_LAYOUTS_PER_SIDE = 64
 # Rarer collectives XLA may emit; counted too so the table never hides one.
 EXTRA_COLLECTIVE_OPS = ("ragged-all-to-all", "collective-broadcast")
 
-# An instruction's opcode follows its result shape and precedes "(": "= f32[4]{0} all-reduce(".
-# Async pairs count once, at "-start"; "-done" is not matched. The look-behind
-# skips instruction names such as "%all-reduce.3" used as operands.
-_OPCODE = re.compile(
-    r"(?<![\w%.-])("
-    + "|".join(re.escape(op) for op in sorted(COLLECTIVE_OPS + EXTRA_COLLECTIVE_OPS, key=len, reverse=True))
-    + r")(?:-start)?\("
-)
+_COLLECTIVES = frozenset(COLLECTIVE_OPS + EXTRA_COLLECTIVE_OPS)
+# An instruction's opcode is the first word glued to "(" after its result shape:
+# "%x = (f32[4]{0}, f32[]) all-reduce(%a, %b), ..., metadata={op_name=\"jit(f)/all-gather\"}".
+# Only that first word counts, so operand names and metadata never do.
+_OPCODE = re.compile(r"\s([a-z][a-z0-9-]*)\(")
 
 
 def count_collectives(hlo_text: str) -> dict[str, int]:
     """Occurrences of each collective op in optimized HLO text; the five main ones always present."""
     counts: Counter[str] = Counter({op: 0 for op in COLLECTIVE_OPS})
     for line in hlo_text.splitlines():
-        if " = " not in line:
+        _, sep, rhs = line.partition(" = ")
+        if not sep:
             continue
-        _, _, rhs = line.partition(" = ")
-        for match in _OPCODE.finditer(rhs):
-            counts[match.group(1)] += 1
-            break  # one instruction per line; later matches are attribute text
+        match = _OPCODE.search(" " + rhs)
+        if match is None:
+            continue
+        opcode = match.group(1)
+        # Async pairs count once, at "-start".
+        opcode = opcode.removesuffix("-start")
+        if opcode in _COLLECTIVES:
+            counts[opcode] += 1
     return dict(counts)
 
 
