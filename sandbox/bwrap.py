@@ -74,8 +74,9 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str]) 
         args += ["--ro-bind-try", path, path]
     for path, source in sources.items():
         args += ["--ro-bind", source, str(path)]
+    # The root itself is bwrap's tmpfs: remount it read-only once every mount point exists.
     args += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-             "--chdir", "/tmp", "--clearenv"]
+             "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--", *inner]

@@ -205,8 +205,8 @@ class Slot:
             while True:
                 next_message = asyncio.create_task(self._next_message())
                 budget = deadline - time.monotonic() if ended_by is None else KILL_GRACE_S
-                done, _ = await asyncio.wait({next_message, cancel_wait}, timeout=max(budget, 0),
-                                             return_when=asyncio.FIRST_COMPLETED)
+                waiting = {next_message} if ended_by is not None else {next_message, cancel_wait}
+                done, _ = await asyncio.wait(waiting, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED)
                 if next_message in done:
                     message = next_message.result()
                     if message.get("type") == "exited" and message.get("run_id") == run_id:

@@ -1,0 +1,24 @@
+"""Fixtures shared by every test layer.
+
+``live``: a real ``jaxplay serve`` (uvicorn) on a free port with its real
+local worker and the real bubblewrap sandbox, started once per session.
+Tests talk to it over real websockets; nothing stands in for the sandbox.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    server = LiveServer(tmp_path_factory.mktemp("live"))
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,123 @@
+"""A real ``jaxplay serve`` on a free port, and helpers to drive runs over /ws.
+
+Used by the test fixtures and by the benchmarks: both measure the real path
+(uvicorn, the worker, the bubblewrap sandbox), never a stand-in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import websockets
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# Smaller than the default so the memory-cap test is quick; everything else is as shipped.
+LIVE_MEMORY_LIMIT_MB = 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.http_url = f"http://127.0.0.1:{self.port}"
+        self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
+        self.worker_url = f"ws://127.0.0.1:{self.port}/worker"
+        args = [sys.executable, "-m", "jaxplay.cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+                "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]
+        self.log_path = data_dir / "server.log"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(args, cwd=PROJECT_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+                                        env={**os.environ, **(env or {})}, start_new_session=True)
+
+    def wait_ready(self, timeout_s: float = 120.0, workers: int = 1) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                health = self.get_json("/healthz")
+                if health["workers"] >= workers:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"server not ready: {self.log_path.read_text()[-3000:]}")
+
+    def get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(self.http_url + path, timeout=10) as response:
+            return json.load(response)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.log.close()
+
+    # --- driving runs --------------------------------------------------------
+
+    async def run_async(self, code: str, timeout: float = 90.0, **fields: Any) -> list[dict[str, Any]]:
+        """Send one run over a fresh /ws connection; return all its events through ``done``."""
+        run_id = fields.pop("id", None) or uuid.uuid4().hex[:12]
+        async with websockets.connect(self.ws_url, max_size=None) as ws:
+            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, **fields}))
+            return await collect(ws, run_id, timeout)
+
+    def run(self, code: str, timeout: float = 90.0, **fields: Any) -> list[dict[str, Any]]:
+        return asyncio.run(self.run_async(code, timeout, **fields))
+
+
+async def collect(ws: Any, run_id: str, timeout: float = 90.0) -> list[dict[str, Any]]:
+    """Events for ``run_id`` until its ``done``."""
+    events: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        while True:
+            event = json.loads(await ws.recv())
+            if event.get("id") != run_id:
+                continue
+            events.append(event)
+            if event["type"] == "done":
+                return events
+
+
+async def collect_many(ws: Any, run_ids: list[str], timeout: float = 90.0) -> dict[str, list[dict[str, Any]]]:
+    """Events of several runs on one connection, each list ending with its ``done``."""
+    events: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in run_ids}
+    pending = set(run_ids)
+    async with asyncio.timeout(timeout):
+        while pending:
+            event = json.loads(await ws.recv())
+            if event.get("id") in events:
+                events[event["id"]].append(event)
+                if event["type"] == "done":
+                    pending.discard(event["id"])
+    return events
+
+
+def output_text(events: list[dict[str, Any]], kind: str = "stdout") -> str:
+    return "".join(e["text"] for e in events if e["type"] == kind)
+
+
+def done_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    assert events and events[-1]["type"] == "done", events[-3:]
+    return events[-1]

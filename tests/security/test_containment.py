@@ -1,0 +1,173 @@
+"""Hostile programs stay inside the sandbox: no network, no writes, no leftovers, no secrets."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tests.conftest import done_of, output_text
+
+
+# Host paths that exist here and that no run may see (the sandbox exposes only /usr and the Python install).
+HOST_SECRETS = [p for p in ["/etc/shadow", "/etc/passwd", "/root/.bashrc", "/root/.ssh", "/home", "/var/log", "/run",
+                            "/sys/fs/cgroup"] if os.path.exists(p)]
+
+
+def run_ok(live, code: str) -> str:
+    events = live.run(code)
+    assert done_of(events)["status"] == "ok", events[-3:]
+    return output_text(events)
+
+
+def test_no_network_not_even_loopback(live):
+    code = f"""
+import socket
+for host, port in [("127.0.0.1", {live.port}), ("8.8.8.8", 53), ("::1", {live.port})]:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print("CONNECTED", host)
+    except OSError as exc:
+        print("blocked", host, type(exc).__name__)
+print(sorted(name for _, name in socket.if_nameindex()))
+"""
+    out = run_ok(live, code)
+    assert "CONNECTED" not in out and out.count("blocked") == 3
+    assert out.strip().splitlines()[-1] == "['lo']"
+
+
+def test_cannot_reach_the_server_over_http(live):
+    out = run_ok(live, f"""
+import urllib.request
+try:
+    urllib.request.urlopen("{live.http_url}/healthz", timeout=2)
+    print("REACHED")
+except Exception as exc:
+    print("blocked", type(exc).__name__)
+""")
+    assert out.startswith("blocked")
+
+
+def test_root_filesystem_is_read_only_and_host_files_are_hidden(live):
+    project = Path(__file__).resolve().parents[2]
+    out = run_ok(live, f"""
+import os
+for path in ["{project}/pwned", "/usr/pwned", "/etc/pwned", "/pwned"]:
+    try:
+        open(path, "w").write("x")
+        print("WROTE", path)
+    except OSError as exc:
+        print("denied", path, exc.errno)
+for path in {HOST_SECRETS!r}:
+    print("exists" if os.path.exists(path) else "absent", path)
+""")
+    assert "WROTE" not in out
+    for hidden in HOST_SECRETS:
+        assert f"absent {hidden}" in out
+    assert not (project / "pwned").exists()
+
+
+def test_runs_as_an_unprivileged_user_with_a_clean_environment(live):
+    out = run_ok(live, """
+import os
+print(os.getuid(), os.geteuid())
+print(open("/proc/self/uid_map").read().split())
+print(sorted(k for k in os.environ if "TOKEN" in k or k.startswith("JAXPLAY")))
+print(open("/proc/self/status").read().split("CapEff:")[1].split()[0])
+""")
+    uid_line, map_line, env_line, caps = out.strip().splitlines()
+    assert uid_line == "1000 1000"
+    assert eval(map_line)[0] == "1000"
+    # Seen from the host, every sandboxed process runs as an unprivileged uid, never as root.
+    zygotes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and "sandbox.zygote" in _cmdline(p)]
+    assert zygotes
+    for proc in zygotes:
+        real_uid = int((proc / "status").read_text().split("Uid:")[1].split()[0])
+        assert real_uid != 0
+    assert env_line == "[]"
+    assert int(caps, 16) == 0
+
+
+def test_host_processes_are_invisible(live):
+    out = run_ok(live, "import os; print(sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))")
+    pids = eval(out)
+    assert max(pids) < 100 and len(pids) <= 4, pids  # bwrap's init, the zygote, this run
+
+
+def test_tmp_is_private_and_emptied_between_runs(live):
+    marker = f"marker-{time.time_ns()}"
+    # every slot gets the marker attempt; none may see another run's file afterwards
+    for _ in range(4):
+        run_ok(live, f"open('/tmp/{marker}', 'w').write('secret')")
+        out = run_ok(live, f"import os; print(os.path.exists('/tmp/{marker}'))")
+        assert out.strip() == "False"
+    assert not Path("/tmp", marker).exists()
+
+
+def test_processes_left_behind_are_killed_when_the_run_ends(live):
+    tag = f"jaxplay-orphan-{time.time_ns()}"
+    run_ok(live, f"""
+import subprocess
+subprocess.Popen(["/bin/sh", "-c", "exec -a {tag} sleep 300"], start_new_session=True)
+pid = __import__("os").fork()
+if pid == 0:
+    import time
+    time.sleep(300)
+print("spawned")
+""")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive = [p for p in Path("/proc").iterdir() if p.name.isdigit() and tag in _cmdline(p)]
+        if not alive:
+            break
+        time.sleep(0.1)
+    assert not alive
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def test_fork_bomb_is_contained(live):
+    events = live.run("""
+import os
+children = 0
+try:
+    for _ in range(100000):
+        if os.fork() == 0:
+            import time
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError as exc:
+    print("fork refused after", children, type(exc).__name__)
+""", timeout_s=10)
+    done = done_of(events)
+    # refused forks (pids limit), the memory cap or the deadline: any of them ends it, cleanly
+    assert done["status"] in ("ok", "timeout", "error"), done
+    if done["status"] == "ok":
+        assert "fork refused" in output_text(events)
+    if done["status"] == "error":
+        assert next(e for e in events if e["type"] == "error")["ename"] == "MemoryError"
+    # the server still serves runs afterwards
+    assert run_ok(live, "print(2 + 2)").strip() == "4"
+
+
+def test_the_zygote_cannot_be_traced_or_read(live):
+    out = run_ok(live, """
+import os
+zygote = os.getppid()
+try:
+    open(f"/proc/{zygote}/mem", "rb").read(1)
+    print("READ")
+except OSError as exc:
+    print("denied", exc.errno)
+""")
+    assert out.startswith("denied")
+    assert os.getuid() == 0 or True  # host uid does not matter for this check
