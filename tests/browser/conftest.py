@@ -1,0 +1,113 @@
+"""Browser tests: Playwright driving Debian Chromium against the real server.
+
+``page_at(path)`` opens a page of the ``live`` server (tests/conftest.py: real
+uvicorn, worker and sandbox) in a fresh browser context, so localStorage
+(the saved draft, the chosen backend) never leaks between tests. Uncaught
+JavaScript errors on a page fail the test that opened it.
+
+Set ``JAXPLAY_BROWSER_BASE_URL=http://127.0.0.1:8000`` to run these tests
+against a server you started yourself instead of ``live``.
+
+The bundle under frontend/dist is rebuilt first when a source file is newer
+than it, so these tests never exercise a stale build.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from tests.browser.helpers import PageAt
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+FRONTEND = PROJECT_ROOT / "frontend"
+BUNDLE = FRONTEND / "dist" / "assets" / "app.js"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1280, "height": 800}
+
+def bundle_is_stale() -> bool:
+    if not BUNDLE.exists():
+        return True
+    built = BUNDLE.stat().st_mtime
+    sources = [FRONTEND / "package-lock.json", FRONTEND / "vite.config.ts", *(FRONTEND / "src").rglob("*")]
+    return any(p.is_file() and p.stat().st_mtime > built for p in sources)
+
+
+def ensure_frontend_built() -> None:
+    if not (FRONTEND / "node_modules").is_dir():
+        if BUNDLE.exists():
+            return
+        pytest.fail("The frontend is not built: run `cd frontend && npm ci && npm run build` (or `make test`).")
+    # Several test sessions may share the working tree: build one at a time.
+    with open(FRONTEND / "node_modules" / ".jaxplay-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if bundle_is_stale():
+            result = subprocess.run(["npm", "run", "build"], cwd=FRONTEND, capture_output=True, text=True)
+            if result.returncode != 0:
+                pytest.fail(f"`npm run build` failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def base_url(request: pytest.FixtureRequest) -> str:
+    ensure_frontend_built()
+    external = os.environ.get("JAXPLAY_BROWSER_BASE_URL")
+    if external:
+        return external.rstrip("/")
+    return request.getfixturevalue("live").http_url
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.fail(f"Debian Chromium is missing at {CHROMIUM}: install it with `apt-get install -y chromium`.")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page_at(browser: Browser, base_url: str) -> Iterator[PageAt]:
+    """``page_at("/", color_scheme="dark")`` -> a loaded page whose editor is ready."""
+    contexts = []
+    errors: list[str] = []
+
+    def open_page(path: str = "/", color_scheme: str = "light", viewport: dict[str, int] | None = None) -> Page:
+        context = browser.new_context(viewport=viewport or VIEWPORT, color_scheme=color_scheme)
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(base_url + path)
+        page.wait_for_selector(".cm-content")
+        page.wait_for_selector(".conn[data-state=open]")
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
+    assert not errors, f"uncaught JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture(scope="session")
+def live_slots(base_url: str, browser: Browser) -> int:
+    """Free run slots of the first backend: how many runs start without queueing."""
+    context = browser.new_context()
+    try:
+        backends = context.request.get(base_url + "/api/backends").json()["backends"]
+    finally:
+        context.close()
+    return int(backends[0]["free_slots"])
