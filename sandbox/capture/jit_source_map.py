@@ -43,25 +43,27 @@ def _indent(line: str) -> int:
 
 
 def jaxpr_line_ranges(text: str) -> LineRanges:
-    """An equation's annotation is on its first line; continuation lines
-    (deeper-indented parameters and the closing ``] args`` line) inherit it."""
+    """An equation's annotation is on its first line; its continuation lines
+    (deeper-indented parameters, nested jaxprs, the closing ``] args`` line)
+    belong to it. A stack of open equations handles nesting (scan, cond)."""
     ranges: LineRanges = []
-    current: int | None = None
-    current_indent = -1
+    open_equations: list[tuple[int, int | None]] = []  # (indent, source line)
     for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        indent = _indent(line)
         match = _JAXPR_ANNOTATION.search(line)
-        if match:
-            current, current_indent = int(match.group(1)), _indent(line)
-        elif _ANY_JAXPR_ANNOTATION.search(line):
-            current, current_indent = None, _indent(line)  # an equation from a library file
-        elif current is not None:
-            stripped = line.strip()
-            continues = _indent(line) > current_indent or (
-                _indent(line) == current_indent and stripped[:1] in ("]", ")")
-            )
-            if not continues or not stripped:
-                current = None
-        _add(ranges, number, current)
+        if match or _ANY_JAXPR_ANNOTATION.search(line):
+            while open_equations and open_equations[-1][0] >= indent:
+                open_equations.pop()
+            open_equations.append((indent, int(match.group(1)) if match else None))
+        else:
+            while open_equations and not (
+                indent > open_equations[-1][0] or (indent == open_equations[-1][0] and stripped[0] in "])")
+            ):
+                open_equations.pop()
+        _add(ranges, number, open_equations[-1][1] if open_equations else None)
     return ranges
 
 
