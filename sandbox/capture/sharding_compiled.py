@@ -58,10 +58,10 @@ def leaf_name(path: tuple[Any, ...], root: str) -> str:
     return root + tree_util.keystr(path) if path else root
 
 
-def input_layouts(compiled: Any) -> list[dict[str, Any]]:
-    args_info = compiled.args_info
+def input_layouts(compiled: Any, positional_names: list[str]) -> list[dict[str, Any]]:
+    """One layout per array leaf of the arguments, named like ``params['w']``."""
     shardings, _ = tree_util.tree_flatten(compiled.input_shardings, is_leaf=lambda x: x is None)
-    leaves, _ = tree_util.tree_flatten_with_path(args_info)
+    leaves, _ = tree_util.tree_flatten_with_path(compiled.args_info)
     if len(leaves) != len(shardings):
         log.debug("input shardings (%d) do not match arguments (%d)", len(shardings), len(leaves))
         return []
@@ -69,17 +69,30 @@ def input_layouts(compiled: Any) -> list[dict[str, Any]]:
     for (path, info), sharding in zip(leaves, shardings, strict=True):
         if sharding is None or not hasattr(info, "shape"):
             continue
-        # path[0] selects positional args (0) or keyword args (1).
-        if path and getattr(path[0], "idx", None) == 0 and len(path) > 1:
-            name = leaf_name(path[2:], f"arg{path[1].idx}")
-        elif path and len(path) > 1:
-            name = leaf_name(path[2:], str(getattr(path[1], "key", path[1])))
+        # args_info is (positional, keyword): path[0] picks one, path[1] the argument.
+        if len(path) >= 2 and getattr(path[0], "idx", None) == 0:
+            index = path[1].idx
+            root = positional_names[index] if index < len(positional_names) else f"arg{index}"
+        elif len(path) >= 2:
+            root = str(getattr(path[1], "key", path[1]))
         else:
-            name = leaf_name(path, "args")
-        entry = {"name": name, **describe_layout(info.shape, info.dtype, sharding)}
+            root = "args"
+        entry = {"name": leaf_name(path[2:], root), **describe_layout(info.shape, info.dtype, sharding)}
         entry["donated"] = bool(getattr(info, "donated", False))
         out.append(entry)
     return out
+
+
+def dynamic_argument_names(event: dict[str, Any]) -> list[str]:
+    """Names of the traced arguments, in order: jit_capture's ``arguments`` minus static ones.
+
+    ``args_info`` leaves static arguments out, so its n-th positional argument
+    is the n-th non-static one here.
+    """
+    arguments = event.get("arguments")
+    if not isinstance(arguments, list):
+        return []
+    return [str(a.get("name")) for a in arguments if isinstance(a, dict) and "static" not in a]
 
 
 def output_layouts(compiled: Any) -> list[dict[str, Any]]:
@@ -101,11 +114,12 @@ def device_count(layouts: list[dict[str, Any]]) -> int:
 def add_sharding_fields(event: dict[str, Any], compiled: Any) -> None:
     """The COMPILED_HOOKS entry: fills ``in_shardings``, ``out_shardings``, ``collectives``, ``num_devices``."""
     hlo = event.get("hlo")
-    if not isinstance(hlo, str) or event.get("hlo_truncated"):
-        hlo = compiled.as_text()
+    truncated = event.get("truncated")
+    if not isinstance(hlo, str) or (isinstance(truncated, dict) and "hlo" in truncated):
+        hlo = compiled.as_text()  # the shown text was cut: count over the whole program
     event["collectives"] = count_collectives(hlo or "")
     try:
-        ins, outs = input_layouts(compiled), output_layouts(compiled)
+        ins, outs = input_layouts(compiled, dynamic_argument_names(event)), output_layouts(compiled)
     except Exception:
         # A backend without sharding information: the collectives still stand.
         log.debug("no sharding information for %s", event.get("fn"), exc_info=True)

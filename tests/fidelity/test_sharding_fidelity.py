@@ -5,9 +5,11 @@ CPU devices: once through the playground runner (``python -m sandbox.runner``,
 events on fd 3) and once in a plain process where ``show_sharding`` and
 ``jax.debug.visualize_array_sharding`` record only what JAX's public API
 says: ``sharding.devices_indices_map(shape)`` and, for a concrete array, each
-``addressable_shards`` entry's replica id. For compiled functions the
-collectives our hook lists must equal the collective instructions found in
-``jax.jit(f).lower(...).compile().as_text()`` by a separate line parser.
+``addressable_shards`` entry's replica id. For a jitted function, its
+``compiled`` event's ``collectives`` must equal the collective instructions a
+separate line parser finds in ``jax.jit(f).lower(...).compile().as_text()``
+of a plain process, and its ``in_shardings``/``out_shardings`` the
+``devices_indices_map`` of that plain ``Compiled``'s input/output shardings.
 """
 
 from __future__ import annotations
@@ -231,32 +233,43 @@ COLLECTIVE_PROGRAMS: dict[str, str] = {
     """,
 }
 
-COMPILE = "\ncompiled = fn.lower(*args).compile()\n"
+CALL = "\nfn(*args)\n"
+PLAIN_COMPILED = """
+compiled = fn.lower(*args).compile()
+def _maps(tree, infos):
+    out = []
+    for sharding, info in zip(jax.tree_util.tree_leaves(tree), jax.tree_util.tree_leaves(infos)):
+        m = sharding.devices_indices_map(tuple(info.shape))
+        out.append(sorted([d.id, [list(sl.indices(n)[:2]) for sl, n in zip(idx, info.shape)]] for d, idx in m.items()))
+    return out
+print("HLO" + json.dumps(compiled.as_text()))
+print("INS" + json.dumps(_maps(compiled.input_shardings, compiled.args_info)))
+print("OUTS" + json.dumps(_maps(compiled.output_shardings, compiled.out_info)))
+"""
 
 
-def collectives_from_hook(code: str) -> dict[str, int]:
-    script = code.replace("from playground import show_sharding\n", "") + COMPILE + textwrap.dedent("""
-        from sandbox.capture.sharding_compiled import add_sharding_fields
-        event = {}
-        add_sharding_fields(event, compiled)
-        print("RESULT" + json.dumps(event["collectives"]))
-    """)
-    proc = subprocess.run([PYTHON, "-c", "import json\n" + script], cwd=REPO, env=ENV, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))[6:])
+def compiled_event(code: str, tmp_path: Path) -> dict:
+    """The ``compiled`` event the playground sent for the case's one jitted call."""
+    events = run_in_playground(code + CALL, tmp_path)
+    compiled = [e for e in events if e["type"] == "compiled"]
+    assert compiled, [e["type"] for e in events]
+    assert not compiled[-1].get("capture_errors"), compiled[-1]["capture_errors"]
+    return compiled[-1]
 
 
-# A parser written apart from the hook's: the opcode is the last token before "(" after "=".
+# A parser written apart from the hook's: the opcode is the word before "(" after "= <shape>".
 INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?\S+\s*=\s*.*?\s([a-z][a-z0-9-]*)\(")
 
 
-def collectives_in_plain_hlo(code: str) -> dict[str, int]:
-    script = code.replace("from playground import show_sharding\n", "") + COMPILE + "print(compiled.as_text())\n"
+def plain_compiled(code: str) -> tuple[dict[str, int], list, list]:
+    """(collective counts, input shard maps, output shard maps) from a plain process."""
+    script = "import json\n" + code.replace("from playground import show_sharding\n", "") + PLAIN_COMPILED
     proc = subprocess.run([PYTHON, "-c", script], cwd="/", env=ENV, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    lines = {line.split("[", 1)[0].split('"', 1)[0]: line for line in proc.stdout.splitlines()}
+    hlo = json.loads(lines["HLO"][3:])
     counts = {op: 0 for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")}
-    for line in proc.stdout.splitlines():
+    for line in hlo.splitlines():
         match = INSTRUCTION.match(line)
         if not match:
             continue
@@ -266,13 +279,15 @@ def collectives_in_plain_hlo(code: str) -> dict[str, int]:
         opcode = opcode.removesuffix("-start")
         if opcode in counts:
             counts[opcode] += 1
-    return counts
+    return counts, json.loads(lines["INS"][3:]), json.loads(lines["OUTS"][4:])
 
 
 @pytest.mark.parametrize("case", sorted(COLLECTIVE_PROGRAMS))
-def test_collectives_equal_optimized_hlo(case: str) -> None:
+def test_compiled_event_collectives_and_shardings_equal_plain_jax(case: str, tmp_path: Path) -> None:
     code = program(COLLECTIVE_PROGRAMS[case])
-    got = collectives_from_hook(code)
-    expected = collectives_in_plain_hlo(code)
-    assert {k: got.get(k, 0) for k in expected} == expected
-    assert sum(expected.values()) > 0, "each case is chosen to make XLA insert at least one collective"
+    event = compiled_event(code, tmp_path)
+    counts, ins, outs = plain_compiled(code)
+    assert sum(counts.values()) > 0, "each case is chosen to make XLA insert at least one collective"
+    assert {k: event["collectives"].get(k, 0) for k in counts} == counts
+    assert [sorted([s["device"], s["index"]] for s in layout["shards"]) for layout in event["in_shardings"]] == ins
+    assert [sorted([s["device"], s["index"]] for s in layout["shards"]) for layout in event["out_shardings"]] == outs

@@ -195,3 +195,23 @@ def test_xla_padding_rule_matches_jax_and_handles_uneven_shards() -> None:
     tiny = {s["device"]: s["index"] for s in result["tiny"]["shards"]}
     assert tiny[3] == [[3, 3], [0, 1]]  # XLA gives the fourth row-tile nothing to hold
     assert tiny[7] == [[3, 3], [1, 2]]
+
+
+def test_compiled_event_names_arguments_and_skips_static_ones(tmp_path: Path) -> None:
+    events, _, _ = run("""
+        import functools
+        mesh = jax.make_mesh((8,), ("d",))
+        @functools.partial(jax.jit, static_argnums=1)
+        def scale(params, times, x, *, bias):
+            return {"y": params["w"] * x * times + bias}
+        x = jax.device_put(jnp.ones(16), NamedSharding(mesh, P("d")))
+        scale({"w": jnp.ones(16)}, 3, x, bias=jnp.float32(1))
+    """, tmp_path)
+    [compiled] = [e for e in events if e["type"] == "compiled"]
+    assert [(i["name"], i["spec"]) for i in compiled["in_shardings"]] == [
+        ("params['w']", "P('d',)"), ("x", "P('d',)"), ("bias", "P()"),
+    ]
+    assert [o["name"] for o in compiled["out_shardings"]] == ["out['y']"]
+    assert compiled["num_devices"] == 8
+    assert set(compiled["collectives"]) >= {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                             "collective-permute"}
