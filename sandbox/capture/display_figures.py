@@ -1,9 +1,11 @@
 """matplotlib figures shown inline, as images, where the code made them.
 
-matplotlib is never imported here unless the user's code imported it: the
-backend is chosen through ``MPLBACKEND`` (read by matplotlib at its import)
-and names our own Agg-based backend, ``sandbox.capture.display_backend``,
-whose ``show()`` sends the open figures. Figures still open when the code
+matplotlib is never imported here unless the user's code imports it: an
+import hook prepares its environment at that moment (``MPLBACKEND``, read by
+matplotlib at its import, names our own Agg-based backend
+``sandbox.capture.display_backend``, whose ``show()`` sends the open
+figures; a writable config dir; a fontconfig file), so ``print(1)`` pays
+nothing. Figures still open when the code
 ends are sent by ``finish``. A run may send at most MAX_FIGURES figures and
 MAX_FIGURE_BYTES of images; past that a notice goes to stderr.
 """
@@ -11,6 +13,7 @@ MAX_FIGURE_BYTES of images; past that a notice goes to stderr.
 from __future__ import annotations
 
 import base64
+import importlib.abc
 import io
 import os
 import re
@@ -37,19 +40,58 @@ budget = Budget("figures", MAX_FIGURES, MAX_FIGURE_BYTES)
 _sent: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
+FONTCONFIG_FILE = """<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "urn:fontconfig:fonts.dtd">
+<fontconfig>
+  <dir>/usr/share/fonts</dir>
+  <dir>/usr/local/share/fonts</dir>
+  <cachedir>{cache}</cachedir>
+</fontconfig>
+"""
+
+
+class PrepareMatplotlib(importlib.abc.MetaPathFinder):
+    """Prepares matplotlib's environment when the user's code first imports it, and not before."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == "matplotlib":
+            remove_import_hook()
+            prepare_environment()
+        return None  # the normal finders import it
+
+
+def remove_import_hook() -> None:
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, PrepareMatplotlib)]
+
+
 def configure_matplotlib() -> None:
-    """Before user code: our backend, and a config dir matplotlib can write its font cache to."""
+    """Before user code: reset the per-run state; matplotlib is prepared only if it is imported."""
     global budget
     budget = Budget("figures", MAX_FIGURES, MAX_FIGURE_BYTES)
     _sent.clear()
+    remove_import_hook()
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None:
+        sys.meta_path.insert(0, PrepareMatplotlib())
+        return
+    prepare_environment()  # imported before the run (e.g. by the zygote)
+    matplotlib.use(BACKEND, force=True)
+
+
+def prepare_environment() -> None:
+    """Our backend, a config dir for matplotlib's font cache, and a fontconfig that can find fonts."""
     os.environ["MPLBACKEND"] = BACKEND
     config_dir = os.environ.get("MPLCONFIGDIR")
     if not config_dir or not os.access(config_dir, os.W_OK):
         # Inside the sandbox HOME may be unset and only /tmp is writable.
-        os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="matplotlib-")
-    matplotlib = sys.modules.get("matplotlib")
-    if matplotlib is not None:  # imported before the run (e.g. by the zygote)
-        matplotlib.use(BACKEND, force=True)
+        config_dir = os.environ["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="matplotlib-")
+    if "FONTCONFIG_FILE" not in os.environ and not os.access("/etc/fonts/fonts.conf", os.R_OK):
+        # matplotlib runs fc-list while building its font cache; without /etc/fonts (as in the
+        # sandbox) fc-list prints "Fontconfig error: Cannot load default config file" to stderr.
+        path = os.path.join(config_dir, "fonts.conf")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(FONTCONFIG_FILE.format(cache=os.path.join(config_dir, "fontconfig")))
+        os.environ["FONTCONFIG_FILE"] = path
 
 
 def is_figure(value: Any) -> bool:

@@ -8,6 +8,8 @@
  * be shown inside a sandboxed iframe (never parsed into this page).
  */
 
+import { htmlFrame } from "../display/html_frame";
+import { pngImage, svgImage } from "../display/image";
 import { el } from "../dom";
 import type { DisplayEvent } from "../protocol";
 
@@ -17,4 +19,7 @@ const plainText: DisplayRenderer = (ev) => el("pre", { class: "output-display-te
 
 export const DISPLAY_RENDERERS: Record<string, DisplayRenderer> = {
   "text/plain": plainText,
+  "text/html": htmlFrame,
+  "image/png": pngImage,
+  "image/svg+xml": svgImage,
 };

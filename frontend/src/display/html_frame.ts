@@ -1,0 +1,127 @@
+/**
+ * HTML made by a run (treescope views, `_repr_html_`, `playground.HTML`)
+ * shown in a sandboxed iframe, never parsed into this page.
+ *
+ * The frame is `sandbox="allow-scripts"` without `allow-same-origin`: its
+ * document has an opaque origin, so its scripts cannot touch `parent`'s DOM,
+ * cookies, storage or this page's websocket. A Content-Security-Policy in the
+ * document also forbids network requests (no fetch, no new websocket, no
+ * external images) and forms. The only thing the frame may tell the page is
+ * its content height, by postMessage; the page accepts a message only from
+ * that frame's own window, only as a finite number, clamped to MAX_HEIGHT_PX.
+ *
+ * Frames are filled when they scroll into view, so a run that shows many
+ * values does not build every document at once.
+ */
+
+import { el } from "../dom";
+import type { DisplayEvent } from "../protocol";
+import "../styles/display.css";
+
+/** Taller content scrolls inside the frame. */
+export const MAX_HEIGHT_PX = 4000;
+const PLACEHOLDER_HEIGHT_PX = 48;
+
+const FRAME_CSP = [
+  "default-src 'none'",
+  // treescope's views are inline scripts that build their nodes with new Function().
+  "script-src 'unsafe-inline' 'unsafe-eval'",
+  "style-src 'unsafe-inline'",
+  "img-src data: blob:",
+  "font-src data:",
+  "media-src data: blob:",
+  "form-action 'none'",
+].join("; ");
+
+/** Runs first inside the frame: reports the content height whenever it changes. */
+const HEIGHT_REPORTER = `(() => {
+  const max = ${MAX_HEIGHT_PX};
+  let last = -1;
+  const report = () => {
+    const height = Math.ceil(document.body.getBoundingClientRect().height);
+    if (height === last) return;
+    last = height;
+    document.documentElement.style.overflowY = height > max ? "auto" : "hidden";
+    parent.postMessage({ jaxplayFrameHeight: height }, "*");
+  };
+  addEventListener("DOMContentLoaded", () => {
+    new ResizeObserver(report).observe(document.body);
+    report();
+  });
+})();`;
+
+export function frameDocument(html: string): string {
+  return (
+    "<!doctype html><html><head><meta charset=\"utf-8\">" +
+    `<meta http-equiv="Content-Security-Policy" content="${FRAME_CSP}">` +
+    "<style>" +
+    ":root{color-scheme:light}" +
+    "html{overflow:hidden}" +
+    "body{margin:0;padding:6px 8px;display:flow-root;overflow-x:auto;background:#fff;color:#1c2128;" +
+    "font:13px/1.45 system-ui,sans-serif}" +
+    "</style>" +
+    `<script>${HEIGHT_REPORTER}</script>` +
+    `</head><body>${html}</body></html>`
+  );
+}
+
+const frames = new Set<HTMLIFrameElement>();
+let listening = false;
+
+function onFrameMessage(event: MessageEvent): void {
+  if (event.source === null) return;
+  let frame: HTMLIFrameElement | undefined;
+  for (const candidate of frames) {
+    if (candidate.contentWindow === event.source) frame = candidate;
+  }
+  if (!frame) return;
+  const data: unknown = event.data;
+  if (typeof data !== "object" || data === null) return;
+  const height = (data as { jaxplayFrameHeight?: unknown }).jaxplayFrameHeight;
+  if (typeof height !== "number" || !Number.isFinite(height)) return;
+  frame.style.height = `${Math.min(Math.max(Math.ceil(height), 1), MAX_HEIGHT_PX)}px`;
+}
+
+let observer: IntersectionObserver | null = null;
+
+function fillWhenVisible(frame: HTMLIFrameElement, html: string): void {
+  if (typeof IntersectionObserver === "undefined") {
+    frame.srcdoc = frameDocument(html);
+    return;
+  }
+  observer ??= new IntersectionObserver(
+    (entries) => {
+      for (const entry of entries) {
+        if (!entry.isIntersecting) continue;
+        const target = entry.target as HTMLIFrameElement;
+        observer?.unobserve(target);
+        target.srcdoc = frameDocument(pendingHtml.get(target) ?? "");
+        pendingHtml.delete(target);
+      }
+    },
+    { rootMargin: "600px 0px" },
+  );
+  pendingHtml.set(frame, html);
+  observer.observe(frame);
+}
+
+const pendingHtml = new WeakMap<HTMLIFrameElement, string>();
+
+export function htmlFrame(ev: DisplayEvent): HTMLElement {
+  if (!listening) {
+    window.addEventListener("message", onFrameMessage);
+    listening = true;
+  }
+  const frame = el("iframe", {
+    class: "display-frame",
+    sandbox: "allow-scripts",
+    referrerpolicy: "no-referrer",
+    title: ev.role === "result" ? "Result" : "Displayed value",
+    "data-testid": "display-frame",
+  });
+  frame.style.height = `${PLACEHOLDER_HEIGHT_PX}px`;
+  for (const old of frames) if (!old.isConnected) frames.delete(old);
+  frames.add(frame);
+  fillWhenVisible(frame, ev.data);
+  return frame;
+}
