@@ -1,0 +1,59 @@
+"""A worker on "another host" dials in with the shared token; a wrong token is refused clearly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.live_server import PROJECT_ROOT, LiveServer, done_of, output_text
+
+TOKEN = "correct-horse-battery-staple"
+
+
+@pytest.fixture(scope="module")
+def tokened_server(tmp_path_factory):
+    server = LiveServer(tmp_path_factory.mktemp("remote"), ["--no-local-worker"], env={"JAXPLAY_WORKER_TOKEN": TOKEN})
+    try:
+        server.wait_ready(workers=0)
+        yield server
+    finally:
+        server.stop()
+
+
+def start_worker(server: LiveServer, token: str, *extra: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAXPLAY_")}
+    return subprocess.Popen([sys.executable, "-m", "jaxplay.cli", "worker", "--server", server.worker_url,
+                             "--token", token, "--slots", "1", *extra],
+                            cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_wrong_token_is_refused_with_a_clear_message(tokened_server):
+    worker = start_worker(tokened_server, "wrong")
+    output, _ = worker.communicate(timeout=120)
+    assert worker.returncode == 2
+    assert "refused" in output and "JAXPLAY_WORKER_TOKEN" in output
+    assert tokened_server.get_json("/healthz")["workers"] == 0
+
+
+def test_worker_with_the_token_joins_and_runs(tokened_server):
+    worker = start_worker(tokened_server, TOKEN, "--cpu-devices", "4", "--name", "far-away")
+    try:
+        tokened_server.wait_ready(workers=1)
+        backends = tokened_server.get_json("/api/backends")["backends"]
+        assert backends == [b for b in backends if b["name"] == "cpu"]
+        assert backends[0]["device_count"] == 4 and backends[0]["slots"] == 1 and backends[0]["jax_version"]
+        events = tokened_server.run("import jax; print(jax.device_count())")
+        assert done_of(events)["status"] == "ok" and output_text(events) == "4\n"
+        assert events[1]["devices"]["worker"] == "far-away"
+    finally:
+        worker.terminate()
+        worker.wait(10)
+
+
+def test_server_without_a_token_accepts_no_remote_worker(live):
+    worker = start_worker(live, "anything")
+    output, _ = worker.communicate(timeout=120)
+    assert worker.returncode == 2 and "accepts no remote workers" in output

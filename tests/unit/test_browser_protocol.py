@@ -1,0 +1,60 @@
+"""Client message parsing: every bad input has a message naming what to change."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+
+LIMIT = 256 * 1024
+
+
+def parse(obj) -> bp.ClientMessage:
+    return bp.parse_client_message(obj if isinstance(obj, str | bytes) else json.dumps(obj), max_code_bytes=LIMIT)
+
+
+def test_run_with_all_fields():
+    message = parse({"type": "run", "id": "a", "code": "print(1)", "backend": "cpu", "timeout_s": 5,
+                     "inspect": False, "fresh": True})
+    assert message == bp.ClientRun(id="a", code="print(1)", backend="cpu", timeout_s=5, inspect=False, fresh=True)
+
+
+def test_defaults():
+    assert parse({"type": "run", "id": "a", "code": ""}) == bp.ClientRun(id="a", code="")
+    assert parse({"type": "cancel", "id": "a"}) == bp.ClientCancel(id="a")
+
+
+@pytest.mark.parametrize(("raw", "fragment", "run_id"), [
+    (b"\x00", "Binary frames", None),
+    ("{", "Malformed JSON", None),
+    ("[1]", "JSON object", None),
+    ({"type": "nope", "id": "x"}, "'run' or 'cancel'", "x"),
+    ({"type": "run", "code": "1"}, "'id' is required", None),
+    ({"type": "run", "id": 3, "code": "1"}, "'id' is required", None),
+    ({"type": "run", "id": "x" * 129, "code": "1"}, "1 to 128", None),
+    ({"type": "run", "id": "a"}, "'code' is required", "a"),
+    ({"type": "run", "id": "a", "code": "#" * (LIMIT + 1)}, "256 KiB", "a"),
+    ({"type": "run", "id": "a", "code": "1", "backend": 7}, "'backend'", "a"),
+    ({"type": "run", "id": "a", "code": "1", "timeout_s": -1}, "positive", "a"),
+    ({"type": "run", "id": "a", "code": "1", "timeout_s": True}, "positive", "a"),
+    ({"type": "run", "id": "a", "code": "1", "inspect": "yes"}, "'inspect'", "a"),
+    ({"type": "cancel"}, "'id' is required", None),
+])
+def test_bad_input_names_the_problem(raw, fragment, run_id):
+    with pytest.raises(bp.ProtocolError) as info:
+        parse(raw)
+    assert fragment in str(info.value)
+    assert info.value.run_id == run_id
+
+
+def test_code_size_counts_utf8_bytes():
+    with pytest.raises(bp.ProtocolError):
+        parse({"type": "run", "id": "a", "code": "é" * (LIMIT // 2 + 1)})
+
+
+def test_done_event_shape():
+    event = bp.done_event("a", bp.RunStatus.TIMEOUT, 12.345, "too slow")
+    assert event == {"type": "done", "id": "a", "status": "timeout", "elapsed_ms": 12.3, "message": "too slow"}
+    assert bp.rejected("b", "why")["status"] == "rejected"

@@ -1,0 +1,51 @@
+"""One Settings definition feeds the environment, the CLI flags and the docs."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from jaxplay import cli
+from jaxplay.settings import Settings, field_help
+
+
+def test_every_setting_has_help_and_a_default():
+    for name, help_text, default in field_help():
+        assert help_text.endswith("."), name
+        assert default is not None, name
+
+
+def test_environment_then_overrides():
+    env = {"JAXPLAY_PORT": "9001", "JAXPLAY_DATA_DIR": "/srv/d", "JAXPLAY_RUN_TIMEOUT_S": "12.5"}
+    settings = Settings.from_env(env, port=9002)
+    assert settings.port == 9002 and settings.data_dir == Path("/srv/d") and settings.run_timeout_s == 12.5
+
+
+def test_bad_environment_value_names_the_variable():
+    with pytest.raises(ValueError, match="JAXPLAY_PORT"):
+        Settings.from_env({"JAXPLAY_PORT": "eighty"})
+
+
+def test_serve_exposes_every_flag_setting():
+    parser = cli.build_parser()
+    args = parser.parse_args(["serve", "--port", "1234", "--local-workers", "0", "--sandbox", "none"])
+    settings = cli.settings_from(args)
+    assert settings.port == 1234 and settings.local_workers == 0 and settings.sandbox == "none"
+    serve_flags = {a.dest for a in parser._subparsers._group_actions[0].choices["serve"]._actions}
+    for f in fields(Settings):
+        if f.metadata["flag"]:
+            assert f.name in serve_flags
+
+
+def test_worker_requires_a_server_url():
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["worker"])
+    args = cli.build_parser().parse_args(["worker", "--server", "ws://h:1/worker", "--token", "t", "--cpu-devices", "4"])
+    assert args.token == "t" and cli.settings_from(args).cpu_devices == 4
+
+
+def test_sandbox_choice_is_checked():
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
