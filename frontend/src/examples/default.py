@@ -1,4 +1,4 @@
-# JAX Playground: edit the code, then press Ctrl+Enter (Cmd+Enter on a Mac) to run it.
+# Edit the code, then press Ctrl+Enter (Cmd+Enter on a Mac) to run it.
 import time
 import jax
 import jax.numpy as jnp
