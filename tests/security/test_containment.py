@@ -171,3 +171,11 @@ except OSError as exc:
 """)
     assert out.startswith("denied")
     assert os.getuid() == 0 or True  # host uid does not matter for this check
+
+
+def test_killing_the_zygote_costs_only_that_run(live):
+    events = live.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(5)")
+    assert done_of(events)["status"] == "crashed"
+    # the slot is rebuilt; every later run still works
+    for _ in range(3):
+        assert run_ok(live, "print('alive')").strip() == "alive"
