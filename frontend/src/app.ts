@@ -72,9 +72,9 @@ export class App {
       { class: "topbar" },
       el(
         "a",
-        { class: "brand", href: embed && boot.snippet?.id ? `/s/${boot.snippet.id}` : "/", target: embed ? "_blank" : null },
+        { class: "brand", href: embed && boot.snippet?.id ? `/s/${boot.snippet.id}` : "/", target: embed ? "_blank" : null, rel: embed ? "noopener" : null },
         el("span", { class: "brand-mark", "aria-hidden": "true" }, "λ"),
-        el("span", { class: "brand-name" }, "JAX Playground"),
+        el("span", { class: "brand-name" }, embed ? "JAX Playground ↗" : "JAX Playground"),
       ),
       embed ? null : this.exampleButton(),
       el("div", { class: "topbar-spacer" }),
@@ -119,7 +119,8 @@ export class App {
       onStateChange: (state) => this.onConnectionState(state),
       onLost: () => this.onLost(),
     });
-    this.editor.focus();
+    // An embed taking focus would scroll the page that frames it.
+    if (!embed) this.editor.focus();
   }
 
   run(): void {
