@@ -30,6 +30,30 @@ def record_line_arrivals(page: Page, pattern: str) -> None:
     )
 
 
+def test_the_page_opens_with_the_example_and_it_runs(page_at: PageAt) -> None:
+    page = page_at("/")
+    code = page.evaluate("window.jaxplay.editor.getCode()")
+    for api in ("jax.jit", "jax.grad", "jax.vmap"):
+        assert api in code
+    assert page.locator(".cm-line").count() == len(code.splitlines())
+    assert page.locator(".cm-lineNumbers .cm-gutterElement", has_text="1").count() > 0
+    # Python highlighting: the keyword `def` is coloured differently from plain text.
+    colours = page.evaluate(
+        """() => {
+          const def = [...document.querySelectorAll('.cm-line span')].find(s => s.textContent === 'def');
+          return [getComputedStyle(def).color, getComputedStyle(def.closest('.cm-line')).color];
+        }"""
+    )
+    assert colours[0] != colours[1]
+
+    page.click("[data-testid=run]")
+
+    assert wait_for_status(page, "ok", "error", "crashed") == "ok"
+    text = output_text(page)
+    assert text.index("step 0: loss") < text.index("step 7: loss") < text.index("per-example loss")
+    assert page.locator(".output-display[data-role=result]").count() == 1
+
+
 def test_typed_code_runs_with_the_shortcut_and_streams_line_by_line(page_at: PageAt) -> None:
     page = page_at("/")
     page.click(".cm-content")
