@@ -19,6 +19,9 @@ then describes that per-device block and which devices hold equal copies.
 
 from __future__ import annotations
 
+import ast
+import functools
+import linecache
 import logging
 import sys
 from collections.abc import Callable
@@ -77,6 +80,32 @@ def user_location() -> dict[str, Any]:
             return {"line": frame.f_lineno, "fn": fn}
         frame = frame.f_back
     return {"line": None, "fn": None}
+
+
+@functools.lru_cache(maxsize=4)
+def _user_calls(source: str) -> dict[tuple[int, str], str]:
+    """(line, called name) -> source text of the first argument, for every call in the program."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    calls: dict[tuple[int, str], str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            text = ast.get_source_segment(source, node.args[0])
+            if name and text:
+                calls.setdefault((node.lineno, name), text)
+    return calls
+
+
+def argument_text(line: int | None, called: str) -> str | None:
+    """What the user passed, as written: ``w1`` in ``jax.debug.visualize_array_sharding(w1)``."""
+    if line is None:
+        return None
+    lines = linecache.getlines(USER_FILENAME)
+    return _user_calls("".join(lines)).get((line, called)) if lines else None
 
 
 def send(layout: dict[str, Any], source: dict[str, Any], **extra: Any) -> None:
@@ -198,10 +227,13 @@ def show_sharding(value: Any, name: str | None = None) -> None:
 
 def visualize_array_sharding(arr: Any, **kwargs: Any) -> None:
     """Stands in for ``jax.debug.visualize_array_sharding``: the page draws the grid."""
-    report(arr, {"kind": "visualize", "name": None, **user_location()})
+    location = user_location()
+    report(arr, {"kind": "visualize", "name": argument_text(location["line"], "visualize_array_sharding"), **location})
 
 
 def visualize_sharding(shape: Any, sharding: Any, **kwargs: Any) -> None:
     """Stands in for ``jax.debug.visualize_sharding``: a sharding over a shape, no data."""
     shape = tuple(int(d) for d in shape)
-    send(describe_layout(shape, None, sharding), {"kind": "visualize", "name": None, **user_location()}, typeof=None)
+    location = user_location()
+    source = {"kind": "visualize", "name": argument_text(location["line"], "visualize_sharding"), **location}
+    send(describe_layout(shape, None, sharding), source, typeof=None)

@@ -49,7 +49,7 @@ def test_visualize_is_drawn_by_the_page_not_printed(tmp_path: Path) -> None:
     """, tmp_path)
     [event] = shardings(events)
     assert stdout == ""  # rich's text table is not printed
-    assert event["source"] == {"kind": "visualize", "name": None, "line": 7, "fn": None}
+    assert event["source"] == {"kind": "visualize", "name": "x", "line": 7, "fn": None}  # the argument as written
     assert event["shape"] == [8, 8] and event["dtype"] == "bfloat16"
     assert event["spec"] == "P('x', 'y')"
     assert event["typeof"] == "bfloat16[8@x,8@y]"
