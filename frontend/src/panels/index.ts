@@ -40,6 +40,7 @@
 import type { Boot } from "../boot";
 import type { DoneEvent, ServerEvent, ServerEventType } from "../protocol";
 import { outputPanel } from "./output";
+import { shardingPanel } from "./sharding";
 
 /** How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover". */
 export type LineMarkKind = "error" | "warning" | "info" | "hover";
@@ -95,4 +96,5 @@ export type PanelFactory = (ctx: PanelContext) => Panel;
 
 export const PANELS: PanelFactory[] = [
   outputPanel,
+  shardingPanel,
 ];
