@@ -1,0 +1,532 @@
+/**
+ * The Inspect tab: what JAX made of each jitted function.
+ *
+ * Top: every function compiled in the run, each compilation listed under it
+ * (a recompilation shows JAX's reason), with call counts and times from
+ * `fn_timing`, then the `timing` results of `playground.timeit` as charts.
+ * Below: the selected compilation: phases, cost and memory, and its jaxpr,
+ * StableHLO or optimized HLO in a highlighted, searchable view whose lines
+ * point back at the code under the pointer, or diffed against another
+ * compilation of the same function.
+ *
+ * Events carry megabytes of text: the list redraws at most once a frame and
+ * only the artifact on screen is handed to CodeMirror.
+ */
+
+import { el } from "../dom";
+import type { IrDialect } from "../lang/hlo";
+import "../styles/inspect.css";
+import type { PanelFactory } from "./index";
+import { costTable, formatBytes, formatMs, memoryTable, type Phase, phaseBar, timingChart } from "./inspect_format";
+import { ArtifactView, DiffView, type LineRange } from "./inspect_view";
+
+export type ArtifactName = IrDialect;
+
+export interface CompiledArgument {
+  name: string;
+  type?: string;
+  static?: string;
+}
+
+/** One distinct compilation (docs/protocol.md, "compiled"). */
+export interface CompiledEvent {
+  type: "compiled";
+  id: string;
+  key: string;
+  fn_id: number;
+  fn: string;
+  line: number | null;
+  module: string | null;
+  compile_index: number;
+  previous_key: string | null;
+  signature: string;
+  arguments: CompiledArgument[];
+  outputs: string | null;
+  phases_ms: Record<Phase, number>;
+  persistent_cache_hit: boolean;
+  cache_miss_reason: string | null;
+  jaxpr: string;
+  stablehlo: string;
+  hlo: string;
+  source_lines: Partial<Record<ArtifactName, LineRange[]>>;
+  truncated: Partial<Record<ArtifactName, number>>;
+  artifact_limit_bytes: number;
+  cost: Record<string, number | string | null> | null;
+  memory: Record<string, number> | null;
+  capture_errors?: string[];
+  /** Fields added by other captures' hooks (e.g. shardings). */
+  [field: string]: unknown;
+}
+
+export interface FunctionTiming {
+  fn_id: number;
+  fn: string;
+  line: number | null;
+  calls: number;
+  total_ms: number;
+  median_ms: number | null;
+  min_ms: number | null;
+  max_ms: number | null;
+  first_call_ms: number | null;
+  traced_calls: number;
+  compile_calls: number;
+  sampled_calls: number;
+}
+
+export interface FnTimingEvent {
+  type: "fn_timing";
+  id: string;
+  final: boolean;
+  functions: FunctionTiming[];
+}
+
+export interface TimingEvent {
+  type: "timing";
+  id: string;
+  label: string;
+  line: number | null;
+  loops: number;
+  repeats: number;
+  samples_ms: number[];
+  median_ms: number;
+  min_ms: number;
+  max_ms: number;
+  mean_ms: number;
+  q1_ms: number;
+  q3_ms: number;
+  iqr_ms: number;
+  warmup_ms: number;
+}
+
+declare module "../protocol" {
+  interface EventMap {
+    compiled: CompiledEvent;
+    fn_timing: FnTimingEvent;
+    timing: TimingEvent;
+  }
+}
+
+const ARTIFACTS: [ArtifactName, string][] = [
+  ["jaxpr", "jaxpr"],
+  ["stablehlo", "StableHLO"],
+  ["hlo", "Optimized HLO"],
+];
+const INSPECT_KEY = "jaxplay.inspect";
+const WRAP_KEY = "jaxplay.inspect.wrap";
+const HOVER_OWNER = "inspect";
+
+interface FunctionEntry {
+  fnId: number;
+  fn: string;
+  line: number | null;
+  module: string | null;
+  compiles: CompiledEvent[];
+  timing: FunctionTiming | null;
+}
+
+export const inspectPanel: PanelFactory = (ctx) => {
+  const functions = new Map<number, FunctionEntry>();
+  const byKey = new Map<string, CompiledEvent>();
+  let timings: TimingEvent[] = [];
+  let selected: string | null = null;
+  let compareWith: string | null = null;
+  let artifact: ArtifactName = "jaxpr";
+  let wrap = localStorage.getItem(WRAP_KEY) === "1";
+  let inspectOn = localStorage.getItem(INSPECT_KEY) !== "0";
+  let runInspected = true;
+  let finished = false;
+  let redrawScheduled = false;
+
+  const inspectToggle = el("input", { type: "checkbox", "data-testid": "inspect-toggle" });
+  inspectToggle.checked = inspectOn;
+  inspectToggle.addEventListener("change", () => {
+    inspectOn = inspectToggle.checked;
+    localStorage.setItem(INSPECT_KEY, inspectOn ? "1" : "0");
+  });
+  const optionBar = el(
+    "label",
+    { class: "inspect-option", title: "Off: the next run skips capturing compilations (no overhead)" },
+    inspectToggle,
+    " Capture compilations",
+  );
+  const list = el("div", { class: "inspect-list", "data-testid": "inspect-list" });
+  const detail = el("div", { class: "inspect-detail", "data-testid": "inspect-detail", hidden: true });
+  const top = el(
+    "div",
+    { class: "inspect-top" },
+    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), optionBar),
+    list,
+  );
+  const element = el("div", { class: "inspect" }, top, detail);
+
+  const code = new ArtifactView({
+    onHoverSource(line) {
+      if (line === null) ctx.editor.clearLineMarks(HOVER_OWNER);
+      else ctx.editor.setLineMarks(HOVER_OWNER, [{ line, kind: "hover" }], { clearOnEdit: true });
+    },
+    onOpenSource(line) {
+      ctx.editor.goToLine(line);
+    },
+  });
+  const diff = new DiffView();
+
+  function scheduleRedraw(): void {
+    if (redrawScheduled) return;
+    redrawScheduled = true;
+    requestAnimationFrame(() => {
+      redrawScheduled = false;
+      drawList();
+    });
+  }
+
+  function select(key: string): void {
+    if (selected !== key) compareWith = null;
+    selected = key;
+    drawList();
+    drawDetail();
+  }
+
+  // --- the list ---------------------------------------------------------------
+
+  function drawList(): void {
+    const count = byKey.size;
+    ctx.setBadge(count || null);
+    if (!functions.size && !timings.length) {
+      list.replaceChildren(emptyHint());
+      return;
+    }
+    const blocks: HTMLElement[] = [];
+    for (const entry of functions.values()) {
+      if (entry.compiles.length || entry.timing) blocks.push(functionBlock(entry));
+    }
+    if (timings.length) {
+      blocks.push(el("h3", { class: "inspect-heading" }, "timeit"));
+      for (const timing of timings) blocks.push(timingBlock(timing));
+    }
+    list.replaceChildren(...blocks);
+  }
+
+  function emptyHint(): HTMLElement {
+    let text: string;
+    if (!runInspected) text = "Capturing compilations was off for this run.";
+    else if (finished) text = "This run compiled nothing through jax.jit.";
+    else
+      text =
+        "Every function compiled through jax.jit appears here with its jaxpr, StableHLO, optimized HLO, " +
+        "cost, memory and the time each phase took. Time a call with `from playground import timeit`.";
+    return el("div", { class: "inspect-empty" }, text);
+  }
+
+  function sourceLink(line: number | null, label: string, title: string): HTMLElement {
+    if (line === null) return el("span", { class: "inspect-fn-name" }, label);
+    return el(
+      "button",
+      { class: "inspect-fn-name inspect-link", type: "button", title, onclick: () => ctx.editor.goToLine(line) },
+      label,
+    );
+  }
+
+  function functionBlock(entry: FunctionEntry): HTMLElement {
+    const timing = entry.timing;
+    const stats: string[] = [];
+    if (timing) {
+      if (timing.calls) stats.push(`${timing.calls} call${timing.calls === 1 ? "" : "s"}`);
+      if (timing.median_ms !== null) stats.push(`median ${formatMs(timing.median_ms)}`);
+      if (timing.calls) stats.push(`total ${formatMs(timing.total_ms)}`);
+      if (timing.traced_calls) stats.push(`${timing.traced_calls} inside transformations`);
+    }
+    const where = entry.line !== null ? `line ${entry.line}` : entry.module ? `from ${entry.module}` : "";
+    const head = el(
+      "div",
+      { class: "inspect-fn-head" },
+      sourceLink(entry.line, entry.fn, `Go to the definition of ${entry.fn}`),
+      el("span", { class: "inspect-fn-where" }, where),
+      el(
+        "span",
+        {
+          class: "inspect-fn-stats",
+          title:
+            "Calls with concrete arguments, each timed until its result was ready; the median leaves out calls " +
+            "that compiled. Calls inside grad/vmap/jit are part of the enclosing computation.",
+        },
+        stats.join(" · "),
+      ),
+    );
+    const compiles = el("ol", { class: "inspect-compiles" });
+    for (const compiled of entry.compiles) compiles.append(compileRow(compiled));
+    if (!entry.compiles.length && timing?.traced_calls) {
+      compiles.append(
+        el(
+          "li",
+          { class: "inspect-note" },
+          "Only called under a transformation (grad, vmap, an outer jit …): its code is compiled as part of " +
+            "the enclosing computation, listed under that function when it is jitted.",
+        ),
+      );
+    }
+    return el("section", { class: "inspect-fn", "data-fn": entry.fn }, head, compiles);
+  }
+
+  function compileRow(compiled: CompiledEvent): HTMLElement {
+    const total = compiled.phases_ms.trace + compiled.phases_ms.lower + compiled.phases_ms.compile;
+    const button = el(
+      "button",
+      {
+        class: "inspect-compile",
+        type: "button",
+        "aria-pressed": String(compiled.key === selected),
+        "data-key": compiled.key,
+        onclick: () => select(compiled.key),
+      },
+      el("span", { class: "inspect-compile-index" }, `#${compiled.compile_index}`),
+      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
+      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      el("span", { class: "inspect-compile-time", title: "trace + lower + compile" }, formatMs(total)),
+    );
+    const item = el("li", {}, button);
+    if (compiled.cache_miss_reason) {
+      item.append(el("div", { class: "inspect-reason", "data-testid": "inspect-reason" }, compiled.cache_miss_reason));
+    }
+    return item;
+  }
+
+  function timingBlock(timing: TimingEvent): HTMLElement {
+    const summary =
+      `median ${formatMs(timing.median_ms)} · min ${formatMs(timing.min_ms)} · IQR ${formatMs(timing.iqr_ms)} · ` +
+      `${timing.repeats} runs × ${timing.loops.toLocaleString()} loops · first call ${formatMs(timing.warmup_ms)}`;
+    return el(
+      "section",
+      { class: "inspect-timing", "data-testid": "inspect-timing" },
+      el(
+        "div",
+        { class: "inspect-fn-head" },
+        sourceLink(timing.line, timing.label, "Go to the timeit call"),
+        el("span", { class: "inspect-fn-stats" }, summary),
+      ),
+      timingChart(timing.samples_ms, timing.q1_ms, timing.median_ms, timing.q3_ms),
+    );
+  }
+
+  // --- the selected compilation ----------------------------------------------------
+
+  function drawDetail(): void {
+    const compiled = selected ? byKey.get(selected) : undefined;
+    if (!compiled) {
+      detail.hidden = true;
+      return;
+    }
+    detail.hidden = false;
+    const siblings = functions.get(compiled.fn_id)?.compiles ?? [];
+    const head = el(
+      "div",
+      { class: "inspect-detail-head" },
+      sourceLink(compiled.line, compiled.fn, `Go to the definition of ${compiled.fn}`),
+      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
+      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      el(
+        "span",
+        { class: "inspect-fn-where" },
+        `compilation #${compiled.compile_index}${compiled.persistent_cache_hit ? " · from the persistent cache" : ""}`,
+      ),
+    );
+    const parts: (HTMLElement | null)[] = [head];
+    if (compiled.cache_miss_reason) {
+      const previous = compiled.previous_key;
+      parts.push(
+        el(
+          "div",
+          { class: "inspect-reason-box" },
+          el("div", { class: "inspect-reason-title" }, "Compiled again because (JAX's explanation):"),
+          el("div", { class: "inspect-reason" }, compiled.cache_miss_reason),
+          previous && byKey.has(previous)
+            ? el(
+                "button",
+                {
+                  class: "btn btn-ghost inspect-diff-button",
+                  type: "button",
+                  "data-testid": "inspect-diff-previous",
+                  onclick: () => {
+                    compareWith = previous;
+                    drawDetail();
+                  },
+                },
+                `Diff with #${byKey.get(previous)!.compile_index}`,
+              )
+            : null,
+        ),
+      );
+    }
+    parts.push(phaseBar(compiled.phases_ms));
+    parts.push(el("div", { class: "inspect-tables" }, costTable(compiled.cost), memoryTable(compiled.memory)));
+    if (compiled.capture_errors?.length) {
+      parts.push(
+        el("div", { class: "inspect-notice" }, `Parts of this capture failed: ${compiled.capture_errors.join("; ")}`),
+      );
+    }
+    parts.push(toolbar(compiled, siblings));
+    const cut = compiled.truncated?.[artifact];
+    const other = compareWith ? byKey.get(compareWith) : undefined;
+    if (cut) {
+      parts.push(
+        el(
+          "div",
+          { class: "inspect-notice", "data-testid": "inspect-truncated" },
+          `Showing the first ${formatBytes(compiled.artifact_limit_bytes)} of ${formatBytes(cut)}: ` +
+            `the rest was cut to keep the page responsive (run option artifact_limit_bytes).`,
+        ),
+      );
+    }
+    if (other) {
+      parts.push(
+        el(
+          "div",
+          { class: "inspect-diff-legend" },
+          el("span", {}, `#${other.compile_index} (${other.signature})`),
+          el("span", {}, `#${compiled.compile_index} (${compiled.signature})`),
+        ),
+      );
+      diff.show(other[artifact], compiled[artifact], artifact, wrap);
+      parts.push(diff.element);
+    } else {
+      diff.clear();
+      code.show(compiled[artifact], artifact, compiled.source_lines?.[artifact] ?? []);
+      parts.push(code.element);
+    }
+    detail.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+    code.refresh();
+  }
+
+  function toolbar(compiled: CompiledEvent, siblings: CompiledEvent[]): HTMLElement {
+    const tabs = el("div", { class: "inspect-artifact-tabs", role: "tablist" });
+    for (const [name, title] of ARTIFACTS) {
+      tabs.append(
+        el(
+          "button",
+          {
+            class: "inspect-artifact-tab",
+            type: "button",
+            role: "tab",
+            "aria-selected": String(name === artifact),
+            "data-artifact": name,
+            onclick: () => {
+              artifact = name;
+              drawDetail();
+            },
+          },
+          title,
+        ),
+      );
+    }
+    const compare = el("select", { class: "inspect-compare", "aria-label": "Diff with", "data-testid": "inspect-compare" });
+    compare.append(el("option", { value: "" }, "no diff"));
+    for (const sibling of siblings) {
+      if (sibling.key === compiled.key) continue;
+      const option = el("option", { value: sibling.key }, `diff with #${sibling.compile_index}`);
+      option.selected = sibling.key === compareWith;
+      compare.append(option);
+    }
+    compare.disabled = siblings.length < 2;
+    compare.addEventListener("change", () => {
+      compareWith = compare.value || null;
+      drawDetail();
+    });
+    const wrapBox = el("input", { type: "checkbox" });
+    wrapBox.checked = wrap;
+    wrapBox.addEventListener("change", () => {
+      wrap = wrapBox.checked;
+      localStorage.setItem(WRAP_KEY, wrap ? "1" : "0");
+      if (compareWith) drawDetail();
+      else code.setWrap(wrap);
+    });
+    const copy = el("button", { class: "btn btn-ghost", type: "button", title: "Copy this text" }, "Copy");
+    copy.addEventListener("click", () => {
+      void navigator.clipboard?.writeText(compiled[artifact]).then(
+        () => flash(copy, "Copied"),
+        () => flash(copy, "Copy failed"),
+      );
+    });
+    return el(
+      "div",
+      { class: "inspect-toolbar" },
+      tabs,
+      el("span", { class: "topbar-spacer" }),
+      compare,
+      el(
+        "button",
+        {
+          class: "btn btn-ghost",
+          type: "button",
+          title: "Search this text (Ctrl+F inside it)",
+          disabled: compareWith !== null,
+          onclick: () => code.openSearch(),
+        },
+        "Search",
+      ),
+      copy,
+      el("label", { class: "inspect-option" }, wrapBox, " Wrap"),
+    );
+  }
+
+  function flash(button: HTMLElement, text: string): void {
+    const original = button.textContent;
+    button.textContent = text;
+    window.setTimeout(() => (button.textContent = original), 1200);
+  }
+
+  // --- events --------------------------------------------------------------------
+
+  function entryFor(fnId: number, fn: string, line: number | null, module: string | null): FunctionEntry {
+    let entry = functions.get(fnId);
+    if (!entry) {
+      entry = { fnId, fn, line, module, compiles: [], timing: null };
+      functions.set(fnId, entry);
+    }
+    return entry;
+  }
+
+  drawList();
+
+  return {
+    id: "inspect",
+    title: "Inspect",
+    element,
+    handles: ["compiled", "fn_timing", "timing"],
+    runFields: () => ({ inspect: inspectOn }),
+    onRunStart() {
+      functions.clear();
+      byKey.clear();
+      timings = [];
+      selected = null;
+      compareWith = null;
+      runInspected = inspectOn;
+      finished = false;
+      ctx.editor.clearLineMarks(HOVER_OWNER);
+      diff.clear();
+      detail.hidden = true;
+      drawList();
+    },
+    onEvent(ev) {
+      if (ev.type === "compiled") {
+        const entry = entryFor(ev.fn_id, ev.fn, ev.line, ev.module);
+        entry.module = ev.module;
+        entry.compiles.push(ev);
+        byKey.set(ev.key, ev);
+        if (selected === null) select(ev.key);
+        else scheduleRedraw();
+      } else if (ev.type === "fn_timing") {
+        for (const timing of ev.functions) entryFor(timing.fn_id, timing.fn, timing.line, null).timing = timing;
+        scheduleRedraw();
+      } else if (ev.type === "timing") {
+        timings.push(ev);
+        scheduleRedraw();
+      }
+    },
+    onRunDone() {
+      finished = true;
+      drawList();
+    },
+    onShow() {
+      code.refresh();
+    },
+  };
+};
