@@ -39,6 +39,8 @@
 
 import type { Boot } from "../boot";
 import type { DoneEvent, ServerEvent, ServerEventType } from "../protocol";
+import { galleryPanel } from "./gallery";
+import { inspectPanel } from "./inspect";
 import { outputPanel } from "./output";
 import { shardingPanel } from "./sharding";
 
