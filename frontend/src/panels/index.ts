@@ -98,5 +98,7 @@ export type PanelFactory = (ctx: PanelContext) => Panel;
 
 export const PANELS: PanelFactory[] = [
   outputPanel,
+  inspectPanel,
   shardingPanel,
+  galleryPanel,
 ];
