@@ -288,9 +288,10 @@ class CapturedJit:
         phases = {name: round(frame.phases_ms.get(name, 0.0), 3) for name in ("trace", "lower", "compile")}
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
         reason = None
-        if frame.explanations:
+        explanation = _explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
+        if explanation is not None:
             reason = jit_artifacts.clean_cache_miss_reason(
-                frame.explanations[-1], first_compile=previous is None, positional=self._names[0]
+                explanation, first_compile=previous is None, positional=self._names[0]
             )
         elif previous is not None:
             reason = jit_artifacts.signature_difference(arguments, previous[1])
@@ -310,6 +311,21 @@ class CapturedJit:
 def _trace_state_clean() -> bool:
     """True when no transformation is tracing on this thread (bound at install)."""
     return True
+
+
+def _explanation_of(explanations: list[str], name: str | None) -> str | None:
+    """This function's own cache-miss explanation among those logged in its call.
+
+    JAX explains a miss when it happens, outermost first; functions traced
+    inside (loop bodies, branches) log theirs after it.
+    """
+    if not explanations:
+        return None
+    if name:
+        for text in explanations:
+            if f"\n    {name} id=" in text or f"  for {name} defined at" in text:
+                return text
+    return explanations[0]
 
 
 def _block_until_ready(out: Any) -> None:

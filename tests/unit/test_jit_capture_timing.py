@@ -27,7 +27,7 @@ def test_timeit_times_blocking_runs_and_reports_every_sample(tmp_path):
     """)
     assert "median below max: True" in stdout, stderr
     (event,) = timing_events(events)
-    assert event["label"] == "matmul(f32[128,128], f32[128,128])" and event["line"] == 11
+    assert event["label"] == "jit(matmul)(f32[128,128], f32[128,128])" and event["line"] == 11
     assert event["repeats"] == 5 == len(event["samples_ms"])
     assert str(event["loops"])[0] in "125" and set(str(event["loops"])[1:]) <= {"0"}  # autorange: 1, 2, 5, 10 ...
     assert event["median_ms"] == round(statistics.median(event["samples_ms"]), 6)
@@ -36,7 +36,7 @@ def test_timeit_times_blocking_runs_and_reports_every_sample(tmp_path):
     assert event["warmup_ms"] > event["median_ms"]  # the first call compiled
     # Each run lasted at least min_run_s: the loop count was chosen for it.
     assert event["median_ms"] * event["loops"] >= 0.02 * 1e3 * 0.5
-    assert stdout.startswith("matmul(f32[128,128], f32[128,128]): ") and "per loop (median of 5 runs" in stdout
+    assert stdout.startswith("jit(matmul)(f32[128,128], f32[128,128]): ") and "per loop (median of 5 runs" in stdout
     # The warm-up went through the capture (one compile); the timed loops did not count as calls.
     assert len(compiled_events(events)) == 1
     assert final_timing(events)["matmul"]["calls"] == 1

@@ -65,7 +65,9 @@ class TimingResult:
         return (f"{self.label}: {format_seconds(self.median)} per loop (median of {runs}, {loops}; "
                 f"min {format_seconds(self.min)}, IQR {format_seconds(self.iqr)})")
 
-    __repr__ = __str__
+    def __repr__(self) -> str:  # shown when a timeit call is the program's last line: no second summary line
+        return (f"TimingResult(median={format_seconds(self.median)}, min={format_seconds(self.min)}, "
+                f"iqr={format_seconds(self.iqr)}, runs={self.repeats}, loops={self.loops})")
 
     def event(self, line: int | None) -> dict[str, Any]:
         def ms(seconds: float) -> float:
@@ -112,6 +114,8 @@ def _describe_call(fn: Any, args: tuple, kwargs: dict) -> str:
     from sandbox.capture.jit_artifacts import tree_type_text
 
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
+    if callable(getattr(fn, "lower", None)) and callable(getattr(fn, "trace", None)):
+        name = f"jit({name})"  # tell the jitted function from the plain one it wraps
     parts = [tree_type_text(a) for a in args] + [f"{k}={tree_type_text(v)}" for k, v in kwargs.items()]
     return f"{name}({', '.join(parts)})"
 
@@ -139,7 +143,7 @@ def timeit(
     number: int | None = None,
     repeat: int = 7,
     warmup: int = 1,
-    min_run_s: float = 0.2,
+    min_run_s: float = 0.1,
     max_total_s: float = 20.0,
     label: str | None = None,
     **kwargs: Any,
