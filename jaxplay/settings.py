@@ -43,6 +43,9 @@ class Settings:
     max_code_bytes: int = setting(256 * 1024, "Largest program a run may carry, in bytes.")
     max_runs_per_connection: int = setting(4, "Runs one browser connection may have in flight.")
     queue_limit: int = setting(200, "Runs waiting per backend before new ones are rejected.")
+    cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
+                                       "0 turns the cache off.")
+    max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
     log_level: str = setting("info", "Log level of the jaxplay loggers.")
 
     def replace(self, **changes: Any) -> Settings:

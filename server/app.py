@@ -25,6 +25,7 @@ from server import pages
 from server.browser_socket import RunInterceptor, handle_browser_socket
 from server.local_workers import LocalWorkers
 from server.scheduler import Scheduler
+from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
 
 log = logging.getLogger("jaxplay.server")
@@ -36,10 +37,13 @@ class AppState:
     scheduler: Scheduler
     local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     interceptors: list[RunInterceptor] = field(default_factory=list)
+    sharing: Sharing | None = None
 
 
 def create_app(settings: Settings) -> Starlette:
     state = AppState(settings=settings, scheduler=Scheduler(settings))
+    state.sharing = sharing = Sharing(settings, state.scheduler)
+    state.interceptors.append(sharing.cache.intercept)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "version": __version__, "workers": len(state.scheduler.workers),
@@ -62,17 +66,20 @@ def create_app(settings: Settings) -> Starlette:
             log.warning("SANDBOX DISABLED (--sandbox none): user code runs with this server's privileges.")
             log.warning("Use this only for development on a machine you do not care about.")
             log.warning("!" * 72)
+        sharing.open()
         workers = LocalWorkers(settings, state.local_token)
         workers.start()
         try:
             yield
         finally:
             await workers.stop()
+            await sharing.close()
 
     routes = [
         Route("/", pages.editor_page),
         Route("/healthz", healthz),
         Route("/api/backends", backends),
+        *sharing.routes(),
         WebSocketRoute("/ws", browser_socket),
         WebSocketRoute("/worker", worker_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),

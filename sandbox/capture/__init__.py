@@ -15,7 +15,8 @@ import traceback
 from typing import Any
 
 # Order matters: display wraps matplotlib before user imports it.
-CAPTURE_MODULES = ("sandbox.capture.display", "sandbox.capture.jit_capture", "sandbox.capture.sharding")
+CAPTURE_MODULES = ("sandbox.capture.display", "sandbox.capture.jit_capture", "sandbox.capture.sharding",
+                   "sandbox.capture.determinism")
 
 _installed: list[Any] = []
 

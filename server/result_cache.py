@@ -1,0 +1,198 @@
+"""The result cache: a run identical to a recent deterministic successful run is answered at once.
+
+Identical means the same code, backend, device kind and count, JAX and
+jaxlib versions, platform version and run options (``Run.options``, e.g.
+``inspect``). The key is a SHA-256 of those; the entry holds the recorded
+events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
+rule and its reasons.
+
+Flow, all on the server's event loop::
+
+    BrowserConnection.start_run
+      └─ ResultCache.intercept(message, run)
+           ├─ hit: replay the events through run.send, then Scheduler.finish
+           │       with cached=True and cached_at; the worker never sees it
+           └─ miss (or "fresh": true): add a recorder to run.observers and
+              let the run be queued; at its done, an ok run that sent no
+              ``nondeterministic`` event is stored by the storage writer
+              thread (compress, insert, evict least recently used)
+
+A hit must be answered from the connected workers' environment, so a run is
+looked up only when a worker of its backend is connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+from server.scheduler import Run, Scheduler
+from server.storage import Storage, utc_timestamp
+
+log = logging.getLogger("jaxplay.cache")
+
+KEY_FORMAT = "jaxplay-result-v1"
+NONDETERMINISTIC = "nondeterministic"
+# Events that describe this server's queue, not the program: never recorded.
+NOT_RECORDED = frozenset({"queued"})
+# A recording stops (and is not cached) beyond this many bytes of event JSON.
+MAX_RECORDING_BYTES = 64 << 20
+EVICT_BATCH = 64
+
+
+def environment(hello: wp.WorkerHello) -> dict[str, Any]:
+    return {"device_kind": hello.device_kind, "device_count": hello.device_count,
+            "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version,
+            "platform_version": hello.platform_version}
+
+
+def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any]) -> str:
+    identity = {"format": KEY_FORMAT, "code": code, "backend": backend, **env, "options": options}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass
+class Recording:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    size: int = 0
+    cacheable: bool = True
+
+
+class ResultCache:
+    def __init__(self, storage: Storage, scheduler: Scheduler, limit_bytes: int) -> None:
+        self.storage = storage
+        self.scheduler = scheduler
+        self.limit_bytes = limit_bytes
+        # One entry may take at most an eighth of the cache, so one huge run cannot flush all others.
+        self.max_entry_bytes = max(limit_bytes // 8, 1)
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit_bytes > 0
+
+    # --- answering ---------------------------------------------------------
+
+    def intercept(self, message: bp.ClientRun, run: Run) -> bool:
+        """The browser socket's hook: True if the run was answered from the cache."""
+        if not self.enabled:
+            return False
+        if not message.fresh and self._answer(run):
+            return True
+        recording = Recording()
+        run.observers.append(lambda r, event: self._observe(recording, r, event))
+        return False
+
+    def _answer(self, run: Run) -> bool:
+        started = time.perf_counter()
+        environments = {json.dumps(environment(w.hello), sort_keys=True): environment(w.hello)
+                        for w in self.scheduler.workers if w.hello.backend == run.backend}
+        for env in environments.values():
+            key = cache_key(run.code, run.backend, env, run.options)
+            row = self.storage.read_one("SELECT elapsed_ms, cached_at, recorded FROM result_cache WHERE key = ?",
+                                        (key,))
+            # A recorded run slower than this run's limit might not finish within it: run it for real.
+            if row is None or row["elapsed_ms"] > run.timeout_s * 1000:
+                continue
+            recorded = json.loads(zlib.decompress(row["recorded"]))
+            for event in recorded["events"]:
+                run.send(event)
+            done = recorded["done"]
+            self.scheduler.finish(run, bp.RunStatus(done["status"]), done.get("message"), done["elapsed_ms"],
+                                  cached=True, cached_at=row["cached_at"])
+            self._spawn(self.storage.write_async(lambda db, k=key: _touch(db, k), durable=False))
+            log.debug("run %s answered from the cache in %.2f ms", run.key, (time.perf_counter() - started) * 1000)
+            return True
+        return False
+
+    # --- recording ---------------------------------------------------------
+
+    def _observe(self, recording: Recording, run: Run, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if not recording.cacheable or kind in NOT_RECORDED:
+            return
+        if kind == NONDETERMINISTIC:
+            recording.cacheable = False
+            recording.events.clear()
+            return
+        if kind != "done":
+            recorded = {k: v for k, v in event.items() if k != "id"}
+            recording.size += len(json.dumps(recorded, separators=(",", ":")))
+            if recording.size > MAX_RECORDING_BYTES:
+                recording.cacheable = False
+                recording.events.clear()
+                return
+            recording.events.append(recorded)
+            return
+        if event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None:
+            return
+        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
+        done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
+        if event.get("message"):
+            done["message"] = event["message"]
+        events, recording.events = recording.events, []
+        self._spawn(self.storage.write_async(
+            lambda db: self._store(db, key, events, done, utc_timestamp()), durable=False))
+
+    def _store(self, db: sqlite3.Connection, key: str, events: list[dict[str, Any]], done: dict[str, Any],
+               cached_at: str) -> bool:
+        """On the writer thread: compress, insert, then evict least recently used entries over the limit."""
+        blob = zlib.compress(json.dumps({"events": events, "done": done}, separators=(",", ":")).encode(), 6)
+        if len(blob) > self.max_entry_bytes:
+            log.debug("run result of %d bytes not cached (an entry may take %d)", len(blob), self.max_entry_bytes)
+            return False
+        db.execute("INSERT OR REPLACE INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded) "
+                   "VALUES (?, ?, ?, ?, ?, ?)", (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob))
+        evict(db, self.limit_bytes)
+        return True
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._pending.add(task)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("result cache write failed: %s", task.exception())
+
+    async def drain(self) -> None:
+        """Wait for cache writes in flight (shutdown, tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    # --- inspection ----------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        row = self.storage.read_one("SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")
+        return {"entries": row["entries"], "bytes": row["bytes"], "limit_bytes": self.limit_bytes}
+
+
+def _touch(db: sqlite3.Connection, key: str) -> None:
+    db.execute("UPDATE result_cache SET last_used = ? WHERE key = ?", (time.time(), key))
+
+
+def evict(db: sqlite3.Connection, limit_bytes: int) -> int:
+    """Delete least recently used entries until the total size is within ``limit_bytes``; returns how many."""
+    total = db.execute("SELECT COALESCE(SUM(size), 0) FROM result_cache").fetchone()[0]
+    removed = 0
+    while total > limit_bytes:
+        oldest = db.execute("SELECT key, size FROM result_cache ORDER BY last_used LIMIT ?", (EVICT_BATCH,)).fetchall()
+        if not oldest:
+            break
+        for row in oldest:
+            if total <= limit_bytes:
+                break
+            db.execute("DELETE FROM result_cache WHERE key = ?", (row["key"],))
+            total -= row["size"]
+            removed += 1
+    return removed

@@ -1,0 +1,36 @@
+"""Everything issue 6 adds to the server, built in one place: storage, snippets, pages, result cache.
+
+``server/app.py`` creates one ``Sharing``, adds ``routes()`` to its routes and
+``cache.intercept`` to the browser socket's interceptors, and calls ``open``
+and ``close`` in its lifespan (close after the workers stopped, so the last
+runs' results are written).
+"""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from jaxplay.settings import Settings
+from server.result_cache import ResultCache
+from server.scheduler import Scheduler
+from server.share_pages import share_page_routes
+from server.snippets import SnippetStore, snippet_routes
+from server.storage import Storage
+
+
+class Sharing:
+    def __init__(self, settings: Settings, scheduler: Scheduler) -> None:
+        self.settings = settings
+        self.storage = Storage(settings.data_dir)
+        self.snippets = SnippetStore(self.storage)
+        self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
+
+    def routes(self) -> list[Route]:
+        return [*snippet_routes(self.snippets, self.settings), *share_page_routes(self.snippets)]
+
+    def open(self) -> None:
+        self.storage.open()
+
+    async def close(self) -> None:
+        await self.cache.drain()
+        self.storage.close()
