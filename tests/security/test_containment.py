@@ -8,7 +8,6 @@ from pathlib import Path
 
 from tests.conftest import done_of, output_text
 
-
 # Host paths that exist here and that no run may see (the sandbox exposes only /usr and the Python install).
 HOST_SECRETS = [p for p in ["/etc/shadow", "/etc/passwd", "/root/.bashrc", "/root/.ssh", "/home", "/var/log", "/run",
                             "/sys/fs/cgroup"] if os.path.exists(p)]
