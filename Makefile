@@ -26,6 +26,7 @@ frontend: frontend/dist/assets/app.js
 # Debian packages, installed only when missing (needs root; otherwise prints the command to run).
 system-deps:
 	@./scripts/apt-ensure $(APT_RUN)
+	@command -v npm >/dev/null || ./scripts/apt-ensure nodejs npm
 
 system-test-deps:
 	@./scripts/apt-ensure $(APT_TEST)
