@@ -14,7 +14,7 @@ import { el } from "../dom";
 import type { ServerEvent } from "../protocol";
 import type { PanelFactory } from "./index";
 import { compiledCard, isDistributed } from "./sharding_compiled";
-import { formatBytes, patternDefs, swatch } from "./sharding_draw";
+import { formatBytes, patternDefs, replicaSwatch, swatch } from "./sharding_draw";
 import { arrayView, type Hover, type Interactions, isEmptyShard } from "./sharding_grid";
 import { meshView } from "./sharding_mesh";
 import type { ArrayLayout, CompiledShardingFields, ShardingEvent } from "./sharding_types";
@@ -51,6 +51,12 @@ export const shardingPanel: PanelFactory = (ctx) => {
     { class: "sharding-legend", "data-testid": "sharding-legend", hidden: true },
     el("span", { class: "sharding-legend-title" }, "Devices"),
     legendChips,
+    el(
+      "span",
+      { class: "sharding-legend-key", title: "A block held by several devices: each holds the same data (replica ids 0, 1, ...)" },
+      replicaSwatch(),
+      "bands: one block on several devices (copies)",
+    ),
   );
   const arrays = el("div", { class: "sharding-list", "data-testid": "sharding-arrays" });
   const functions = el("div", { class: "sharding-list", "data-testid": "sharding-functions" });

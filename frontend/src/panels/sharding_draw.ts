@@ -108,12 +108,42 @@ export function deviceRect(device: number, x: number, y: number, width: number, 
   return rects;
 }
 
+let hatchCount = 0;
+
+/** A <pattern> of diagonal bands, one per device in ``devices``: how a replicated block is filled. */
+export function replicaHatch(devices: number[], band: number): SVGPatternElement {
+  hatchCount += 1;
+  const width = band * devices.length;
+  const pattern = svg("pattern", {
+    id: `sharding-hatch-${hatchCount}`,
+    width,
+    height: width,
+    patternUnits: "userSpaceOnUse",
+    patternTransform: "rotate(45)",
+  });
+  devices.forEach((device, i) => {
+    pattern.append(svg("rect", { x: i * band, y: 0, width: band, height: width, fill: deviceStyle(device).fill }));
+  });
+  return pattern;
+}
+
 /** A small square swatch for legends and tooltips. */
 export function swatch(device: number, size = 14): SVGSVGElement {
   return svg(
     "svg",
     { class: "sharding-swatch", width: size, height: size, viewBox: `0 0 ${size} ${size}`, "aria-hidden": "true" },
     ...deviceRect(device, 0, 0, size, size),
+  );
+}
+
+/** The legend's sample of a replicated block. */
+export function replicaSwatch(size = 14): SVGSVGElement {
+  const hatch = replicaHatch([0, 1, 2], 3);
+  return svg(
+    "svg",
+    { class: "sharding-swatch", width: size, height: size, viewBox: `0 0 ${size} ${size}`, "aria-hidden": "true" },
+    svg("defs", {}, hatch),
+    svg("rect", { x: 0, y: 0, width: size, height: size, fill: `url(#${hatch.id})` }),
   );
 }
 

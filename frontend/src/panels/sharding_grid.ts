@@ -4,14 +4,14 @@
  * Two array dimensions are drawn (rows, cols); an array with more picks them
  * with two selects and, for each other dimension, which block along it to
  * show. Blocks are grouped by the region they cover in that 2-D view: a
- * region held by several devices is a replicated block, drawn as butted
- * stripes (one per device) with a "×k" mark, so replication never looks like
- * a split. Zero-size shards (XLA's padding of uneven shapes) are listed, not
+ * region held by several devices is a replicated block, drawn as diagonal
+ * bands of its devices' colours with a "×k" plate, so replication never
+ * looks like a split (splits are straight edges). Zero-size shards (XLA's padding of uneven shapes) are listed, not
  * drawn.
  */
 
 import { el } from "../dom";
-import { blockShape, deviceStyle, formatBytes, formatIndex, svg } from "./sharding_draw";
+import { blockShape, deviceRect, deviceStyle, formatBytes, formatIndex, replicaHatch, svg } from "./sharding_draw";
 import type { ArrayLayout, ShardInfo } from "./sharding_types";
 
 export interface Hover {
@@ -166,29 +166,26 @@ function drawBlock(block: Block, x: number, y: number, w: number, h: number, siz
     "aria-label": `devices ${devices.join(", ")}: index ${formatIndex(block.shards[0].index)}`,
   });
   const k = devices.length;
-  const stripes = w / k >= 3;
-  const shown = stripes ? devices : [devices[0]];
-  const stripeW = w / shown.length;
-  shown.forEach((device, i) => {
-    const style = deviceStyle(device);
-    group.append(svg("rect", { x: x + i * stripeW, y, width: stripeW, height: h, fill: style.fill }));
-    if (style.pattern) group.append(svg("rect", { x: x + i * stripeW, y, width: stripeW, height: h, fill: style.pattern }));
-    if (stripes && k > 1 && stripeW >= s.minLabelW && h >= s.minLabelH) {
-      group.append(label(String(device), x + (i + 0.5) * stripeW, y + h / 2, style.ink, s.font));
+  if (k === 1) {
+    group.append(...deviceRect(devices[0], x, y, w, h));
+    if (w >= s.minLabelW && h >= s.minLabelH) group.append(label(String(devices[0]), x + w / 2, y + h / 2, deviceStyle(devices[0]).ink, s.font));
+  } else {
+    // Copies are drawn as diagonal bands of the holders' colours: a split is
+    // always a straight edge, so a replica never reads as one more block.
+    const hatch = replicaHatch(devices, size === "full" ? 9 : 5);
+    group.append(svg("defs", {}, hatch), svg("rect", { x, y, width: w, height: h, fill: `url(#${hatch.id})` }));
+    const list = devices.length <= 8 ? `${devices.join(",")} ×${k}` : `×${k}`;
+    const text = list.length * s.font * 0.62 + 8 <= w - 4 ? list : `×${k}`;
+    const plateW = text.length * s.font * 0.62 + 8;
+    const plateH = s.font + 6;
+    if (plateW <= w - 2 && plateH <= h - 2) {
+      const px = x + (w - plateW) / 2;
+      const py = y + (h - plateH) / 2;
+      group.append(
+        svg("rect", { class: "sharding-replica-plate", x: px, y: py, width: plateW, height: plateH, rx: 3 }),
+        svg("text", { class: "sharding-replica-text", x: px + plateW / 2, y: py + plateH / 2, "font-size": s.font }, text),
+      );
     }
-  });
-  if (k === 1 && w >= s.minLabelW && h >= s.minLabelH) {
-    group.append(label(String(devices[0]), x + w / 2, y + h / 2, deviceStyle(devices[0]).ink, s.font));
-  } else if (k > 1 && w >= s.minLabelW * 2 && h >= s.minLabelH * 2) {
-    // The replica count sits on a plate of its own so it reads over any stripe.
-    const text = `×${k}`;
-    const plateW = s.font * (0.62 * text.length + 0.8);
-    const px = x + w - plateW - 2;
-    const py = y + 2;
-    group.append(
-      svg("rect", { class: "sharding-replica-plate", x: px, y: py, width: plateW, height: s.font + 4, rx: 3 }),
-      svg("text", { class: "sharding-replica-text", x: px + plateW / 2, y: py + (s.font + 4) / 2, "font-size": s.font - 1 }, text),
-    );
   }
   group.append(svg("rect", { class: "sharding-block-edge", x, y, width: w, height: h }));
   return group;
