@@ -23,6 +23,16 @@ DRIVER = (
 )
 
 
+def events_on_fd3(fd: int):
+    """A preexec_fn putting ``fd`` on fd 3 for the child (inheritable even if it already is fd 3)."""
+    def move() -> None:
+        if fd == 3:
+            os.set_inheritable(3, True)
+        else:
+            os.dup2(fd, 3)
+    return move
+
+
 def run_program(tmp_path: Path, code: str, **options: Any) -> tuple[list[dict], str, str]:
     """Run ``code`` as the sandboxed child would; return (events, stdout, stderr)."""
     program = tmp_path / "prog.py"
@@ -32,7 +42,7 @@ def run_program(tmp_path: Path, code: str, **options: Any) -> tuple[list[dict], 
         result = subprocess.run(
             [sys.executable, "-c", DRIVER, str(program), json.dumps(options)],
             cwd=REPO, capture_output=True, timeout=120, close_fds=False,
-            preexec_fn=lambda: os.dup2(events_out.fileno(), 3),
+            preexec_fn=events_on_fd3(events_out.fileno()),
         )
     events = [json.loads(line) for line in events_path.read_text().splitlines()]
     return events, result.stdout.decode(), result.stderr.decode()

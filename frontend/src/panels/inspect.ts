@@ -372,7 +372,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
           "div",
           { class: "inspect-notice", "data-testid": "inspect-truncated" },
           `Showing the first ${formatBytes(compiled.artifact_limit_bytes)} of ${formatBytes(cut)}: ` +
-            `the rest was cut to keep the page responsive (run option artifact_limit_bytes).`,
+            "the rest was cut to keep the page responsive (worker setting JAXPLAY_ARTIFACT_LIMIT_BYTES).",
         ),
       );
     }
