@@ -1,0 +1,171 @@
+"""The Inspect and Gallery tabs in Chromium, on the real server, worker and sandbox."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
+TWO_FUNCTIONS = """import jax
+import jax.numpy as jnp
+
+@jax.jit
+def double(x):
+    return jnp.sin(x) * 2
+
+@jax.jit
+def total(x):
+    return jnp.cumsum(x).sum()
+
+double(jnp.ones(3))
+total(jnp.ones(3))
+double(jnp.ones(5))
+print("done")
+"""
+
+
+def run(page: Page, code: str) -> None:
+    replace_code(page, code)
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
+
+
+def open_inspect(page: Page) -> None:
+    page.click("#tab-inspect")
+    page.wait_for_selector(".inspect-compile")
+
+
+def test_compiled_functions_are_listed_with_highlighted_ir_and_recompile_reasons(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, TWO_FUNCTIONS)
+    open_inspect(page)
+    assert page.inner_text("#tab-inspect .tab-badge") == "3"
+    names = page.locator(".inspect-fn .inspect-fn-head .inspect-fn-name").all_inner_texts()
+    assert names == ["double", "total"]
+    assert page.locator(".inspect-fn[data-fn=double] .inspect-compile").count() == 2
+    reason = page.locator(".inspect-fn[data-fn=double] [data-testid=inspect-reason]").inner_text()
+    assert reason == "different input types:\n* at x, now f32[5] and before f32[3]"
+
+    # The first compilation is selected: jaxpr first, then the optimized HLO tab.
+    code = page.locator("[data-testid=inspect-code] .cm-content")
+    assert "sin" in code.inner_text()
+    page.click(".inspect-artifact-tab[data-artifact=hlo]")
+    page.wait_for_function("() => document.querySelector('[data-testid=inspect-code]').dataset.dialect === 'hlo'")
+    assert code.inner_text().startswith("HloModule jit_double")
+    # Highlighted: tokens are wrapped in styled spans, opcodes coloured differently from plain text.
+    colours = page.eval_on_selector_all(
+        "[data-testid=inspect-code] .cm-line span",
+        "spans => [...new Set(spans.map(s => getComputedStyle(s).color))]",
+    )
+    assert len(colours) >= 4
+    assert page.locator("[data-testid=inspect-phases]").inner_text().count("ms") >= 3
+    assert "FLOP" in page.inner_text("[data-testid=inspect-cost]")
+    assert "peak" in page.inner_text("[data-testid=inspect-memory]")
+
+    # The recompilation: its reason above, and a diff against the first compilation.
+    page.click(".inspect-compile[data-key='1.2']")
+    page.click("[data-testid=inspect-diff-previous]")
+    page.wait_for_selector("[data-testid=inspect-diff] .cm-mergeView")
+    assert page.locator("[data-testid=inspect-diff] .cm-changedLine").count() > 0
+
+
+def test_pointing_at_ir_lights_up_the_source_line_and_names_jump_to_it(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, TWO_FUNCTIONS)
+    open_inspect(page)
+    line = page.locator("[data-testid=inspect-code] .cm-line", has_text="sin").first
+    line.hover()
+    hovered = page.locator(".cm-editor .cm-mark-line-hover")
+    hovered.wait_for()
+    assert hovered.count() == 1 and "jnp.sin(x) * 2" in hovered.inner_text()
+    page.mouse.move(5, 5)
+    page.wait_for_function("() => !document.querySelector('.cm-mark-line-hover')")
+
+    page.locator(".inspect-fn[data-fn=total] .inspect-fn-head .inspect-fn-name").click()
+    cursor_line = page.evaluate(
+        "() => { const v = window.jaxplay.editor.view; return v.state.doc.lineAt(v.state.selection.main.head).number; }"
+    )
+    assert cursor_line == 9  # def total
+
+
+def test_search_copy_and_wrap_work_on_the_artifact(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, TWO_FUNCTIONS)
+    open_inspect(page)
+    page.click(".inspect-toolbar button:has-text('Search')")
+    page.wait_for_selector("[data-testid=inspect-code] .cm-search input[name=search]")
+    page.fill("[data-testid=inspect-code] .cm-search input[name=search]", "sin")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("[data-testid=inspect-code] .cm-searchMatch")
+    page.click(".inspect-toolbar .inspect-option input")
+    assert page.locator("[data-testid=inspect-code] .cm-lineWrapping").count() == 1
+
+
+def test_timeit_draws_a_chart_of_its_runs(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, """import jax.numpy as jnp
+from playground import timeit
+x = jnp.ones((32, 32))
+timeit(lambda: x @ x, repeat=6, min_run_s=0.01)
+""")
+    page.click("#tab-inspect")
+    chart = page.locator("[data-testid=inspect-timing] svg.inspect-timing-chart")
+    chart.wait_for()
+    assert chart.locator("circle").count() == 6
+    assert "median" in page.inner_text("[data-testid=inspect-timing]")
+
+
+def test_turning_inspection_off_skips_the_capture(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.click("#tab-inspect")
+    page.uncheck("[data-testid=inspect-toggle]")
+    run(page, TWO_FUNCTIONS)
+    assert page.locator(".inspect-compile").count() == 0
+    assert "off for this run" in page.inner_text("[data-testid=inspect-list]")
+
+
+def test_a_gallery_example_loads_into_the_editor_and_its_compilations_show(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.click("#tab-gallery")
+    cards = page.locator(".gallery-card")
+    assert cards.count() >= 9
+    page.click("[data-testid=gallery-open-02_static_arguments]")
+    code = page.evaluate("() => window.jaxplay.editor.getCode()")
+    assert code.startswith("# Static arguments") and "static_argnames" in code
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error", timeout_ms=90_000) == "ok", output_text(page)
+    open_inspect(page)
+    assert page.locator(".inspect-fn[data-fn=taylor_exp] .inspect-compile").count() == 3
+    assert "static argument order: now 4 and before 2" in page.inner_text("[data-testid=inspect-list]")
+
+
+def test_a_long_artifact_stays_responsive(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, """import jax
+import jax.numpy as jnp
+
+@jax.jit
+def long_chain(x):
+    for i in range(1500):
+        x = jnp.sin(x) * (1 + i % 7)
+    return x
+
+long_chain(jnp.ones(4))
+""")
+    open_inspect(page)
+    started = time.perf_counter()
+    page.click(".inspect-artifact-tab[data-artifact=stablehlo]")
+    page.wait_for_function("() => document.querySelector('[data-testid=inspect-code]').dataset.dialect === 'stablehlo'")
+    page.locator("[data-testid=inspect-code] .cm-scroller").evaluate("s => { s.scrollTop = s.scrollHeight; }")
+    page.wait_for_selector("[data-testid=inspect-code] .cm-line:has-text('return')")
+    elapsed = time.perf_counter() - started
+    last_line_number = int(page.locator("[data-testid=inspect-code] .cm-lineNumbers .cm-gutterElement").last.inner_text())
+    # Thousands of lines, but only those in view are in the DOM, and switching and scrolling are quick.
+    assert last_line_number > 3000
+    assert page.locator("[data-testid=inspect-code] .cm-line").count() < 400
+    assert elapsed < 3.0
