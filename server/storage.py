@@ -209,12 +209,12 @@ def migrate(db: sqlite3.Connection, migrations: tuple[Migration, ...] = MIGRATIO
 
 
 def _statements(script: str) -> list[str]:
-    statements, buffer = [], ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            statements.append(buffer.strip())
-            buffer = ""
-    if buffer.strip():
-        statements.append(buffer.strip())
+    """Split at each ';' that ends a statement (not one inside a string or a comment)."""
+    statements, start = [], 0
+    for index, char in enumerate(script):
+        if char == ";" and sqlite3.complete_statement(script[start:index + 1]):
+            statements.append(script[start:index + 1].strip())
+            start = index + 1
+    if script[start:].strip():
+        statements.append(script[start:].strip())
     return statements
