@@ -65,13 +65,13 @@ export function frameDocument(html: string): string {
   );
 }
 
-const frames = new Set<HTMLIFrameElement>();
 let listening = false;
 
 function onFrameMessage(event: MessageEvent): void {
   if (event.source === null) return;
+  // Only a display frame on the page may resize itself, and only itself.
   let frame: HTMLIFrameElement | undefined;
-  for (const candidate of frames) {
+  for (const candidate of document.querySelectorAll<HTMLIFrameElement>("iframe.display-frame")) {
     if (candidate.contentWindow === event.source) frame = candidate;
   }
   if (!frame) return;
@@ -120,8 +120,6 @@ export function htmlFrame(ev: DisplayEvent): HTMLElement {
     "data-testid": "display-frame",
   });
   frame.style.height = `${PLACEHOLDER_HEIGHT_PX}px`;
-  for (const old of frames) if (!old.isConnected) frames.delete(old);
-  frames.add(frame);
   fillWhenVisible(frame, ev.data);
   return frame;
 }

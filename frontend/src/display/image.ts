@@ -22,11 +22,14 @@ function image(ev: DisplayEvent, src: string, extension: string): HTMLElement {
     "data-testid": "display-image",
   });
   figuresMade += 1;
-  const save = el(
-    "a",
-    { class: "display-save", href: src, download: `figure-${figuresMade}.${extension}`, title: "Save this image" },
-    "Save",
-  );
+  // The label is CSS content, so the Output's text (copy, innerText) stays the program's.
+  const save = el("a", {
+    class: "display-save",
+    href: src,
+    download: `figure-${figuresMade}.${extension}`,
+    title: "Save this image",
+    "aria-label": "Save this image",
+  });
   return el("div", { class: "display-image-box" }, img, save);
 }
 
