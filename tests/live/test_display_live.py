@@ -96,3 +96,20 @@ Slow()
     (shown,) = displays(events)
     assert shown["mime"] == "text/plain" and shown["data"].endswith("Slow object>")
     assert "took longer than" in shown["notice"]
+
+
+def test_displays_arrive_in_order_with_the_printed_output(live):
+    events = live.run("""
+from playground import display
+for i in range(30):
+    print("line", i)
+    display(i)
+""")
+    assert done_of(events)["status"] == "ok"
+    order = []
+    for event in events:
+        if event["type"] == "stdout":
+            order += event["text"].splitlines()
+        elif event["type"] == "display":
+            order.append("display " + event["data"])
+    assert order == [item for i in range(30) for item in (f"line {i}", f"display {i}")]

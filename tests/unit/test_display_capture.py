@@ -21,17 +21,22 @@ def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) ->
     program = tmp_path / "prog.py"
     program.write_text(textwrap.dedent(code))
     read_fd, write_fd = os.pipe()
-    with open(read_fd, "rb") as events_in:
+    # Output to files, not pipes: nobody reads a pipe while the program runs here,
+    # and a display waits for the output before it to be read from a pipe.
+    with open(read_fd, "rb") as events_in, open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
         process = subprocess.Popen(
             [sys.executable, "-m", "sandbox.runner", str(program)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=REPO, stdout=out, stderr=err,
             env={**os.environ, **(env or {})},
             # The runner writes events to fd 3 (dup2 makes it inheritable; close_fds would close it).
             close_fds=False, preexec_fn=lambda: os.dup2(write_fd, 3),
         )
         os.close(write_fd)
         raw_events = events_in.read()
-        stdout, stderr = process.communicate(timeout=60)
+        process.wait(timeout=60)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
     events = [json.loads(line) for line in raw_events.splitlines()]
     return events, stdout.decode(), stderr.decode()
 
@@ -210,3 +215,41 @@ def test_display_from_a_user_thread_works(tmp_path):
         t.start(); t.join()
     """)
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("text/html", "display")]
+
+
+def test_a_display_waits_until_the_output_before_it_was_read(tmp_path):
+    """With output on pipes, an event is written only once the reader has the lines printed before it."""
+    program = tmp_path / "prog.py"
+    program.write_text("from playground import display\nfor i in range(20):\n    print('line', i)\n    display(i)\n")
+    events_r, events_w = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sandbox.runner", str(program)], cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        close_fds=False, preexec_fn=lambda: os.dup2(events_w, 3),
+    )
+    os.close(events_w)
+    # Read both pipes as a worker would, noting the order in which things arrive; when both are
+    # ready the events pipe is read first, the worst case for a reader of two pipes.
+    import selectors
+
+    order: list[str] = []
+    buffers = {process.stdout.fileno(): b"", events_r: b""}
+    selector = selectors.DefaultSelector()
+    for fd in buffers:
+        selector.register(fd, selectors.EVENT_READ)
+    open_fds = set(buffers)
+    while open_fds:
+        time.sleep(0.02)  # a busy reader: let both pipes fill
+        for key, _ in sorted(selector.select(timeout=30), key=lambda ready: ready[0].fd != events_r):
+            chunk = os.read(key.fd, 65536)
+            if not chunk:
+                selector.unregister(key.fd)
+                open_fds.discard(key.fd)
+                continue
+            buffers[key.fd] += chunk
+            *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
+            for line in lines:
+                order.append(line.decode() if key.fd != events_r else "display " + json.loads(line)["data"])
+    process.wait(timeout=30)
+    os.close(events_r)
+    assert order == [item for i in range(20) for item in (f"line {i}", f"display {i}")]
