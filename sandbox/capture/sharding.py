@@ -151,10 +151,11 @@ def report_traced(value: Any, source: dict[str, Any]) -> None:
     manual = list(getattr(abstract_mesh, "manual_axes", ()) or ())
     shape, dtype = tuple(value.shape), value.dtype
     source = {**source, "traced": True}
+    tracked = vma_tracked() if manual else True  # read while tracing: the callback runs later
 
     def on_sharding(sharding: Any) -> None:
         if manual:
-            layout = local_block_layout(shape, dtype, sharding, manual, aval)
+            layout = local_block_layout(shape, dtype, sharding, manual, aval, tracked)
             send(layout, source, typeof=text)
             return
         layout = describe_layout(shape, dtype, sharding)
@@ -167,13 +168,25 @@ def report_traced(value: Any, source: dict[str, Any]) -> None:
     jax.debug.inspect_array_sharding(value, callback=on_sharding)
 
 
+def vma_tracked() -> bool:
+    """Whether the enclosing shard_map tracks varying manual axes (its ``check_vma``, default True)."""
+    try:
+        from jax._src import config as jax_config
+
+        return bool(jax_config._check_vma.value)
+    except Exception:  # a JAX without this flag: assume the default
+        return True
+
+
 def local_block_layout(
-    shape: tuple[int, ...], dtype: Any, sharding: Any, manual_axes: list[str], aval: Any
+    shape: tuple[int, ...], dtype: Any, sharding: Any, manual_axes: list[str], aval: Any, tracked: bool
 ) -> dict[str, Any]:
     """Inside shard_map: every device holds a block of ``shape``; equal along the invariant axes."""
     mesh = sharding.mesh
-    varying = set(getattr(getattr(aval, "manual_axis_type", None), "varying", ()) or ())
     names = list(mesh.axis_names)
+    # Without vma tracking (check_vma=False) JAX does not know which blocks are
+    # equal: treat every manual axis as varying, so no copy is claimed.
+    varying = set(getattr(getattr(aval, "manual_axis_type", None), "varying", ()) or ()) if tracked else set(manual_axes)
     ids = np.asarray(mesh.device_ids)
     groups: dict[tuple[int, ...], int] = {}
     shards = []
@@ -209,7 +222,7 @@ def local_block_layout(
         "shards": shards,
         "local_block": True,
         "manual_axes": manual_axes,
-        "varying_axes": sorted(varying),
+        "varying_axes": sorted(varying) if tracked else None,
     }
 
 

@@ -62,11 +62,15 @@ def test_data_parallel_example_averages_gradients_with_an_all_reduce(live):
 
 def test_shard_map_example_shows_blocks_and_collectives(live):
     events = run_example(live, "sharding_3_shard_map_collective.py")
-    block = next(v for v in of_type(events, "sharding") if v.get("local_block"))
-    assert block["shape"] == [4, 2] and block["source"]["fn"] == "block_sums"
-    counts = compiled_named(events, "block_sums")["collectives"]
-    assert counts["all-reduce"] >= 1 and counts["all-gather"] >= 1
-    assert "same as x.sum(axis=0): True" in output_text(events)
+    block, gathered = [v for v in of_type(events, "sharding") if v.get("local_block")]
+    assert block["shape"] == [4, 2] and block["source"]["fn"] == "column_sums"
+    assert block["varying_axes"] == ["x", "y"] and {s["replica"] for s in block["shards"]} == {0}
+    # After psum over x and all_gather over y, the two devices of each y column hold equal blocks.
+    assert gathered["shape"] == [1, 8] and gathered["varying_axes"] == ["y"]
+    assert [s["replica"] for s in gathered["shards"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    counts = compiled_named(events, "column_sums")["collectives"]
+    assert counts["all-reduce"] == 1 and counts["all-gather"] == 1
+    assert "equal to x.sum(axis=0): True" in output_text(events)
 
 
 def test_explicit_example_prints_the_type_error_then_fixes_it(live):

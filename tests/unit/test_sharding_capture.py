@@ -215,3 +215,18 @@ def test_compiled_event_names_arguments_and_skips_static_ones(tmp_path: Path) ->
     assert compiled["num_devices"] == 8
     assert set(compiled["collectives"]) >= {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                                              "collective-permute"}
+
+
+def test_shard_map_without_vma_tracking_claims_no_copies(tmp_path: Path) -> None:
+    events, _, _ = run("""
+        mesh = jax.make_mesh((2, 4), ("x", "y"))
+        def body(block):
+            total = jax.lax.psum(block, "x")
+            show_sharding(total, name="total")
+            return total
+        x = jax.device_put(jnp.ones((8, 8)), NamedSharding(mesh, P("x", "y")))
+        jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("x", "y"), out_specs=P(None, "y"), check_vma=False))(x)
+    """, tmp_path)
+    [event] = shardings(events)
+    assert event["local_block"] is True and event["varying_axes"] is None
+    assert {s["replica"] for s in event["shards"]} == {0}

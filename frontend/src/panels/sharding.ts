@@ -29,7 +29,9 @@ function blockSummary(layout: ArrayLayout): string {
   const devices = new Set(layout.shards.map((s) => s.device)).size;
   const each = held.length ? formatBytes(Math.max(...held.map((s) => s.bytes ?? 0))) : "0 B";
   if (layout.local_block) {
-    return `a ${each} block on each of ${devices} devices (shard_map); equal copies: ${copies}`;
+    if (!layout.varying_axes) return `inside shard_map: a ${each} block on each of ${devices} devices`;
+    const distinct = devices / copies;
+    return `inside shard_map: a ${each} block on each of ${devices} devices, ${distinct} distinct${copies > 1 ? `, each on ${copies} devices` : ""}`;
   }
   if (blocks === 1 && copies > 1) return `fully replicated: the whole array on each of ${devices} devices (${each} each)`;
   if (blocks === 1) return `the whole array on one device (${each})`;
@@ -181,7 +183,14 @@ export const shardingPanel: PanelFactory = (ctx) => {
         ...tags(ev),
         el("span", { class: "sharding-meta" }, formatBytes(ev.bytes)),
       ),
-      el("div", { class: "sharding-typeline" }, el("code", {}, type), " ", el("code", { class: "sharding-spec" }, ev.spec)),
+      el(
+        "div",
+        { class: "sharding-typeline" },
+        el("code", {}, type),
+        " ",
+        // Inside shard_map there is no global spec: the block is the device's own.
+        ev.local_block ? null : el("code", { class: "sharding-spec" }, ev.spec),
+      ),
       el("div", { class: "sharding-card-body" }, arrayView(ev, "full", interactions), meshView(ev, interactions)),
       el("div", { class: "sharding-summary" }, blockSummary(ev)),
     );

@@ -195,8 +195,87 @@ function label(text: string, x: number, y: number, ink: string, font: number): S
   return svg("text", { class: "sharding-block-label", x, y, fill: ink, "font-size": font }, text);
 }
 
+/** Devices holding the same value as ``device`` inside shard_map (equal along the invariant axes). */
+function equalBlocks(layout: ArrayLayout, device: number): number[] {
+  const mesh = layout.mesh;
+  if (!mesh || !layout.varying_axes) return [device];
+  const varying = new Set(layout.varying_axes);
+  const key = (id: number): string => {
+    let flat = mesh.device_ids.indexOf(id);
+    const coords: number[] = [];
+    for (let axis = mesh.axis_sizes.length - 1; axis >= 0; axis--) {
+      if (varying.has(mesh.axis_names[axis])) coords.push(flat % mesh.axis_sizes[axis]);
+      flat = Math.floor(flat / mesh.axis_sizes[axis]);
+    }
+    return coords.join(",");
+  };
+  const mine = key(device);
+  return mesh.device_ids.filter((id) => key(id) === mine);
+}
+
+/**
+ * Inside shard_map every device holds a block of the local shape: one cell per
+ * device, laid out like the mesh (last axis across), each cell shaped like the
+ * block. Equal copies are named in the tooltip and highlighted together.
+ */
+function localBlocksView(layout: ArrayLayout, size: ViewSize, interactions: Interactions): HTMLElement {
+  const s = SIZES[size];
+  const sizes = layout.mesh?.axis_sizes ?? [layout.shards.length];
+  const ids = layout.mesh?.device_ids ?? layout.shards.map((sh) => sh.device);
+  const cols = sizes[sizes.length - 1] ?? 1;
+  const rows = Math.max(1, Math.round(ids.length / cols));
+  const shape = layout.shape;
+  const aspect = shape.length >= 2 ? shape[shape.length - 2] / Math.max(shape[shape.length - 1], 1) : shape.length === 1 ? 0.3 : 1;
+  const gap = size === "full" ? 6 : 3;
+  let cellW = (s.maxW - gap * (cols - 1)) / cols;
+  let cellH = cellW * Math.min(Math.max(aspect, 0.25), 4);
+  if (rows * cellH + gap * (rows - 1) > s.maxH) {
+    cellH = (s.maxH - gap * (rows - 1)) / rows;
+    cellW = Math.min(cellW, cellH / Math.min(Math.max(aspect, 0.25), 4));
+  }
+  const width = cols * cellW + gap * (cols - 1);
+  const height = rows * cellH + gap * (rows - 1);
+  const image = svg("svg", {
+    class: "sharding-grid",
+    width: Math.round(width),
+    height: Math.round(height),
+    viewBox: `0 0 ${width} ${height}`,
+    "data-testid": size === "full" ? "sharding-grid" : "sharding-mini-grid",
+  });
+  ids.forEach((device, i) => {
+    const shard = layout.shards.find((sh) => sh.device === device);
+    if (!shard) return;
+    const node = drawBlock({ row: [0, 1], col: [0, 1], shards: [shard] }, (i % cols) * (cellW + gap), Math.floor(i / cols) * (cellH + gap), cellW, cellH, size);
+    const equal = equalBlocks(layout, device);
+    const lines = describeBlock(layout, [shard]);
+    if (!layout.varying_axes) lines.push("check_vma=False: JAX does not track which blocks are equal");
+    else lines.push(equal.length > 1 ? `equal to the blocks of devices ${equal.join(", ")}` : "differs from every other device's block");
+    const hover = (): void => interactions.hover({ devices: equal, lines }, node);
+    node.addEventListener("mouseenter", hover);
+    node.addEventListener("focus", hover);
+    node.addEventListener("mouseleave", () => interactions.hover(null, null));
+    node.addEventListener("blur", () => interactions.hover(null, null));
+    image.append(node);
+  });
+  const note =
+    size === "full"
+      ? el(
+          "div",
+          { class: "sharding-axes" },
+          `each device's own block, shape (${shape.join(", ")}), placed like the mesh; ` +
+            (!layout.varying_axes
+              ? "which blocks are equal is unknown (check_vma=False)"
+              : layout.varying_axes.length
+                ? `values vary along ${layout.varying_axes.join(", ")}`
+                : "equal on every device"),
+        )
+      : null;
+  return el("div", { class: `sharding-array sharding-${size}` }, el("div", { class: "sharding-picture" }, image, note));
+}
+
 /** The array's grid (with dimension pickers when it has more than two dimensions). */
 export function arrayView(layout: ArrayLayout, size: ViewSize, interactions: Interactions): HTMLElement {
+  if (layout.local_block) return localBlocksView(layout, size, interactions);
   const ndim = layout.shape.length;
   let [rowDim, colDim] = defaultDims(layout);
   const hidden = new Map<number, [number, number]>();

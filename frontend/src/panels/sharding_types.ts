@@ -42,7 +42,8 @@ export interface ArrayLayout {
   /** Inside shard_map: every device holds its own block of `shape`. */
   local_block?: boolean;
   manual_axes?: string[];
-  varying_axes?: string[];
+  /** Null when the shard_map has check_vma=False: JAX does not know which blocks are equal. */
+  varying_axes?: string[] | null;
 }
 
 export interface ShardingSource {
