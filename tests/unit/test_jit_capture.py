@@ -279,3 +279,27 @@ def test_calls_from_other_threads_are_captured(tmp_path):
     """)
     (event,) = compiled_events(events)
     assert event["signature"] == "x: f32[5]" and event["phases_ms"]["compile"] > 0
+
+
+def test_loop_bodies_traced_inside_do_not_lend_their_explanations(tmp_path):
+    events, _, _ = run_program(tmp_path, """
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+
+        @jax.jit
+        def steps(n):
+            def body(state):
+                return state[0] // 2, state[1] + 1
+            return lax.while_loop(lambda s: s[0] > 1, body, (n, 0))[1]
+
+        steps(64)
+        steps(jnp.int32(64))
+    """)
+    compiled = compiled_events(events)
+    assert compiled[0]["cache_miss_reason"] is None
+    assert [e["fn"] for e in compiled] == ["steps", "steps"]
+    assert compiled[1]["cache_miss_reason"] == (  # the function's own reason, not its loop body's
+        "different input types:\n* at n, now i32[]{weak_type=False} and before i32[]{weak_type=True}\n"
+        "(https://docs.jax.dev/en/latest/type_promotion.html#weak-types)"
+    )
