@@ -153,54 +153,61 @@ def is_array(value: Any) -> bool:
 
 
 def wants_tree_view(value: Any) -> bool:
-    """Arrays and containers gain from the explorable view; a number or a plain object does not."""
-    if isinstance(value, str | bytes | bytearray | int | float | complex | bool):
-        return False
+    """Arrays, and containers holding arrays, gain from the explorable view; plain data does not.
+
+    A list of numbers or a dict of settings reads better as its repr, as does
+    an object treescope knows nothing about.
+    """
     if is_array(value):
         return bool(getattr(value, "ndim", 0))
-    if isinstance(value, dict | list | tuple | set | frozenset):
-        # plt.plot(...) returns a list of Line2D: its repr says all there is.
-        return len(value) > 0 and not all_artists(value)
-    if dataclasses.is_dataclass(value) or hasattr(type(value), "__treescope_repr__"):
+    if hasattr(type(value), "__treescope_repr__"):
         return True
-    return is_pytree_node(value)
-
-
-def all_artists(values: Any) -> bool:
-    artist_module = sys.modules.get("matplotlib.artist")
-    if artist_module is None or isinstance(values, dict):
+    if not children_of(value):
         return False
-    return all(isinstance(item, artist_module.Artist) for item in values)
+    return survey(value)[1] > 0
 
 
-def is_pytree_node(value: Any) -> bool:
-    """A registered JAX pytree node (flax/equinox modules, optax states...)."""
+def children_of(node: Any) -> list[Any] | None:
+    """The values inside a container, or None for a leaf."""
+    if is_array(node) or isinstance(node, str | bytes | bytearray | int | float | complex | bool | type(None)):
+        return None
+    if isinstance(node, dict):
+        return list(node.values())
+    if isinstance(node, list | tuple | set | frozenset):
+        return list(node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return [getattr(node, field.name, None) for field in dataclasses.fields(node)]
+    return pytree_children(node)
+
+
+def pytree_children(node: Any) -> list[Any] | None:
+    """The children of a registered JAX pytree node (flax/equinox modules, optax states...)."""
     tree_util = sys.modules.get("jax.tree_util")
     if tree_util is None:
-        return False
+        return None
     try:
         # Flatten one level only: every child counts as a leaf.
-        treedef = tree_util.tree_structure(value, is_leaf=lambda node: node is not value)
-        return not tree_util.treedef_is_leaf(treedef)
+        children, treedef = tree_util.tree_flatten(node, is_leaf=lambda child: child is not node)
     except Exception:
-        return False
+        return None
+    return None if tree_util.treedef_is_leaf(treedef) else children
 
 
-def tree_leaves(value: Any) -> list[Any]:
-    tree_util = sys.modules.get("jax.tree_util")
-    if tree_util is not None:
-        return tree_util.tree_leaves(value)
-    leaves: list[Any] = []
+def survey(value: Any) -> tuple[int, int]:
+    """(leaves, arrays of one dimension or more), counting no further than MAX_TREE_LEAVES + 1 leaves."""
+    leaves = arrays = visited = 0
     stack = [value]
-    while stack and len(leaves) <= MAX_TREE_LEAVES:
+    # A container that holds itself has no end: stop after a bounded number of nodes.
+    while stack and leaves <= MAX_TREE_LEAVES and visited <= 4 * MAX_TREE_LEAVES:
         node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
+        visited += 1
+        children = children_of(node)
+        if children is None:
+            leaves += 1
+            arrays += is_array(node) and getattr(node, "ndim", 0) >= 1
         else:
-            leaves.append(node)
-    return leaves
+            stack.extend(children)
+    return leaves, arrays
 
 
 def treescope_html(value: Any, heatmaps: bool) -> str:
@@ -213,10 +220,9 @@ def treescope_html(value: Any, heatmaps: bool) -> str:
 
 
 def as_tree_view(value: Any) -> Rendered:
-    leaves = tree_leaves(value)
-    if len(leaves) > MAX_TREE_LEAVES:
-        return as_text(value, f"It has {len(leaves):,} leaves, more than the explorable view's {MAX_TREE_LEAVES:,}; shown as text.")
-    arrays = sum(1 for leaf in leaves if is_array(leaf) and getattr(leaf, "ndim", 0) >= 1)
+    leaves, arrays = survey(value)
+    if leaves > MAX_TREE_LEAVES:
+        return as_text(value, f"It has more than {MAX_TREE_LEAVES:,} leaves, the explorable view's limit; shown as text.")
     notice = None
     if 0 < arrays <= MAX_HEATMAP_ARRAYS:
         html = treescope_html(value, heatmaps=True)

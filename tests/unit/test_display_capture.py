@@ -16,6 +16,19 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Moves the events pipe to fd 3, then runs the harness: a preexec_fn would make
+# subprocess fork a process where JAX already runs threads.
+RUNNER_ON_FD_3 = (
+    "import os, runpy, sys; os.dup2(int(sys.argv.pop(1)), 3); "
+    "runpy.run_module('sandbox.runner', run_name='__main__', alter_sys=True)"
+)
+
+
+def runner_command(program: Path, events_fd: int) -> list[str]:
+    """``python -m sandbox.runner PROGRAM`` with events on fd 3, as the harness expects."""
+    return [sys.executable, "-c", RUNNER_ON_FD_3, str(events_fd), str(program)]
+
+
 def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) -> tuple[list[dict], str, str]:
     """Run ``code`` with ``python -m sandbox.runner``; return (events, stdout, stderr)."""
     program = tmp_path / "prog.py"
@@ -25,11 +38,8 @@ def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) ->
     # and a display waits for the output before it to be read from a pipe.
     with open(read_fd, "rb") as events_in, open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
         process = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.runner", str(program)],
-            cwd=REPO, stdout=out, stderr=err,
-            env={**os.environ, **(env or {})},
-            # The runner writes events to fd 3 (dup2 makes it inheritable; close_fds would close it).
-            close_fds=False, preexec_fn=lambda: os.dup2(write_fd, 3),
+            runner_command(program, write_fd), cwd=REPO, stdout=out, stderr=err,
+            env={**os.environ, **(env or {})}, pass_fds=(write_fd,),
         )
         os.close(write_fd)
         raw_events = events_in.read()
@@ -211,7 +221,8 @@ def test_display_from_a_user_thread_works(tmp_path):
     events, _, _ = run_program(tmp_path, """
         import threading
         from playground import display
-        t = threading.Thread(target=display, args=({"a": [1, 2]},))
+        import numpy as np
+        t = threading.Thread(target=display, args=({"a": [np.ones(2)]},))
         t.start(); t.join()
     """)
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("text/html", "display")]
@@ -223,9 +234,8 @@ def test_a_display_waits_until_the_output_before_it_was_read(tmp_path):
     program.write_text("from playground import display\nfor i in range(20):\n    print('line', i)\n    display(i)\n")
     events_r, events_w = os.pipe()
     process = subprocess.Popen(
-        [sys.executable, "-m", "sandbox.runner", str(program)], cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        close_fds=False, preexec_fn=lambda: os.dup2(events_w, 3),
+        runner_command(program, events_w), cwd=REPO,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(events_w,),
     )
     os.close(events_w)
     # Read both pipes as a worker would, noting the order in which things arrive; when both are

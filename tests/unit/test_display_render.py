@@ -53,7 +53,8 @@ def test_dataclass_and_registered_pytree_nodes_get_the_explorable_view():
         def tree_unflatten(cls, aux, children):
             return cls(*children)
 
-    assert display_render.wants_tree_view(Pair(1, 2))
+    assert display_render.wants_tree_view(Pair(np.ones(2), 2))
+    assert not display_render.wants_tree_view(Pair(1, 2))  # nothing to explore
 
     class Plain:
         pass
@@ -68,11 +69,23 @@ def test_many_arrays_leave_out_heatmaps_with_a_notice():
     assert rendered.notice and "Heat-maps left out" in rendered.notice
 
 
+def test_plain_data_in_containers_stays_text():
+    assert render(list(range(500))) == display_render.Rendered("text/plain", repr(list(range(500))))
+    assert render({"lr": 0.1, "schedule": {"warmup": 10}}).mime == "text/plain"
+    assert render({"w": np.ones(2), "lr": 0.1}).mime == "text/html"
+
+
+def test_a_container_that_holds_itself_is_surveyed_in_bounded_time():
+    loop: list = []
+    loop.append(loop)
+    assert render(loop).data == "[[...]]"
+
+
 def test_too_many_leaves_falls_back_to_text_with_a_notice():
-    leaves = list(range(display_render.MAX_TREE_LEAVES + 1))
+    leaves = [np.zeros(1)] * (display_render.MAX_TREE_LEAVES + 1)
     rendered = render(leaves)
     assert rendered.mime == "text/plain"
-    assert rendered.data.startswith("[0, 1, 2")
+    assert rendered.data.startswith("[array([0.]), array([0.])")
     assert "leaves" in rendered.notice
 
 

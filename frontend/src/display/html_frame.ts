@@ -21,6 +21,8 @@ import "../styles/display.css";
 /** Taller content scrolls inside the frame. */
 export const MAX_HEIGHT_PX = 4000;
 const PLACEHOLDER_HEIGHT_PX = 48;
+/** Frames this far below (or above) the visible part of the Output are filled ahead of time. */
+const PRELOAD_MARGIN_PX = 800;
 
 const FRAME_CSP = [
   "default-src 'none'",
@@ -82,30 +84,57 @@ function onFrameMessage(event: MessageEvent): void {
   frame.style.height = `${Math.min(Math.max(Math.ceil(height), 1), MAX_HEIGHT_PX)}px`;
 }
 
-let observer: IntersectionObserver | null = null;
+/** One observer per scrolling container, so frames fill a little before they scroll into view. */
+const observers = new WeakMap<Element, IntersectionObserver>();
+const pendingHtml = new WeakMap<HTMLIFrameElement, string>();
 
-function fillWhenVisible(frame: HTMLIFrameElement, html: string): void {
-  if (typeof IntersectionObserver === "undefined") {
-    frame.srcdoc = frameDocument(html);
-    return;
-  }
-  observer ??= new IntersectionObserver(
-    (entries) => {
-      for (const entry of entries) {
-        if (!entry.isIntersecting) continue;
-        const target = entry.target as HTMLIFrameElement;
-        observer?.unobserve(target);
-        target.srcdoc = frameDocument(pendingHtml.get(target) ?? "");
-        pendingHtml.delete(target);
-      }
-    },
-    { rootMargin: "600px 0px" },
-  );
-  pendingHtml.set(frame, html);
-  observer.observe(frame);
+function fill(frame: HTMLIFrameElement): void {
+  const html = pendingHtml.get(frame);
+  if (html === undefined) return;
+  pendingHtml.delete(frame);
+  frame.srcdoc = frameDocument(html);
 }
 
-const pendingHtml = new WeakMap<HTMLIFrameElement, string>();
+function scrollParent(node: Element): Element | null {
+  for (let parent = node.parentElement; parent; parent = parent.parentElement) {
+    const overflow = getComputedStyle(parent).overflowY;
+    if (overflow === "auto" || overflow === "scroll") return parent;
+  }
+  return null;
+}
+
+function observerFor(root: Element | null): IntersectionObserver {
+  const key = root ?? document.documentElement;
+  let observer = observers.get(key);
+  if (!observer) {
+    observer = new IntersectionObserver(
+      (entries, self) => {
+        for (const entry of entries) {
+          if (!entry.isIntersecting) continue;
+          self.unobserve(entry.target);
+          fill(entry.target as HTMLIFrameElement);
+        }
+      },
+      { root, rootMargin: `${PRELOAD_MARGIN_PX}px 0px` },
+    );
+    observers.set(key, observer);
+  }
+  return observer;
+}
+
+/** The Output appends display blocks on its next animation frame: observe once the frame is on the page. */
+function fillWhenVisible(frame: HTMLIFrameElement, html: string, framesWaited = 0): void {
+  pendingHtml.set(frame, html);
+  if (typeof IntersectionObserver === "undefined") {
+    fill(frame);
+  } else if (frame.isConnected) {
+    observerFor(scrollParent(frame)).observe(frame);
+  } else if (framesWaited < 120) {
+    requestAnimationFrame(() => fillWhenVisible(frame, html, framesWaited + 1));
+  } else {
+    fill(frame); // never placed where we could watch it: fill it anyway
+  }
+}
 
 export function htmlFrame(ev: DisplayEvent): HTMLElement {
   if (!listening) {
