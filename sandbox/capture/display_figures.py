@@ -74,7 +74,11 @@ def configure_matplotlib() -> None:
     if matplotlib is None:
         sys.meta_path.insert(0, PrepareMatplotlib())
         return
-    prepare_environment()  # imported before the run (e.g. by the zygote)
+    # Imported before the run (e.g. by the zygote, to spare each run ~0.5 s): its
+    # config dir was chosen then and may since have been emptied away with /tmp.
+    prepare_environment()
+    for directory in (matplotlib.get_configdir(), matplotlib.get_cachedir()):
+        os.makedirs(directory, exist_ok=True)
     matplotlib.use(BACKEND, force=True)
 
 

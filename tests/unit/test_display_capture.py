@@ -263,3 +263,26 @@ def test_a_display_waits_until_the_output_before_it_was_read(tmp_path):
     process.wait(timeout=30)
     os.close(events_r)
     assert order == [item for i in range(20) for item in (f"line {i}", f"display {i}")]
+
+
+def test_figures_work_when_matplotlib_was_imported_before_the_run(tmp_path):
+    """As a zygote may do: prepare, import pyplot, then lose /tmp's contents before the run."""
+    program = tmp_path / "prog.py"
+    program.write_text("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nimport matplotlib\nprint(matplotlib.get_backend())\n")
+    preload = (
+        "import os, runpy, shutil, sys; os.dup2(int(sys.argv.pop(1)), 3); "
+        "from sandbox.capture import display_figures; display_figures.prepare_environment(); "
+        "import matplotlib.pyplot; shutil.rmtree(os.environ['MPLCONFIGDIR']); "
+        "runpy.run_module('sandbox.runner', run_name='__main__', alter_sys=True)"
+    )
+    read_fd, write_fd = os.pipe()
+    with open(read_fd, "rb") as events_in:
+        process = subprocess.Popen([sys.executable, "-c", preload, str(write_fd), str(program)], cwd=REPO,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
+                                   env={**os.environ, "MPLCONFIGDIR": ""})
+        os.close(write_fd)
+        events = [json.loads(line) for line in events_in.read().splitlines()]
+        stdout, stderr = process.communicate(timeout=60)
+    assert stdout.decode() == "module://sandbox.capture.display_backend\n", stderr.decode()
+    assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "figure")]
+    assert b"Matplotlib" not in stderr
