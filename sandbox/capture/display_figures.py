@@ -5,9 +5,9 @@ import hook prepares its environment at that moment (``MPLBACKEND``, read by
 matplotlib at its import, names our own Agg-based backend
 ``sandbox.capture.display_backend``, whose ``show()`` sends the open
 figures; a writable config dir; a fontconfig file), so ``print(1)`` pays
-nothing. Figures still open when the code
-ends are sent by ``finish``. A run may send at most MAX_FIGURES figures and
-MAX_FIGURE_BYTES of images; past that a notice goes to stderr.
+nothing. Figures still open when the code ends are sent by ``finish``. A run
+may send at most MAX_FIGURES figures and MAX_FIGURE_BYTES of image data (as
+sent: base64 for PNG); past that a notice goes to stderr.
 """
 
 from __future__ import annotations
@@ -164,19 +164,36 @@ def send_figure(fig: Any, role: str) -> None:
 
 
 def show_open_figures(close: bool = True) -> None:
-    """``plt.show()``: every open figure, then closed, as a script's show() leaves them."""
+    """``plt.show()``: every open figure, then closed, as a script's show() leaves them.
+
+    A figure that fails to draw raises here, at the user's ``plt.show()`` line.
+    """
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is None:
         return
-    from matplotlib._pylab_helpers import Gcf  # pyplot's figure registry; figure(n) would change the current one
-
-    for manager in Gcf.get_all_fig_managers():
-        fig = manager.canvas.figure
+    for fig in open_figures():
         if fig not in _sent or fig.stale:
             send_figure(fig, "figure")
     if close:
         pyplot.close("all")
 
 
+def open_figures() -> list[Any]:
+    from matplotlib._pylab_helpers import Gcf  # pyplot's registry; pyplot.figure(n) would change the current one
+
+    return [manager.canvas.figure for manager in Gcf.get_all_fig_managers()]
+
+
 def finish() -> None:
-    show_open_figures(close=True)
+    """Figures still open at the end; one that fails to draw is reported in a line, not a traceback."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    for number, fig in enumerate(open_figures(), start=1):
+        if fig in _sent and not fig.stale:
+            continue
+        try:
+            send_figure(fig, "figure")
+        except Exception as exc:  # noqa: BLE001 - the user's figure, e.g. bad mathtext in a label
+            print(f"[playground] Figure {number} could not be drawn: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    pyplot.close("all")

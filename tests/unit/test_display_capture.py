@@ -286,3 +286,17 @@ def test_figures_work_when_matplotlib_was_imported_before_the_run(tmp_path):
     assert stdout.decode() == "module://sandbox.capture.display_backend\n", stderr.decode()
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "figure")]
     assert b"Matplotlib" not in stderr
+
+
+def test_a_figure_that_cannot_be_drawn_is_reported_in_one_line(tmp_path):
+    events, _, stderr = run_program(tmp_path, """
+        import matplotlib.pyplot as plt
+        plt.figure()
+        plt.title(r"$\\frac{1}{$")  # unbalanced mathtext fails only when drawn
+        plt.figure(figsize=(2, 2))
+        lines = plt.plot([1, 2])
+    """)
+    assert "[playground] Figure 1 could not be drawn: ValueError" in stderr
+    assert "Traceback" not in stderr
+    assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "figure")]
+    assert not [e for e in events if e["type"] == "error"]
