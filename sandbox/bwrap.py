@@ -72,11 +72,12 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str]) 
             args += ["--ro-bind", str(host), str(host)]
     for path in ETC_FILES:
         args += ["--ro-bind-try", path, path]
+    # /tmp first: the project may live under /tmp, and its bind must sit on top of the tmpfs.
+    args += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp"]
     for path, source in sources.items():
         args += ["--ro-bind", source, str(path)]
     # The root itself is bwrap's tmpfs: remount it read-only once every mount point exists.
-    args += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-             "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--", *inner]

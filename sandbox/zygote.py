@@ -198,8 +198,22 @@ def kill_everything() -> None:
         pass
 
 
+def mount_points_under(root: str) -> set[str]:
+    """Top-level entries of ``root`` that hold a mount (the project, when it lives under /tmp)."""
+    kept = set()
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            point = line.split()[4]
+            if point.startswith(root + "/"):
+                kept.add(point[len(root) + 1:].split("/", 1)[0])
+    return kept
+
+
 def empty_tmp(root: str = "/tmp") -> None:
+    kept = mount_points_under(root)
     for name in os.listdir(root):
+        if name in kept:
+            continue
         path = os.path.join(root, name)
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path, ignore_errors=True)
