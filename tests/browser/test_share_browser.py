@@ -1,0 +1,177 @@
+"""Sharing in the browser on the real path: Share and Ctrl+S, opening the link, forks, the embed view
+in an iframe, export, and the cached-result label."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+import pytest
+from playwright.sync_api import Page
+
+from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
+LINK = re.compile(r"http://[^/]+/s/([a-z2-7]{8,})")
+
+
+def unique_program(body: str) -> str:
+    return f"# {uuid.uuid4().hex[:12]}\n{body}"
+
+
+def run_and_wait(page: Page, status: str = "ok") -> None:
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error") == status
+
+
+def create_snippet(page: Page, base_url: str, **fields) -> str:
+    response = page.request.post(f"{base_url}/api/snippets", data=json.dumps(fields),
+                                 headers={"content-type": "application/json"})
+    assert response.status in (200, 201), response.text()
+    return response.json()["id"]
+
+
+def test_ctrl_s_copies_a_link_that_opens_the_same_code_and_the_recorded_run(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    code = unique_program("import jax.numpy as jnp\nprint('shared output', jnp.arange(3) * 2)\njnp.eye(2)\n")
+    replace_code(page, code)
+    run_and_wait(page)
+
+    page.keyboard.press("ControlOrMeta+s")
+
+    page.wait_for_selector("[data-testid=share-copied][data-copied=true]")
+    url = page.input_value("[data-testid=share-url]")
+    assert LINK.fullmatch(url) and page.evaluate("navigator.clipboard.readText()") == url
+    assert page.is_checked("[data-testid=share-include-run]")
+    snippet_id = LINK.fullmatch(url).group(1)
+    assert page.inner_text("[data-testid=snippet-link]") == snippet_id
+    # Sharing again without a change gives the same link.
+    page.keyboard.press("Escape")
+    page.click("[data-testid=share]")
+    page.wait_for_selector("[data-testid=share-copied][data-copied=true]")
+    assert page.input_value("[data-testid=share-url]") == url
+
+    viewer = page_at(f"/s/{snippet_id}")
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == code
+    viewer.wait_for_selector("[data-testid=run-banner][data-kind=recorded]")
+    banner = viewer.text_content("[data-testid=run-banner]")
+    assert "Recorded run" in banner and "cpu" in banner and "jax " in banner and "jaxlib " in banner
+    assert "shared output [0 2 4]" in output_text(viewer)
+    assert viewer.locator("[data-testid=output-log] .output-display").count() == 1
+    assert viewer.get_attribute("[data-testid=status]", "data-status") == "ok"
+
+    # Run runs it live: the banner goes, the output comes back from the worker (or its cache).
+    run_and_wait(viewer)
+    assert viewer.locator("[data-testid=run-banner][data-kind=recorded]").count() == 0
+    assert "shared output [0 2 4]" in output_text(viewer)
+
+
+def test_editing_a_shared_snippet_and_sharing_again_makes_a_fork(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/")
+    parent = create_snippet(page, base_url, code=unique_program("print('parent')\n"), backend="cpu")
+    editor = page_at(f"/s/{parent}")
+    assert editor.inner_text("[data-testid=snippet-link]") == parent
+    assert editor.locator("[data-testid=forked-from]").count() == 0
+
+    editor.click(".cm-content")
+    editor.keyboard.press("ControlOrMeta+End")
+    editor.keyboard.insert_text("\nprint('child')\n")
+    editor.click("[data-testid=share]")
+    editor.wait_for_selector("[data-testid=share-copied]")
+    child = LINK.fullmatch(editor.input_value("[data-testid=share-url]")).group(1)
+    assert child != parent
+    assert editor.inner_text("[data-testid=forked-from]") == parent
+    # No run since the edit: the link carries the code only.
+    assert editor.is_disabled("[data-testid=share-include-run]")
+
+    opened = page_at(f"/s/{child}")
+    assert "print('child')" in opened.evaluate("window.jaxplay.editor.getCode()")
+    assert opened.inner_text("[data-testid=forked-from]") == parent
+    assert opened.get_attribute("[data-testid=forked-from]", "href") == f"/s/{parent}"
+    assert opened.locator("[data-testid=run-banner][data-kind=recorded]").count() == 0
+
+
+def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_at: PageAt, base_url: str) -> None:
+    host = page_at("/")
+    recorded = [{"type": "stdout", "text": "from the recording\n"}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
+    code = unique_program("print('live in the embed')\n")
+    snippet_id = create_snippet(host, base_url, code=code, backend="cpu", recorded_run=recorded)
+    # The slides live on another origin (localhost is not 127.0.0.1), as they would on another site.
+    other_origin = base_url.replace("127.0.0.1", "localhost")
+    assert other_origin != base_url
+    host.goto(f"{other_origin}/healthz")
+    host.set_content(f"<h1>Slides</h1><iframe id=embed src='{base_url}/e/{snippet_id}' width=900 height=500></iframe>"
+                     f"<iframe id=denied src='{base_url}/s/{snippet_id}' width=300 height=200></iframe>")
+    frame = host.frame_locator("#embed")
+    frame.locator(".cm-content").wait_for()
+    frame.locator(".conn[data-state=open]").wait_for()
+
+    # Compact: editor and output only, with the recording shown and labelled.
+    assert frame.locator(".tab-list").is_hidden()
+    assert "from the recording" in frame.locator("[data-testid=output-log]").inner_text()
+    assert "Recorded run" in frame.locator("[data-testid=run-banner]").text_content()
+    assert frame.locator("[data-testid=share]").count() == 0
+
+    # Read-only until the viewer chooses to edit.
+    frame.locator(".cm-content").click()
+    host.keyboard.type("oops")
+    assert "oops" not in frame.locator(".cm-content").inner_text()
+    frame.locator("[data-testid=edit]").click()
+    host.keyboard.press("ControlOrMeta+End")
+    host.keyboard.insert_text("\nprint('edited in the embed')\n")
+    assert "edited in the embed" in frame.locator(".cm-content").inner_text()
+
+    frame.locator("[data-testid=run]").click()
+    frame.locator("[data-testid=status][data-status=ok]").wait_for(timeout=60_000)
+    out = frame.locator("[data-testid=output-log]").inner_text()
+    assert "live in the embed" in out and "edited in the embed" in out and "from the recording" not in out
+
+    # The share page itself refuses to be framed.
+    denied = host.query_selector("#denied").content_frame()
+    host.wait_for_timeout(500)
+    assert denied is None or denied.query_selector(".cm-content") is None
+
+
+def test_export_downloads_the_code_as_py_and_as_a_notebook(page_at: PageAt) -> None:
+    page = page_at("/")
+    code = unique_program("import jax\nprint(jax.devices())\n")
+    replace_code(page, code)
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-py]")
+    assert download.value.suggested_filename == "jax-playground.py"
+    with open(download.value.path(), encoding="utf-8") as f:
+        assert f.read().rstrip("\n") == code.rstrip("\n")
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-ipynb]")
+    assert download.value.suggested_filename == "jax-playground.ipynb"
+    with open(download.value.path(), encoding="utf-8") as f:
+        notebook = json.load(f)
+    assert notebook["nbformat"] == 4 and notebook["metadata"]["kernelspec"]["name"] == "python3"
+    (cell,) = notebook["cells"]
+    assert cell["cell_type"] == "code" and cell["outputs"] == [] and "".join(cell["source"]) == code.rstrip("\n")
+
+
+def test_a_cached_result_is_labelled_and_run_fresh_runs_it_again(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, unique_program("import jax.numpy as jnp\nprint('cache me', jnp.ones(2).sum())\n"))
+    run_and_wait(page)
+    assert page.locator("[data-testid=run-banner]").is_hidden()
+    page.wait_for_timeout(300)  # the first result is stored just after its done
+
+    run_and_wait(page)
+    page.wait_for_selector("[data-testid=run-banner][data-kind=cached]")
+    banner = page.text_content("[data-testid=run-banner]")
+    assert "Cached result" in banner and "timings" in banner and "cpu" in banner
+    assert "cache me 2.0" in output_text(page)
+
+    page.click("[data-testid=run-fresh]")
+    assert wait_for_status(page, "ok", "error") == "ok"
+    assert page.locator("[data-testid=run-banner]").is_hidden()
+    assert "cache me 2.0" in output_text(page)
