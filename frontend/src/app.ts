@@ -15,6 +15,7 @@ import { createEditor, type PlaygroundEditor } from "./editor";
 import defaultExample from "./examples/default.py?raw";
 import { type Panel, type PanelContext, PANELS } from "./panels/index";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
 import { Tabs } from "./tabs";
@@ -40,6 +41,7 @@ export class App {
   private readonly runInfo = el("span", { class: "run-info" });
   private active: ActiveRun | null = null;
   private runCounter = 0;
+  private readonly share: ShareController;
 
   constructor(
     root: HTMLElement,
@@ -119,11 +121,22 @@ export class App {
       onStateChange: (state) => this.onConnectionState(state),
       onLost: () => this.onLost(),
     });
+    this.share = mountShare({
+      boot,
+      editor: this.editor,
+      topbar: header,
+      results: this.tabs.element,
+      backend: () => this.backends.value,
+      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
+      run: (extra) => this.run(extra),
+      replay: (events) => this.replay(events),
+    });
     // An embed taking focus would scroll the page that frames it.
     if (!embed) this.editor.focus();
   }
 
-  run(): void {
+  /** `extra`: fields for this run only, e.g. `{ fresh: true }` to bypass the result cache. */
+  run(extra: Partial<ClientRun> = {}): void {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now() };
@@ -132,10 +145,21 @@ export class App {
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
     const backend = this.backends.value;
     if (backend) message.backend = backend;
+    Object.assign(message, extra);
+    this.share.onRunStart(message);
     this.status.set({ kind: "sending" });
     this.runInfo.textContent = "";
     this.setRunning(true);
     this.connection.send(message);
+  }
+
+  /** Shows a recorded run (a shared snippet's) through the same path as a live run's events. */
+  replay(events: readonly ServerEvent[]): void {
+    if (this.active) this.cancel(this.active.id);
+    const id = `recorded-${++this.runCounter}`;
+    this.active = { id, sentAt: performance.now() };
+    for (const panel of this.panels) panel.onRunStart(id);
+    for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
 
   stop(): void {
@@ -163,6 +187,7 @@ export class App {
       return;
     }
     if (!this.active || ev.id !== this.active.id) return;
+    this.share.onEvent(ev);
     switch (ev.type) {
       case "queued":
         this.status.set({ kind: "queued", position: ev.position });
