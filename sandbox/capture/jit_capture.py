@@ -22,7 +22,7 @@ counted, and never reported with the plain function's IR, because what runs
 is the enclosing computation (which is reported when *it* is jitted).
 
 Threads: user threads run calls and own their frames (``threading.local``);
-one daemon renderer thread turns queued compilations into ``compiled``
+one daemon renderer thread (jit_render) turns queued compilations into ``compiled``
 events (printing MLIR/HLO can take a while for big modules, so it stays off
 the user's path); ``finish`` drains it, then sends the final ``fn_timing``.
 
@@ -41,7 +41,6 @@ import inspect
 import linecache
 import logging
 import os
-import queue
 import statistics
 import threading
 import time
@@ -50,7 +49,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sandbox import events
-from sandbox.capture import jit_artifacts
+from sandbox.capture import jit_artifacts, jit_render
 
 USER_FILENAME = "<playground>"
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
@@ -112,18 +111,16 @@ class FunctionRecord:
 class _State:
     def __init__(self) -> None:
         self.capturing = False
-        self.limit_bytes = jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES
         self.original_jit: Callable[..., Any] | None = None
         self.records: dict[Any, FunctionRecord] = {}
         self.lock = threading.Lock()
         self.local = threading.local()
-        self.queue: queue.Queue[Any] = queue.Queue()
-        self.renderer: threading.Thread | None = None
         self.last_timing_emit = 0.0
         self.listeners_registered = False
 
 
 _state = _State()
+_renderer = jit_render.Renderer(COMPILED_HOOKS)
 
 
 def _frames() -> list[CallFrame]:
@@ -304,8 +301,7 @@ class CapturedJit:
             "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
             "cache_miss_reason": reason,
         }
-        _start_renderer()
-        _state.queue.put((event, traced, lowered, compiled))
+        _renderer.submit(event, traced, lowered, compiled)
 
 
 def _trace_state_clean() -> bool:
@@ -354,49 +350,6 @@ def unwrap(fun: Any) -> Any:
     return fun._jitted if isinstance(fun, CapturedJit) else fun
 
 
-def _render(event: dict[str, Any], traced: Any, lowered: Any, compiled: Any) -> dict[str, Any]:
-    errors: list[str] = []
-    try:
-        jit_artifacts.add_artifacts(event, traced, lowered, compiled, _state.limit_bytes)
-    except Exception as exc:
-        errors.append(f"artifacts: {type(exc).__name__}: {exc}")
-    for field, getter in (("cost", jit_artifacts.cost_fields), ("memory", jit_artifacts.memory_fields)):
-        try:
-            event[field] = getter(compiled)
-        except Exception as exc:  # e.g. NotImplementedError on some backends
-            event[field] = None
-            errors.append(f"{field}: {type(exc).__name__}: {exc}")
-    for hook in list(COMPILED_HOOKS):
-        try:
-            hook(event, compiled)
-        except Exception as exc:
-            logger.debug("compiled hook %r failed", hook, exc_info=True)
-            errors.append(f"hook {getattr(hook, '__qualname__', hook)!s}: {type(exc).__name__}: {exc}")
-    if errors:
-        event["capture_errors"] = errors
-    return event
-
-
-def _render_loop() -> None:
-    while True:
-        item = _state.queue.get()
-        try:
-            if item is None:
-                return
-            events.emit(_render(*item))
-        except Exception:
-            logger.debug("could not send a compiled event", exc_info=True)
-        finally:
-            _state.queue.task_done()
-
-
-def _start_renderer() -> None:
-    with _state.lock:
-        if _state.renderer is None or not _state.renderer.is_alive():
-            _state.renderer = threading.Thread(target=_render_loop, name="jaxplay-inspect", daemon=True)
-            _state.renderer.start()
-
-
 def emit_fn_timing(final: bool) -> None:
     with _state.lock:
         records = [r for r in _state.records.values() if r.calls or r.traced_calls]
@@ -431,7 +384,7 @@ def install(options: dict[str, Any]) -> None:
     from jax._src.core import trace_state_clean
 
     _trace_state_clean = trace_state_clean
-    _state.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
+    _renderer.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.
     source_info_util.register_exclusion(_sandbox_directory() + os.sep)
@@ -452,9 +405,7 @@ def install(options: dict[str, Any]) -> None:
 def finish() -> None:
     if not _state.capturing:
         return
-    if _state.renderer is not None and _state.renderer.is_alive():
-        _state.queue.put(None)
-        _state.renderer.join()
+    _renderer.drain()
     emit_fn_timing(final=True)
     uninstall()
 
@@ -469,4 +420,3 @@ def uninstall() -> None:
     _state.capturing = False
     _state.original_jit = None
     _state.records = {}
-    _state.renderer = None

@@ -34,8 +34,6 @@ def test_timeit_times_blocking_runs_and_reports_every_sample(tmp_path):
     assert event["min_ms"] == min(event["samples_ms"]) and event["max_ms"] == max(event["samples_ms"])
     assert event["iqr_ms"] >= 0 and event["q1_ms"] <= event["median_ms"] <= event["q3_ms"]
     assert event["warmup_ms"] > event["median_ms"]  # the first call compiled
-    # Each run lasted at least min_run_s: the loop count was chosen for it.
-    assert event["median_ms"] * event["loops"] >= 0.02 * 1e3 * 0.5
     assert stdout.startswith("jit(matmul)(f32[128,128], f32[128,128]): ") and "per loop (median of 5 runs" in stdout
     # The warm-up went through the capture (one compile); the timed loops did not count as calls.
     assert len(compiled_events(events)) == 1
