@@ -59,7 +59,7 @@ class WorkerAgent:
     async def probe(self, slot: Slot) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
 
-        async def keep(event: dict[str, Any]) -> None:
+        def keep(event: dict[str, Any]) -> None:
             if event.get("type") == "probe":
                 found.append(event)
             else:
@@ -125,7 +125,7 @@ class WorkerAgent:
         slot = await self.free.get()
         self.running[job.run_id] = slot
 
-        async def send(event: dict[str, Any]) -> None:
+        def send(event: dict[str, Any]) -> None:
             outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
 
         try:

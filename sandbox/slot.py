@@ -6,7 +6,7 @@ Tasks and ownership (all in the worker's event loop)::
       ├─ the sandbox process tree (unshare/setpriv/bwrap -> zygote): owned here,
       │  killed by ``close()``; bwrap's --die-with-parent covers a worker crash
       ├─ _read_zygote task: every zygote message into ``_messages``
-      └─ per run: three pipe pumps (stdout, stderr, events) and the deadline
+      └─ per run: an OutputRelay reading its three pipes, and the deadline
 
 A run's child writes to pipes the slot created, so its output streams to the
 worker as it is written, whatever the child does with Python's buffers.
@@ -15,14 +15,11 @@ worker as it is written, whatever the child does with Python's buffers.
 from __future__ import annotations
 
 import asyncio
-import codecs
-import json
 import logging
 import os
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +29,13 @@ from sandbox import bwrap
 from sandbox import zygote_protocol as zp
 from sandbox.cgroups import SlotCgroup
 from sandbox.limits import format_bytes
+from sandbox.output_relay import OutputRelay, SendEvent
 
 log = logging.getLogger("jaxplay.sandbox")
 
-SendEvent = Callable[[dict[str, Any]], Awaitable[None]]
 START_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
-READ_CHUNK = 64 * 1024
 
 
 @dataclass
@@ -181,20 +177,16 @@ class Slot:
             for _, w in pipes:
                 os.close(w)
         started_at = time.monotonic()
-        pumps = [asyncio.create_task(relay.pump(r, kind)) for (r, _), kind in zip(pipes, ("stdout", "stderr", "events"), strict=True)]
+        relay.start(*(r for r, _ in pipes))
         try:
             exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled)
         except SlotDied:
-            for task in pumps:
-                task.cancel()
+            relay.close()
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
         finally:
             del self._cancel_requested[run_id]
         elapsed_ms = _ms_since(started_at)
-        _done, pending = await asyncio.wait(pumps, timeout=DRAIN_GRACE_S)
-        for task in pending:
-            task.cancel()
-        await relay.flush_held()
+        await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         return await self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
@@ -235,7 +227,7 @@ class Slot:
                        "Use smaller arrays or fewer intermediate copies.")
             if relay.error_sent:
                 return RunResult(RunStatus.ERROR, elapsed_ms, message)
-            await relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None,
+            relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None,
                               "traceback": ""})
             return RunResult(RunStatus.ERROR, elapsed_ms, message)
         code, signal_number = exited.get("returncode"), exited.get("signal")
@@ -250,66 +242,3 @@ class Slot:
 
 def _ms_since(start: float) -> float:
     return (time.monotonic() - start) * 1000
-
-
-class OutputRelay:
-    """Turns a run's pipes into events, capping output and holding errors until output is drained."""
-
-    def __init__(self, send: SendEvent, output_limit: int) -> None:
-        self.send = send
-        self.output_limit = output_limit
-        self.output_bytes = 0
-        self.truncated = False
-        self.error_sent = False
-        self._held: list[dict[str, Any]] = []
-
-    async def pump(self, fd: int, kind: str) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=256 << 20, loop=loop)
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0))
-        try:
-            if kind == "events":
-                async for line in reader:
-                    await self._structured(line)
-            else:
-                decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-                while chunk := await reader.read(READ_CHUNK):
-                    await self._output(kind, decoder.decode(chunk), len(chunk))
-                await self._output(kind, decoder.decode(b"", final=True), 0)
-        finally:
-            transport.close()
-
-    async def _output(self, kind: str, text: str, size: int) -> None:
-        if not text or self.truncated:
-            return
-        room = self.output_limit - self.output_bytes
-        self.output_bytes += size
-        if size > room:
-            self.truncated = True
-            text = text.encode()[:max(room, 0)].decode(errors="ignore")
-            if text:
-                await self.send({"type": kind, "text": text})
-            await self.send({"type": "notice", "level": "warning",
-                             "message": f"Output truncated: the run wrote more than {format_bytes(self.output_limit)}; "
-                                        "the rest was dropped. Print less, or print summaries."})
-            return
-        await self.send({"type": kind, "text": text})
-
-    async def _structured(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            log.debug("unreadable event line dropped (%d bytes)", len(line))
-            return
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
-            return
-        if event["type"] == "error":
-            self.error_sent = True
-            self._held.append(event)  # shown after the output that led to it
-            return
-        await self.send(event)
-
-    async def flush_held(self) -> None:
-        for event in self._held:
-            await self.send(event)
-        self._held.clear()

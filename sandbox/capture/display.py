@@ -17,13 +17,6 @@ besides figures. Printing is not touched: it stays plain text.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import stat
-import struct
-import sys
-import termios
-import time
 from typing import Any
 
 from sandbox import events
@@ -34,7 +27,6 @@ from sandbox.capture.display_render import Rendered
 MAX_DISPLAYS = 200
 MAX_DISPLAY_BYTES = 16 * 1024 * 1024
 # How long a display waits for the worker to read the output printed before it.
-OUTPUT_DRAIN_LIMIT_S = 0.2
 
 budget = Budget("displayed values", MAX_DISPLAYS, MAX_DISPLAY_BYTES)
 
@@ -69,46 +61,9 @@ def show(value: Any, role: str) -> None:
 
 
 def emit_rendered(rendered: Rendered, role: str) -> None:
-    # What was printed before this value must reach the page first.
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    wait_for_output_read()
     event: dict[str, Any] = {"type": "display", "mime": rendered.mime, "data": rendered.data, "role": role}
     if rendered.notice:
         event["notice"] = rendered.notice
     if rendered.width is not None and rendered.height is not None:
         event["width"], event["height"] = rendered.width, rendered.height
     events.emit(event)
-
-
-def wait_for_output_read(limit_s: float = OUTPUT_DRAIN_LIMIT_S) -> None:
-    """Wait (briefly) until the worker has read what is in the stdout/stderr pipes.
-
-    Output and events travel on separate pipes, so the worker could otherwise
-    read a display before the lines printed just ahead of it.
-    """
-    pipes = [fd for fd in (1, 2) if is_pipe(fd)]
-    deadline = time.monotonic() + limit_s
-    pause = 0.0002
-    while pipes and time.monotonic() < deadline:
-        pipes = [fd for fd in pipes if unread_bytes(fd) > 0]
-        if pipes:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.005)
-
-
-def is_pipe(fd: int) -> bool:
-    try:
-        return stat.S_ISFIFO(os.fstat(fd).st_mode)
-    except OSError:
-        return False
-
-
-def unread_bytes(fd: int) -> int:
-    try:
-        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
-    except OSError:
-        return 0
