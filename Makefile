@@ -20,6 +20,9 @@ test: system-deps system-test-deps $(VENV)/.installed-test frontend
 
 bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/latency.py
+	$(BIN)/python bench/timing_fidelity.py
+	$(BIN)/python bench/inspect_overhead.py
+	$(BIN)/python bench/sharing.py
 
 frontend: frontend/dist/assets/app.js
 

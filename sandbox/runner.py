@@ -35,9 +35,9 @@ def reopen_std_streams() -> None:
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
 
 
-def split_last_expression(tree: ast.Module) -> tuple[ast.Module, ast.Expression | None]:
-    """Like a notebook cell: a final bare expression is evaluated for display."""
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
+def split_last_expression(tree: ast.Module, code: str) -> tuple[ast.Module, ast.Expression | None]:
+    """Like a notebook cell: a final bare expression is evaluated for display (a trailing ';' hides it)."""
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
         last = tree.body.pop()
         return tree, ast.Expression(body=last.value)  # type: ignore[attr-defined]
     return tree, None
@@ -79,7 +79,7 @@ def execute(code: str, options: dict[str, Any]) -> int:
     status = 0
     try:
         tree = ast.parse(code, USER_FILENAME)
-        body, last = split_last_expression(tree)
+        body, last = split_last_expression(tree, code)
         exec(compile(body, USER_FILENAME, "exec"), namespace)
         if last is not None:
             value = eval(compile(last, USER_FILENAME, "eval"), namespace)

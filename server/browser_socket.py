@@ -18,6 +18,7 @@ import json
 import logging
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -128,7 +129,22 @@ def _looks_like_run(text: str | None) -> bool:
         return False
 
 
+def origin_allowed(origin: str | None, host: str | None) -> bool:
+    """Pages of this server only (or clients that send no Origin, like scripts and tests).
+
+    A sandboxed frame showing user HTML has the origin "null": refusing it is a
+    second wall behind the frame's own isolation.
+    """
+    if origin is None:
+        return True
+    return urlsplit(origin).netloc == host and urlsplit(origin).scheme in ("http", "https")
+
+
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
                                 interceptors: list[RunInterceptor]) -> None:
+    if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host")):
+        log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
+        await websocket.close(code=1008)  # before accept: the handshake is answered 403
+        return
     await websocket.accept()
     await BrowserConnection(websocket, scheduler, interceptors).serve()

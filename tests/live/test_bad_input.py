@@ -96,3 +96,20 @@ def test_more_than_four_runs_in_flight(live):
 def test_cancel_of_an_unknown_run(live):
     answer = one(live, json.dumps({"type": "cancel", "id": "nobody"}))
     assert answer["type"] == "notice" and "No run with id 'nobody'" in answer["message"]
+
+
+def test_only_this_servers_pages_may_open_the_socket(live):
+    async def opens(origin: str | None) -> bool:
+        headers = {"Origin": origin} if origin else {}
+        try:
+            async with websockets.connect(live.ws_url, additional_headers=headers) as ws:
+                await ws.send(json.dumps({"type": "cancel", "id": "x"}))
+                return "notice" in await ws.recv()
+        except websockets.InvalidStatus as exc:
+            assert exc.response.status_code == 403
+            return False
+
+    assert asyncio.run(opens(None))
+    assert asyncio.run(opens(live.http_url))
+    assert not asyncio.run(opens("null"))
+    assert not asyncio.run(opens("http://evil.example"))

@@ -157,3 +157,9 @@ def test_runs_wait_in_a_queue_with_positions(live):
     last = runs[-1]
     positions = [e["position"] for e in last if e["type"] == "queued"]
     assert positions[0] >= 1 and all(r[-1]["status"] == "ok" for r in runs)
+
+
+def test_a_trailing_semicolon_hides_the_last_value(live):
+    shown = [e for e in live.run("40 + 2") if e["type"] == "display"]
+    assert [(e["role"], e["data"]) for e in shown] == [("result", "42")]
+    assert not [e for e in live.run("40 + 2;") if e["type"] == "display"]
