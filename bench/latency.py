@@ -42,7 +42,8 @@ async def warm_latencies(server: LiveServer, runs: int, warmup: int = 5) -> list
     async with websockets.connect(server.ws_url) as ws:
         for i in range(warmup + runs):
             start = time.perf_counter()
-            await ws.send(json.dumps({"type": "run", "id": f"b{i}", "code": "print(1)", "inspect": False}))
+            await ws.send(json.dumps({"type": "run", "id": f"b{i}", "code": "print(1)", "inspect": False,
+                                      "fresh": True}))  # measure the worker path, not the result cache
             while True:
                 event = json.loads(await ws.recv())
                 if event["type"] == "done":
