@@ -84,10 +84,14 @@ class ResultCache:
 
     def intercept(self, message: bp.ClientRun, run: Run) -> bool:
         """The browser socket's hook: True if the run was answered from the cache."""
-        if not self.enabled:
+        if not self.enabled or not self.storage.is_open:
             return False
-        if not message.fresh and self._answer(run):
-            return True
+        try:
+            if not message.fresh and self._answer(run):
+                return True
+        except (sqlite3.Error, zlib.error, ValueError, KeyError) as exc:
+            # A cache that cannot answer must never cost the run: it runs on a worker as if uncached.
+            log.warning("result cache lookup failed, running the program instead: %s", exc)
         recording = Recording()
         run.observers.append(lambda r, event: self._observe(recording, r, event))
         return False
@@ -103,11 +107,13 @@ class ResultCache:
             # A recorded run slower than this run's limit might not finish within it: run it for real.
             if row is None or row["elapsed_ms"] > run.timeout_s * 1000:
                 continue
+            # Decode everything before sending anything: a bad entry must not leave half a replay.
             recorded = json.loads(zlib.decompress(row["recorded"]))
-            for event in recorded["events"]:
+            events, done = recorded["events"], recorded["done"]
+            status, elapsed_ms = bp.RunStatus(done["status"]), float(done["elapsed_ms"])
+            for event in events:
                 run.send(event)
-            done = recorded["done"]
-            self.scheduler.finish(run, bp.RunStatus(done["status"]), done.get("message"), done["elapsed_ms"],
+            self.scheduler.finish(run, status, done.get("message"), elapsed_ms,
                                   cached=True, cached_at=row["cached_at"])
             self._spawn(self.storage.write_async(lambda db, k=key: _touch(db, k), durable=False))
             log.debug("run %s answered from the cache in %.2f ms", run.key, (time.perf_counter() - started) * 1000)
@@ -133,7 +139,8 @@ class ResultCache:
                 return
             recording.events.append(recorded)
             return
-        if event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None:
+        if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
+                or not self.storage.is_open):
             return
         key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}

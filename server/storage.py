@@ -168,6 +168,10 @@ class Storage:
             raise StorageError("storage is not open")
         return self.reader.execute(sql, params).fetchall()
 
+    @property
+    def is_open(self) -> bool:
+        return self.reader is not None and self._executor is not None
+
     def schema_version(self) -> int:
         row = self.read_one("PRAGMA user_version")
         return int(row[0]) if row else 0

@@ -238,3 +238,13 @@ def test_a_zero_limit_turns_the_cache_off(tmp_path):
         assert not answered and run.observers == []
     finally:
         h.close()
+
+
+def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
+    async def scenario():
+        await harness.execute("print(9)")
+        harness.storage.write(lambda db: db.execute("UPDATE result_cache SET recorded = x'00ff'"), durable=False)
+        run, sent, answered = harness.submit("print(9)")
+        assert not answered and sent == [] and run.state == "queued" and len(run.observers) == 1
+
+    asyncio.run(scenario())
