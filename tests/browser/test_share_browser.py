@@ -40,6 +40,7 @@ def test_ctrl_s_copies_a_link_that_opens_the_same_code_and_the_recorded_run(page
     replace_code(page, code)
     run_and_wait(page)
 
+    page.click(".cm-content")  # the shortcut works while typing, not only from the page
     page.keyboard.press("ControlOrMeta+s")
 
     page.wait_for_selector("[data-testid=share-copied][data-copied=true]")
