@@ -72,7 +72,8 @@ class Slot:
         isolated = self.settings.sandbox != "none"
         inner = [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())]
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT),
-               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8"}
+               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+               "PYTHONHASHSEED": "0"}  # set and dict orders, hence output, repeat from run to run
         if isolated:
             inner.append("--isolated")
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)

@@ -62,6 +62,17 @@ def preload_rich_display() -> None:
         pass  # optional: runs import them on demand
 
 
+def reseed_numpy() -> None:
+    """Fresh OS entropy for NumPy's global generator, as a new process would have.
+
+    Python's ``random`` reseeds itself after fork; NumPy does not, so without this
+    every run forked from one zygote would draw the same "random" numbers.
+    """
+    import numpy
+
+    numpy.random.seed()
+
+
 def child_main(handoff: socket.socket) -> None:
     """In the pre-forked child: wait for the run, then become it."""
     os.setsid()
@@ -82,6 +93,8 @@ def child_main(handoff: socket.socket) -> None:
     os.close(stderr_fd)
     os.environ.update(message.get("env", {}))
     from sandbox import events, limits, runner
+
+    reseed_numpy()
 
     limits.apply_in_child(message.get("options", {}))
     events.open_channel(events_fd)

@@ -58,7 +58,7 @@ class SecurityHeaders:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
-                ancestors = "*" if frameable else "'none'"
+                ancestors = "* file:" if frameable else "'none'"  # '*' alone excludes decks opened from disk
                 headers.append((b"content-security-policy", f"frame-ancestors {ancestors}".encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 if not frameable:

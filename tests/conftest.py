@@ -14,6 +14,12 @@ import pytest
 from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
 
 
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests last: Playwright's sync API keeps an event loop running in the main
+    thread for the rest of the session, where ``asyncio.run`` in other tests would fail."""
+    items.sort(key=lambda item: "tests/browser/" in item.nodeid.replace("\\", "/"))
+
+
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = LiveServer(tmp_path_factory.mktemp("live"))

@@ -163,3 +163,9 @@ def test_a_trailing_semicolon_hides_the_last_value(live):
     shown = [e for e in live.run("40 + 2") if e["type"] == "display"]
     assert [(e["role"], e["data"]) for e in shown] == [("result", "42")]
     assert not [e for e in live.run("40 + 2;") if e["type"] == "display"]
+
+
+def test_every_run_draws_fresh_numpy_randomness(live):
+    code = "import numpy as np\nprint(np.random.randint(1 << 30))"
+    draws = {output_text(live.run(code, fresh=True)) for _ in range(4)}
+    assert len(draws) == 4

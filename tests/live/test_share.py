@@ -112,7 +112,7 @@ def test_share_and_embed_pages_carry_the_snippet_and_only_embeds_may_be_framed(l
 
     status, headers, page = request(live, "GET", f"/e/{created['id']}")
     assert status == 200 and boot_of(page)["mode"] == "embed" and boot_of(page)["snippet"]["code"] == code
-    assert headers["content-security-policy"] == "frame-ancestors *" and "x-frame-options" not in headers
+    assert headers["content-security-policy"] == "frame-ancestors * file:" and "x-frame-options" not in headers
     # The page needs nothing from the internet: every script and stylesheet is this server's.
     assert not re.search(rb'(src|href)="(https?:)?//', page)
 
