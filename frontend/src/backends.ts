@@ -64,10 +64,12 @@ export class BackendPicker {
         el(
           "option",
           { value: b.name, selected: b.name === want, title: describeLoad(b) },
-          `${b.name} · ${b.device_count}× ${b.device_kind}`,
+          `${b.name} · ${b.device_count}× ${b.device_kind}${b.sandbox === "none" ? " · UNSANDBOXED" : ""}`,
         ),
       ),
     );
+    // Code running without a sandbox is never something to miss.
+    this.element.classList.toggle("unsandboxed", backends.some((b) => b.sandbox === "none"));
     this.select.value = want;
     this.select.disabled = false;
     this.element.title = this.selected ? `${describeLoad(this.selected)}\njax ${this.selected.jax_version}` : "";

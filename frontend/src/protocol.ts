@@ -131,6 +131,8 @@ export interface BackendInfo {
   slots: number;
   free_slots: number;
   queued: number;
+  /** "bwrap", or "none" when the server runs code unsandboxed (development only). */
+  sandbox: string;
 }
 
 export interface BackendsResponse {
