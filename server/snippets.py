@@ -231,7 +231,7 @@ def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
             return error_response(exc.status, str(exc))
         base = str(request.base_url).rstrip("/")
         return JSONResponse({"id": snippet_id, "url": f"{base}/s/{snippet_id}", "embed_url": f"{base}/e/{snippet_id}",
-                             "created": created}, status_code=201 if created else 200)
+                             "created": created}, status_code=201)  # the contract, new or not
 
     async def get_snippet(request: Request) -> Response:
         snippet_id = request.path_params["snippet_id"]

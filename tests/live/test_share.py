@@ -46,7 +46,7 @@ def test_create_then_load_and_sharing_twice_gives_the_same_link(live):
     assert created["embed_url"] == f"{live.http_url}/e/{created['id']}"
 
     status, again = share(live, code=code, backend="cpu", settings={"inspect": True})
-    assert status == 200 and again["id"] == created["id"] and again["created"] is False
+    assert status == 201 and again["id"] == created["id"] and again["created"] is False
     status, other = share(live, code=code + "# edited\n", backend="cpu", settings={"inspect": True})
     assert status == 201 and other["id"] != created["id"]
 
