@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
@@ -43,7 +43,6 @@ class RunResult:
     status: RunStatus
     elapsed_ms: float
     message: str | None = None
-    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class SlotDied(RuntimeError):
@@ -189,7 +188,7 @@ class Slot:
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        return await self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
+        return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
     async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event) -> tuple[dict[str, Any], RunStatus | None]:
         ended_by: RunStatus | None = None
@@ -214,7 +213,7 @@ class Slot:
         finally:
             cancel_wait.cancel()
 
-    async def _result(self, exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float,
+    def _result(self, exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float,
                       timeout_s: float, oom: bool, relay: OutputRelay) -> RunResult:
         if ended_by is RunStatus.TIMEOUT:
             return RunResult(ended_by, elapsed_ms, f"The run exceeded its time limit of {timeout_s:g} s and was stopped.")

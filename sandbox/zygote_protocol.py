@@ -17,6 +17,7 @@ Kept to the standard library: the zygote imports this before jax.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from typing import Any
 
@@ -49,8 +50,6 @@ def decode(data: bytes) -> dict[str, Any] | None:
 
 
 def _close(fd: int) -> None:
-    import os
-
     try:
         os.close(fd)
     except OSError:
