@@ -17,6 +17,11 @@ Flow, all on the server's event loop::
               ``nondeterministic`` event is stored by the storage writer
               thread (compress, insert, evict least recently used)
 
+Bursts (a workshop pressing Run at once): the first miss for some code
+becomes its leader; identical runs that arrive while it is in flight queue
+as usual but also follow it. When the leader ends cacheable, followers still
+waiting in the queue leave it and get the leader's events at once.
+
 A hit must be answered from the connected workers' environment, so a run is
 looked up only when a worker of its backend is connected.
 """
@@ -65,6 +70,12 @@ class Recording:
     events: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0
     cacheable: bool = True
+    followers: list[Run] = field(default_factory=list)
+
+
+def burst_key(run: Run) -> str:
+    """Identity of a run before a worker is chosen (the environment joins at the leader's end)."""
+    return json.dumps([run.code, run.backend, run.options], sort_keys=True)
 
 
 class ResultCache:
@@ -75,6 +86,7 @@ class ResultCache:
         # One entry may take at most an eighth of the cache, so one huge run cannot flush all others.
         self.max_entry_bytes = max(limit_bytes // 8, 1)
         self._pending: set[asyncio.Task[Any]] = set()
+        self._leaders: dict[str, Recording] = {}
 
     @property
     def enabled(self) -> bool:
@@ -94,6 +106,11 @@ class ResultCache:
             log.warning("result cache lookup failed, running the program instead: %s", exc)
         recording = Recording()
         run.observers.append(lambda r, event: self._observe(recording, r, event))
+        leader = self._leaders.get(burst_key(run))
+        if leader is None:
+            self._leaders[burst_key(run)] = recording
+        elif not message.fresh:
+            leader.followers.append(run)
         return False
 
     def _answer(self, run: Run) -> bool:
@@ -109,21 +126,31 @@ class ResultCache:
                 continue
             # Decode everything before sending anything: a bad entry must not leave half a replay.
             recorded = json.loads(zlib.decompress(row["recorded"]))
-            events, done = recorded["events"], recorded["done"]
-            status, elapsed_ms = bp.RunStatus(done["status"]), float(done["elapsed_ms"])
-            for event in events:
-                run.send(event)
-            self.scheduler.finish(run, status, done.get("message"), elapsed_ms,
-                                  cached=True, cached_at=row["cached_at"])
+            self._replay(run, recorded["events"], recorded["done"], row["cached_at"])
             self._spawn(self.storage.write_async(lambda db, k=key: _touch(db, k), durable=False))
             log.debug("run %s answered from the cache in %.2f ms", run.key, (time.perf_counter() - started) * 1000)
             return True
         return False
 
+    def _replay(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any], cached_at: str) -> None:
+        status, elapsed_ms = bp.RunStatus(done["status"]), float(done["elapsed_ms"])
+        for event in events:
+            run.send(event)
+        self.scheduler.finish(run, status, done.get("message"), elapsed_ms, cached=True, cached_at=cached_at)
+
+    def _answer_followers(self, recording: Recording, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
+        cached_at = utc_timestamp()
+        for follower in recording.followers:
+            if done["elapsed_ms"] <= follower.timeout_s * 1000 and self.scheduler.withdraw(follower):
+                self._replay(follower, events, done, cached_at)
+        recording.followers.clear()
+
     # --- recording ---------------------------------------------------------
 
     def _observe(self, recording: Recording, run: Run, event: dict[str, Any]) -> None:
         kind = event.get("type")
+        if kind == "done" and self._leaders.get(burst_key(run)) is recording:
+            del self._leaders[burst_key(run)]
         if not recording.cacheable or kind in NOT_RECORDED:
             return
         if kind == NONDETERMINISTIC:
@@ -147,6 +174,7 @@ class ResultCache:
         if event.get("message"):
             done["message"] = event["message"]
         events, recording.events = recording.events, []
+        self._answer_followers(recording, events, done)
         self._spawn(self.storage.write_async(
             lambda db: self._store(db, key, events, done, utc_timestamp()), durable=False))
 

@@ -128,6 +128,14 @@ class Scheduler:
         elif run.state == "running" and run.worker is not None:
             asyncio.create_task(run.worker.send(wp.encode(wp.ServerCancel(run_id=run.key))))
 
+    def withdraw(self, run: Run) -> bool:
+        """Take a run out of its queue without ending it (it is about to be answered otherwise)."""
+        if run.state != "queued":
+            return False
+        self.queues[run.backend].remove(run)
+        self._announce_positions(run.backend)
+        return True
+
     def finish(self, run: Run, status: bp.RunStatus, message: str | None = None, elapsed_ms: float | None = None,
                **extra: Any) -> None:
         if run.state == "done":
