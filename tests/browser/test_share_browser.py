@@ -176,3 +176,11 @@ def test_a_cached_result_is_labelled_and_run_fresh_runs_it_again(page_at: PageAt
     assert wait_for_status(page, "ok", "error") == "ok"
     assert page.locator("[data-testid=run-banner]").is_hidden()
     assert "cache me 2.0" in output_text(page)
+
+
+def test_a_snippet_opens_with_the_inspect_setting_it_was_shared_with(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/")
+    off = create_snippet(page, base_url, code=unique_program("print(1)"), backend="cpu", settings={"inspect": False})
+    on = create_snippet(page, base_url, code=unique_program("print(2)"), backend="cpu", settings={"inspect": True})
+    assert not page_at(f"/s/{off}").is_checked("[data-testid=inspect-toggle]")
+    assert page_at(f"/s/{on}").is_checked("[data-testid=inspect-toggle]")

@@ -46,7 +46,10 @@ export const inspectPanel: PanelFactory = (ctx) => {
   let compareWith: string | null = null;
   let artifact: ArtifactName = "jaxpr";
   let wrap = localStorage.getItem(WRAP_KEY) === "1";
-  let inspectOn = localStorage.getItem(INSPECT_KEY) !== "0";
+  // A shared snippet opens with the setting it was shared with; otherwise this browser's choice.
+  const sharedSettings = ctx.boot.snippet?.settings as { inspect?: unknown } | undefined;
+  let inspectOn =
+    typeof sharedSettings?.inspect === "boolean" ? sharedSettings.inspect : localStorage.getItem(INSPECT_KEY) !== "0";
   let runInspected = true;
   let finished = false;
   let redrawScheduled = false;
