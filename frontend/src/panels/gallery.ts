@@ -11,7 +11,7 @@
 
 import { el } from "../dom";
 import "../styles/gallery.css";
-import type { EditorAccess, PanelFactory } from "./index";
+import type { PanelFactory } from "./index";
 
 export interface GalleryExample {
   /** The file name without directory and extension: a stable id. */
@@ -47,15 +47,6 @@ export const GALLERY: GalleryExample[] = Object.entries(SOURCES)
   .sort(([a], [b]) => a.localeCompare(b))
   .map(([path, source]) => parseExample(path, source));
 
-/** The page's editor can replace its text (PlaygroundEditor.setCode); EditorAccess does not declare it. */
-function loadInto(editor: EditorAccess, code: string): boolean {
-  const settable = editor as EditorAccess & { setCode?: (code: string) => void; focus?: () => void };
-  if (typeof settable.setCode !== "function") return false;
-  settable.setCode(code);
-  settable.focus?.();
-  return true;
-}
-
 export const galleryPanel: PanelFactory = (ctx) => {
   const status = el("div", { class: "gallery-status", role: "status" });
   const cards = GALLERY.map((example) =>
@@ -72,9 +63,9 @@ export const galleryPanel: PanelFactory = (ctx) => {
           title: "Replace the code in the editor with this example (undo with Ctrl+Z)",
           "data-testid": `gallery-open-${example.id}`,
           onclick: () => {
-            status.textContent = loadInto(ctx.editor, example.code)
-              ? `Loaded “${example.title}”. Run it to see its output and what JAX compiled.`
-              : "This page's editor cannot load examples.";
+            ctx.editor.setCode(example.code);
+            ctx.editor.goToLine(1);
+            status.textContent = `Loaded “${example.title}”. Run it to see its output and what JAX compiled.`;
           },
         },
         "Open in editor",

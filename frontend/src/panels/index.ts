@@ -57,6 +57,8 @@ export interface LineMark {
 
 export interface EditorAccess {
   getCode(): string;
+  /** Replaces the whole text (undoable), e.g. to load an example. */
+  setCode(code: string): void;
   /** Scrolls to `line` (1-based), puts the cursor there and focuses the editor. */
   goToLine(line: number, column?: number): void;
   /**
