@@ -95,7 +95,7 @@ def test_a_thousand_snippets_survive_sigkill_byte_identical(tmp_path: Path):
         document = json.loads(stored[some_id])
         resend = {k: document[k] for k in ("code", "backend", "settings", "recorded_run", "recorded_at", "forked_from")}
         status, again_created = client.post("/api/snippets", resend)
-        assert status == 200 and again_created["id"] == some_id and again_created["created"] is False
+        assert status == 201 and again_created["id"] == some_id and again_created["created"] is False
         status, created = client.post("/api/snippets", {"code": f"print('{uuid.uuid4()}')"})
         assert status == 201 and created["id"] not in stored
         client.close()
