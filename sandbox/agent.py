@@ -23,6 +23,7 @@ import websockets
 
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
+from sandbox import bwrap
 from sandbox.slot import Slot
 
 log = logging.getLogger("jaxplay.worker")
@@ -48,7 +49,11 @@ class WorkerAgent:
         self.description: dict[str, Any] = {}
 
     async def start_slots(self) -> None:
-        self.slots = [Slot(i, self.settings, self.name) for i in range(max(1, self.settings.slots))]
+        gpus = bwrap.nvidia_gpus()
+        if gpus:  # one slot per GPU, each seeing only its own device
+            self.slots = [Slot(i, self.settings, self.name, gpu) for i, gpu in enumerate(gpus)]
+        else:
+            self.slots = [Slot(i, self.settings, self.name) for i in range(max(1, self.settings.slots))]
         await asyncio.gather(*(slot.start() for slot in self.slots))
         self.description = await self.probe(self.slots[0])
         for slot in self.slots:

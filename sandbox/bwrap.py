@@ -31,6 +31,23 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+# Shared NVIDIA nodes every GPU run needs; each slot adds its own /dev/nvidiaN.
+NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+# CUDA enumerates PCI devices through sysfs; exposed (read-only) only to GPU slots.
+GPU_SYSFS = ("/sys/devices", "/sys/bus")
+
+
+def nvidia_gpus(dev: Path = Path("/dev")) -> list[str]:
+    """This host's NVIDIA GPU device nodes, in index order (/dev/nvidia0, ...)."""
+    nodes = [p for p in dev.glob("nvidia*") if p.name[len("nvidia"):].isdigit()]
+    return [str(p) for p in sorted(nodes, key=lambda p: int(p.name[len("nvidia"):]))]
+
+
+def gpu_device_nodes(gpu: str) -> list[str]:
+    """What one slot that owns ``gpu`` may see: that GPU and the shared control nodes."""
+    return [gpu, *(node for node in NVIDIA_SHARED_NODES if os.path.exists(node))]
+
+
 class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot create namespaces here."""
 
@@ -57,8 +74,10 @@ def require_bwrap() -> str:
     return path
 
 
-def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str]) -> list[str]:
-    """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it."""
+def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
+               devices: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it;
+    ``devices`` are device nodes (a slot's GPU) added to the minimal /dev."""
     args = [
         require_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "playground",
@@ -77,17 +96,24 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str]) 
     for path, source in sources.items():
         args += ["--ro-bind", source, str(path)]
     # The root itself is bwrap's tmpfs: remount it read-only once every mount point exists.
-    args += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for node in devices:
+        args += ["--dev-bind", node, node]
+    if devices:
+        for path in GPU_SYSFS:
+            args += ["--ro-bind-try", path, path]
+    args += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args + ["--", *inner]
 
 
-def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path]) -> list[str]:
+def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path],
+                    devices: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The full command: as root, stage paths and drop privileges first; else bwrap directly."""
     paths = exposed_paths()
     if os.geteuid() != 0:
-        return bwrap_args(inner, env, {p: str(p) for p in paths})
+        return bwrap_args(inner, env, {p: str(p) for p in paths}, devices)
     staged = {p: f"{STAGING}/jaxplay/{i}" for i, p in enumerate(paths)}
     script = [f"mount -t tmpfs -o mode=755,size=1m jaxplay {STAGING}"]
     for path, target in staged.items():
@@ -95,5 +121,5 @@ def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Pa
     for procs in cgroup_procs:
         script.append(f"echo $$ > {shlex.quote(str(procs))}")
     drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
-    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged)))
+    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged, devices)))
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", " && ".join(script)]

@@ -50,8 +50,9 @@ class SlotDied(RuntimeError):
 
 
 class Slot:
-    def __init__(self, index: int, settings: Settings, name: str) -> None:
+    def __init__(self, index: int, settings: Settings, name: str, gpu: str | None = None) -> None:
         self.index = index
+        self.gpu = gpu  # the one GPU this slot owns (/dev/nvidiaN): one run per GPU at a time
         self.settings = settings
         self.name = f"{name}-{index}"
         self.process: asyncio.subprocess.Process | None = None
@@ -73,11 +74,14 @@ class Slot:
         env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT),
                "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
                "PYTHONHASHSEED": "0"}  # set and dict orders, hence output, repeat from run to run
+        if self.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpu.removeprefix("/dev/nvidia")
         if isolated:
             inner.append("--isolated")
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
-            command = bwrap.sandbox_command(inner, env, procs)
+            devices = bwrap.gpu_device_nodes(self.gpu) if self.gpu else []
+            command = bwrap.sandbox_command(inner, env, procs, devices)
         else:
             command = inner
             env = {**os.environ, **env}
