@@ -27,6 +27,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests.runner_harness import events_on_fd3
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
 
@@ -125,16 +127,6 @@ for fn, args, kwargs in namespace["CASES"]:
     })
 print(json.dumps(results))
 """
-
-
-def events_on_fd3(fd: int):
-    """A preexec_fn putting ``fd`` on fd 3 for the child (inheritable even if it already is fd 3)."""
-    def move() -> None:
-        if fd == 3:
-            os.set_inheritable(3, True)
-        else:
-            os.dup2(fd, 3)
-    return move
 
 
 def captured_events(tmp_path: Path) -> list[dict]:

@@ -13,21 +13,25 @@ from tests.live_server import collect, done_of, output_text
 BURST_CODE = "total = 0\nfor i in range(3_000_000):\n    total += i % 7\nprint('burst', total)"
 
 
-def test_identical_runs_queued_behind_a_leader_get_its_result(live):
-    slots = live.get_json("/api/backends")["backends"][0]["slots"]
-    count = slots + 4
-
+def run_together(live, code: str, count: int) -> list[list[dict]]:
+    """The same code sent at once from ``count`` connections, as a room pressing Run."""
     async def burst():
         sockets = [await websockets.connect(live.ws_url) for _ in range(count)]
         try:
             for i, ws in enumerate(sockets):
-                await ws.send(json.dumps({"type": "run", "id": f"w{i}", "code": BURST_CODE}))
+                await ws.send(json.dumps({"type": "run", "id": f"w{i}", "code": code}))
             return await asyncio.gather(*(collect(ws, f"w{i}", 60) for i, ws in enumerate(sockets)))
         finally:
             for ws in sockets:
                 await ws.close()
 
-    runs = asyncio.run(burst())
+    return asyncio.run(burst())
+
+
+def test_identical_runs_queued_behind_a_leader_get_its_result(live):
+    slots = live.get_json("/api/backends")["backends"][0]["slots"]
+    count = slots + 4
+    runs = run_together(live, BURST_CODE, count)
     dones = [done_of(r) for r in runs]
     assert all(d["status"] == "ok" for d in dones)
     assert {output_text(r) for r in runs} == {"burst 8999994\n"}
@@ -38,17 +42,5 @@ def test_identical_runs_queued_behind_a_leader_get_its_result(live):
 
 
 def test_a_nondeterministic_leader_leaves_its_followers_to_run(live):
-    code = "import time\ntime.sleep(0.3)\nprint(len('same'))"
-
-    async def pair():
-        sockets = [await websockets.connect(live.ws_url) for _ in range(2)]
-        try:
-            for i, ws in enumerate(sockets):
-                await ws.send(json.dumps({"type": "run", "id": f"n{i}", "code": code}))
-            return await asyncio.gather(*(collect(ws, f"n{i}", 60) for i, ws in enumerate(sockets)))
-        finally:
-            for ws in sockets:
-                await ws.close()
-
-    for events in asyncio.run(pair()):
+    for events in run_together(live, "import time\ntime.sleep(0.3)\nprint(len('same'))", 2):
         assert done_of(events)["status"] == "ok" and not done_of(events).get("cached")

@@ -7,12 +7,13 @@ options, exactly as the sandboxed child does, and reads the event pipe.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from tests.runner_harness import events_on_fd3
 
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = (
@@ -21,16 +22,6 @@ DRIVER = (
     "events.open_channel(3)\n"
     "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
 )
-
-
-def events_on_fd3(fd: int):
-    """A preexec_fn putting ``fd`` on fd 3 for the child (inheritable even if it already is fd 3)."""
-    def move() -> None:
-        if fd == 3:
-            os.set_inheritable(3, True)
-        else:
-            os.dup2(fd, 3)
-    return move
 
 
 def run_program(tmp_path: Path, code: str, **options: Any) -> tuple[list[dict], str, str]:
