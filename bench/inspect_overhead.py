@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.live_server import LiveServer, done_of, output_text  # noqa: E402
+from tests.live_server import LiveServer, done_of, output_text, running_server  # noqa: E402
 
 GALLERY = Path(__file__).resolve().parent.parent / "frontend" / "src" / "examples" / "gallery"
 
@@ -47,20 +46,15 @@ def main() -> None:
     examples = sorted(GALLERY.glob("*.py"))
     on: dict[str, list[float]] = {p.stem: [] for p in examples}
     off: dict[str, list[float]] = {p.stem: [] for p in examples}
-    with tempfile.TemporaryDirectory() as data_dir:
-        server = LiveServer(Path(data_dir))
-        try:
-            server.wait_ready()
-            elapsed_ms(server, "import jax; jax.jit(lambda x: x)(1.0)", True)  # warm the worker's pool
-            for round_number in range(args.rounds):
-                for path in examples:
-                    code = path.read_text()
-                    # Alternate which goes first so drift in the machine's load favours neither.
-                    order = (True, False) if round_number % 2 == 0 else (False, True)
-                    for inspect in order:
-                        (on if inspect else off)[path.stem].append(elapsed_ms(server, code, inspect))
-        finally:
-            server.stop()
+    with running_server() as server:
+        elapsed_ms(server, "import jax; jax.jit(lambda x: x)(1.0)", True)  # warm the worker's pool
+        for round_number in range(args.rounds):
+            for path in examples:
+                code = path.read_text()
+                # Alternate which goes first so drift in the machine's load favours neither.
+                order = (True, False) if round_number % 2 == 0 else (False, True)
+                for inspect in order:
+                    (on if inspect else off)[path.stem].append(elapsed_ms(server, code, inspect))
     print(f"{len(examples)} gallery examples, {args.rounds} runs each way; execution time per run, best and median")
     print(f"{'example':<36} {'on best':>9} {'off best':>9} {'ratio':>6}   {'on med':>8} {'off med':>8} {'ratio':>6}")
     totals = {"on_best": 0.0, "off_best": 0.0, "on_median": 0.0, "off_median": 0.0}

@@ -18,7 +18,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -26,15 +25,11 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.stats import percentile  # noqa: E402
 from sandbox import bwrap  # noqa: E402
-from tests.live_server import LiveServer  # noqa: E402
+from tests.live_server import LiveServer, running_server  # noqa: E402
 
 NAIVE_CODE = "import jax; print(jax.numpy.ones(3).sum())"
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def warm_latencies(server: LiveServer, runs: int, warmup: int = 5) -> list[float]:
@@ -76,13 +71,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--naive-runs", type=int, default=10)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as data_dir:
-        server = LiveServer(Path(data_dir))
-        try:
-            server.wait_ready()
-            warm = asyncio.run(warm_latencies(server, args.runs))
-        finally:
-            server.stop()
+    with running_server() as server:
+        warm = asyncio.run(warm_latencies(server, args.runs))
     naive = naive_latencies(args.naive_runs)
     ratio = statistics.median(naive) / statistics.median(warm)
     print(line("warm run, print(1) over /ws", warm))

@@ -22,7 +22,6 @@ import http.client
 import json
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,7 +29,8 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.live_server import LiveServer  # noqa: E402
+from bench.stats import percentile  # noqa: E402
+from tests.live_server import LiveServer, running_server  # noqa: E402
 
 SNIPPET = """\
 import jax, jax.numpy as jnp
@@ -44,11 +44,6 @@ w = jnp.full((32, 16), 0.01)
 print(loss(w, x), jax.grad(loss)(w, x).shape)
 """
 CACHE_LOG = re.compile(r"answered from the cache in ([0-9.]+) ms")
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def line(name: str, samples: list[float]) -> str:
@@ -105,14 +100,9 @@ def main() -> None:
     parser.add_argument("--snippets", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as data_dir:
-        server = LiveServer(Path(data_dir), ["--log-level", "debug"])
-        try:
-            server.wait_ready()
-            creates, loads, pages = http_timings(server, args.snippets)
-            fresh, cached = asyncio.run(run_timings(server, args.runs))
-        finally:
-            server.stop()
+    with running_server(["--log-level", "debug"]) as server:
+        creates, loads, pages = http_timings(server, args.snippets)
+        fresh, cached = asyncio.run(run_timings(server, args.runs))
         inside = [float(m) for m in CACHE_LOG.findall(server.log_path.read_text())]
     print(line("create snippet (POST, fsync)", creates))
     print(line("load snippet (GET /api/snippets)", loads))

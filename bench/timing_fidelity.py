@@ -23,13 +23,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jaxplay.settings import Settings  # noqa: E402
-from tests.live_server import LiveServer, done_of, output_text  # noqa: E402
+from tests.live_server import LiveServer, done_of, output_text, running_server  # noqa: E402
 
 SETUP = """
 import jax, jax.numpy as jnp
@@ -78,24 +77,19 @@ def main() -> None:
     print(f"matmul 1024x1024 float32, {args.repeat} runs per timeit, {args.rounds} alternating rounds, "
           f"{devices} virtual CPU devices")
     try:
-        with tempfile.TemporaryDirectory() as data_dir:
-            server = LiveServer(Path(data_dir))
-            try:
-                server.wait_ready()
-                playground_round(server, 2)  # warm the worker's pool
-                for round_number in range(1, args.rounds + 1):
-                    ours, our_loops = playground_round(server, args.repeat)
-                    assert plain.stdin is not None and plain.stdout is not None
-                    plain.stdin.write(f"{args.repeat}\n")
-                    plain.stdin.flush()
-                    reply = json.loads(plain.stdout.readline())
-                    theirs = statistics.median(reply["samples"]) * 1e3
-                    playground_medians.append(ours)
-                    plain_medians.append(theirs)
-                    print(f"round {round_number}: playground timeit {ours:8.3f} ms ({our_loops} loops)   "
-                          f"plain timeit {theirs:8.3f} ms ({reply['loops']} loops)   ratio {ours / theirs:.3f}")
-            finally:
-                server.stop()
+        with running_server() as server:
+            playground_round(server, 2)  # warm the worker's pool
+            for round_number in range(1, args.rounds + 1):
+                ours, our_loops = playground_round(server, args.repeat)
+                assert plain.stdin is not None and plain.stdout is not None
+                plain.stdin.write(f"{args.repeat}\n")
+                plain.stdin.flush()
+                reply = json.loads(plain.stdout.readline())
+                theirs = statistics.median(reply["samples"]) * 1e3
+                playground_medians.append(ours)
+                plain_medians.append(theirs)
+                print(f"round {round_number}: playground timeit {ours:8.3f} ms ({our_loops} loops)   "
+                      f"plain timeit {theirs:8.3f} ms ({reply['loops']} loops)   ratio {ours / theirs:.3f}")
     finally:
         plain.kill()
         plain.wait()

@@ -7,15 +7,18 @@ Used by the test fixtures and by the benchmarks: both measure the real path
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,3 +124,15 @@ def output_text(events: list[dict[str, Any]], kind: str = "stdout") -> str:
 def done_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     assert events and events[-1]["type"] == "done", events[-3:]
     return events[-1]
+
+
+@contextlib.contextmanager
+def running_server(extra_args: list[str] | None = None) -> Iterator[LiveServer]:
+    """A ready server with a throw-away data folder, stopped (and the folder removed) on exit."""
+    with tempfile.TemporaryDirectory() as data_dir:
+        server = LiveServer(Path(data_dir), extra_args)
+        try:
+            server.wait_ready()
+            yield server
+        finally:
+            server.stop()
