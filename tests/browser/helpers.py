@@ -24,3 +24,10 @@ def wait_for_status(page: Page, *statuses: str, timeout_ms: float = 60_000) -> s
 
 def output_text(page: Page) -> str:
     return page.inner_text("[data-testid=output-log]")
+
+
+def run_ok(page: Page, code: str) -> None:
+    """Put ``code`` in the editor, run it, and wait until it ends ``ok``."""
+    replace_code(page, code)
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)

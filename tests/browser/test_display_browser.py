@@ -10,18 +10,12 @@ import time
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+from tests.browser.helpers import PageAt, output_text, run_ok
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
 FRAME = "[data-testid=display-frame]"
 IMAGE = "[data-testid=display-image]"
-
-
-def run(page: Page, code: str) -> None:
-    replace_code(page, code)
-    page.click("[data-testid=run]")
-    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
 
 
 def frame_height(page: Page, index: int = 0) -> int:
@@ -39,20 +33,20 @@ def wait_for_frame_sized(page: Page, index: int = 0) -> int:
 
 def test_the_last_expression_shows_its_value_after_the_output(page_at: PageAt) -> None:
     page = page_at("/")
-    run(page, 'print("printed first")\n6 * 7\n')
+    run_ok(page, 'print("printed first")\n6 * 7\n')
     result = page.locator(".output-display[data-role=result]")
     assert result.count() == 1
     assert result.inner_text().split() == ["RESULT", "42"] or result.inner_text().split()[-1] == "42"
     text = output_text(page)
     assert text.index("printed first") < text.index("42")
 
-    run(page, "x = 1\nNone\n")
+    run_ok(page, "x = 1\nNone\n")
     assert page.locator(".output-display").count() == 0
 
 
 def test_a_figure_shows_an_image_of_the_right_size(page_at: PageAt) -> None:
     page = page_at("/")
-    run(page, """
+    run_ok(page, """
 import matplotlib.pyplot as plt
 plt.figure(figsize=(4, 3), dpi=100)
 plt.plot([1, 3, 2])
@@ -81,7 +75,7 @@ print("after the figure")
 
 def test_a_pytree_shows_an_expandable_view_with_a_heatmap(page_at: PageAt) -> None:
     page = page_at("/")
-    run(page, """
+    run_ok(page, """
 import jax, jax.numpy as jnp
 params = {"dense": {"w": jax.random.normal(jax.random.key(0), (8, 16)), "b": jnp.zeros(16)},
           "steps": list(range(40))}
@@ -152,7 +146,7 @@ def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: 
     probe = PROBE_HTML.replace("WS_URL", json.dumps(base_url.replace("http", "ws", 1) + "/ws")).replace(
         "HTTP_URL", json.dumps(base_url)
     )
-    run(page, f"from playground import HTML, display\ndisplay(HTML({probe!r}))\n")
+    run_ok(page, f"from playground import HTML, display\ndisplay(HTML({probe!r}))\n")
     page.wait_for_function("() => window.probe !== undefined", timeout=20_000)
     results = page.evaluate("window.probe")
     assert set(results) == {
@@ -172,7 +166,7 @@ def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: 
 
 def test_only_a_frames_own_height_message_is_accepted_and_clamped(page_at: PageAt) -> None:
     page = page_at("/")
-    run(page, """
+    run_ok(page, """
 from playground import HTML, display
 display(HTML("<p>first</p>"), HTML('''<p>second</p><script>
 addEventListener("load", () => setTimeout(() => {
@@ -200,7 +194,7 @@ def test_the_page_stays_responsive_with_20_figures_and_a_large_pytree(page_at: P
           for (const entry of list.getEntries()) window.longTasks.push(entry.duration);
         }).observe({ type: "longtask" });"""
     )
-    run(page, """
+    run_ok(page, """
 import matplotlib.pyplot as plt
 import numpy as np
 import jax.numpy as jnp

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Locator, Page
 
-from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+from tests.browser.helpers import PageAt, run_ok
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
@@ -17,9 +17,7 @@ TOOLTIP = "[data-testid=sharding-tooltip]"
 
 
 def run_and_open_sharding(page: Page, code: str) -> None:
-    replace_code(page, code)
-    page.click("[data-testid=run]")
-    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
+    run_ok(page, code)
     page.click("#tab-sharding")
 
 
