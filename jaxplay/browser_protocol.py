@@ -27,11 +27,15 @@ class RunStatus(StrEnum):
 
 
 class ProtocolError(ValueError):
-    """A client message we cannot accept; ``run_id`` is set when one was readable."""
+    """A client message we cannot accept; ``run_id`` is set when one was readable.
 
-    def __init__(self, message: str, run_id: str | None = None) -> None:
+    ``reason`` is a short fixed word for the metrics (``jaxplay_runs_rejected_total``).
+    """
+
+    def __init__(self, message: str, run_id: str | None = None, reason: str = "invalid_message") -> None:
         super().__init__(message)
         self.run_id = run_id
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
             f"Code is {size} bytes; the limit is {max_code_bytes} bytes ({max_code_bytes // 1024} KiB). "
             "Shorten the program.",
             rid,
+            reason="code_too_large",
         )
     backend = raw.get("backend")
     if backend is not None and not isinstance(backend, str):

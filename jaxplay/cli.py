@@ -15,6 +15,7 @@ from jaxplay.settings import ENV_PREFIX, Settings
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level")
 SANDBOX_CHOICES = ("bwrap", "none")
+CHOICES = {"sandbox": SANDBOX_CHOICES, "metrics": ("off", "loopback", "token")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -23,7 +24,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | N
             continue
         kind = f.type if isinstance(f.type, str) else f.type.__name__
         convert = {"int": int, "float": float}.get(kind, str)
-        extra: dict[str, Any] = {"choices": SANDBOX_CHOICES} if f.name == "sandbox" else {}
+        extra: dict[str, Any] = {"choices": CHOICES[f.name]} if f.name in CHOICES else {}
         parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=convert, default=None,
                             help=f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})",
                             **extra)
@@ -62,9 +63,17 @@ def serve(args: argparse.Namespace) -> None:
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
+    from server.shutdown import PhasedServer
+
+    try:
+        app = create_app(settings)
+    except ValueError as exc:
+        print(f"jaxplay serve: {exc}", file=sys.stderr)
+        sys.exit(2)
     print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
+                            ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
+    PhasedServer(config, app.state.playground, settings.shutdown_grace_s).run()
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -47,6 +47,14 @@ class Settings:
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
     log_level: str = setting("info", "Log level of the jaxplay loggers.")
+    metrics: str = setting("loopback", "Who may read GET /metrics: 'off', 'loopback' (only this host, not "
+                                       "through a proxy) or 'token' (a bearer token, JAXPLAY_METRICS_TOKEN).")
+    metrics_token: str = setting("", "Bearer token /metrics requires when --metrics token.", flag=False)
+    expected_backends: str = setting("", "Backends (comma-separated, e.g. 'cpu,gpu') that /readyz requires a "
+                                         "connected worker for; local workers add 'cpu'.")
+    shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
+    database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
+                                    "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -9,6 +9,10 @@ A worker dials the server and speaks first::
     server -> worker  cancel    {run_id}
     worker -> server  event     {run_id, event}         an event for the browser, no 'id'
     worker -> server  finished  {run_id, status, elapsed_ms, message?}
+    worker -> server  slots     {busy, total, oom_kills, crashes}   after welcome and on every change
+
+``slots`` is the worker's own view of its sandboxes for the server's metrics:
+``oom_kills`` and ``crashes`` count since the worker process started.
 
 ``finished`` is the worker's last word on a run; the server turns it into the
 browser's ``done``. Messages are JSON text frames named by who sends them.
@@ -81,9 +85,19 @@ class WorkerFinished:
     type: str = "finished"
 
 
+@dataclass(frozen=True)
+class WorkerSlots:
+    busy: int
+    total: int
+    oom_kills: int = 0
+    crashes: int = 0
+    type: str = "slots"
+
+
 _BY_TYPE: dict[str, type] = {
     cls.type: cls  # type: ignore[attr-defined]
-    for cls in (WorkerHello, ServerWelcome, ServerRefused, ServerJob, ServerCancel, WorkerEvent, WorkerFinished)
+    for cls in (WorkerHello, ServerWelcome, ServerRefused, ServerJob, ServerCancel, WorkerEvent, WorkerFinished,
+                WorkerSlots)
 }
 
 

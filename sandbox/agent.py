@@ -47,6 +47,10 @@ class WorkerAgent:
         self.free: asyncio.Queue[Slot] = asyncio.Queue()
         self.running: dict[str, Slot] = {}
         self.description: dict[str, Any] = {}
+        # Since this process started; reported to the server in every ``slots`` message.
+        self.oom_kills = 0
+        self.crashes = 0
+        self.outbox: asyncio.Queue[str] | None = None
 
     async def start_slots(self) -> None:
         gpus = bwrap.nvidia_gpus()
@@ -109,6 +113,8 @@ class WorkerAgent:
         if isinstance(reply, wp.ServerRefused):
             raise TokenRefused(reply.message)
         log.info("worker %s joined %s", self.name, self.server_url)
+        self.outbox = outbox
+        self.report_slots()
         writer = asyncio.create_task(self._write(ws, outbox))
         try:
             async for frame in ws:
@@ -120,28 +126,39 @@ class WorkerAgent:
                     if slot:
                         slot.cancel(message.run_id)
         finally:
+            self.outbox = None
             writer.cancel()
 
     async def _write(self, ws: Any, outbox: asyncio.Queue[str]) -> None:
         while True:
             await ws.send(await outbox.get())
 
+    def report_slots(self) -> None:
+        if self.outbox is not None:
+            self.outbox.put_nowait(wp.encode(wp.WorkerSlots(busy=len(self.running), total=len(self.slots),
+                                                            oom_kills=self.oom_kills, crashes=self.crashes)))
+
     async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
         slot = await self.free.get()
         self.running[job.run_id] = slot
+        self.report_slots()
 
         def send(event: dict[str, Any]) -> None:
             outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
 
         try:
             result = await slot.run(job.run_id, job.code, job.timeout_s, job.options, send)
+            self.oom_kills += result.out_of_memory
+            self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,
                                                           result.message)))
         except Exception as exc:  # a worker fault, not the user's: report it and keep serving
             log.exception("run %s failed in the worker", job.run_id)
+            self.crashes += 1
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, f"Worker fault: {exc}")))
         finally:
             del self.running[job.run_id]
+            self.report_slots()
             if not slot.alive:
                 asyncio.create_task(self._revive(slot))
             else:

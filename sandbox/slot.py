@@ -43,6 +43,7 @@ class RunResult:
     status: RunStatus
     elapsed_ms: float
     message: str | None = None
+    out_of_memory: bool = False  # the cgroup's OOM killer ended it (counted in the worker's metrics)
 
 
 class SlotDied(RuntimeError):
@@ -230,10 +231,10 @@ class Slot:
             message = (f"Out of memory: the run used more than its limit of {limit} and was stopped. "
                        "Use smaller arrays or fewer intermediate copies.")
             if relay.error_sent:
-                return RunResult(RunStatus.ERROR, elapsed_ms, message)
+                return RunResult(RunStatus.ERROR, elapsed_ms, message, out_of_memory=True)
             relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None,
                               "traceback": ""})
-            return RunResult(RunStatus.ERROR, elapsed_ms, message)
+            return RunResult(RunStatus.ERROR, elapsed_ms, message, out_of_memory=True)
         code, signal_number = exited.get("returncode"), exited.get("signal")
         if code == 0:
             return RunResult(RunStatus.OK, elapsed_ms)

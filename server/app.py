@@ -1,7 +1,8 @@
 """The Starlette application: routes, and the lifespan that owns the local workers.
 
-Shutdown, in order: stop accepting (uvicorn), stop local workers (their
-sandboxes die with them), and let the open sockets close.
+Shutdown runs in numbered phases (server/shutdown.py): stop accepting, drain,
+tell browsers, then this lifespan's exit: stop local workers (their sandboxes
+die with them) and close storage.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from dataclasses import dataclass, field
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from jaxplay import __version__
 from jaxplay.settings import Settings
-from server import pages
-from server.browser_socket import RunInterceptor, handle_browser_socket
+from server import metrics_access, pages
+from server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
+from server.health import health_routes
 from server.local_workers import LocalWorkers
+from server.metrics import CONTENT_TYPE, PlaygroundMetrics
 from server.scheduler import Scheduler
 from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
@@ -37,23 +39,33 @@ class AppState:
     scheduler: Scheduler
     local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     interceptors: list[RunInterceptor] = field(default_factory=list)
+    browser_hooks: BrowserHooks = field(default_factory=BrowserHooks)
     sharing: Sharing | None = None
+    metrics: PlaygroundMetrics | None = None
+    draining: bool = False
 
 
 def create_app(settings: Settings) -> Starlette:
+    metrics_access.check_settings(settings)
     state = AppState(settings=settings, scheduler=Scheduler(settings))
+    state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)
     state.sharing = sharing = Sharing(settings, state.scheduler)
-    state.interceptors.append(sharing.cache.intercept)
-
-    async def healthz(request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True, "version": __version__, "workers": len(state.scheduler.workers),
-                             "backends": [b["name"] for b in state.scheduler.backends()]})
+    metrics.sharing = sharing
+    # Metrics first: it must watch every run, including those the cache answers.
+    state.interceptors.extend([metrics.intercept, sharing.cache.intercept])
 
     async def backends(request: Request) -> JSONResponse:
         return JSONResponse({"backends": state.scheduler.backends()})
 
+    async def metrics_page(request: Request) -> Response:
+        refused = metrics_access.refusal(request, settings)
+        if refused is not None:
+            return refused
+        await sharing.cache.refresh_size()
+        return Response(metrics.scrape(), media_type=CONTENT_TYPE)
+
     async def browser_socket(websocket: WebSocket) -> None:
-        await handle_browser_socket(websocket, state.scheduler, state.interceptors)
+        await handle_browser_socket(websocket, state.scheduler, state.interceptors, state.browser_hooks)
 
     async def worker_socket(websocket: WebSocket) -> None:
         tokens = [state.local_token, settings.worker_token]
@@ -74,10 +86,12 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             await workers.stop()
             await sharing.close()
+            log.info("shutdown complete")
 
     routes = [
         Route("/", pages.editor_page),
-        Route("/healthz", healthz),
+        *health_routes(state),
+        Route("/metrics", metrics_page),
         Route("/api/backends", backends),
         *sharing.routes(),
         WebSocketRoute("/ws", browser_socket),

@@ -8,7 +8,9 @@ Tasks and ownership per connection::
       └─ writer task: sends every event from ``outbox`` in order, so a slow
          browser never blocks a worker's event stream
 
-When the browser goes away its runs in flight are cancelled.
+When the browser goes away its runs in flight are cancelled. ``BrowserHooks``
+is what the server as a whole watches: the open connections (told of a
+shutdown) and refused runs (counted by reason in the metrics).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,8 +34,16 @@ log = logging.getLogger("jaxplay.server")
 RunInterceptor = Callable[[bp.ClientRun, Run], bool]
 
 
+@dataclass
+class BrowserHooks:
+    open: set[BrowserConnection] = field(default_factory=set)
+    run_rejected: list[Callable[[str], None]] = field(default_factory=list)
+
+
 class BrowserConnection:
-    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor]) -> None:
+    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor],
+                 hooks: BrowserHooks | None = None) -> None:
+        self.hooks = hooks or BrowserHooks()
         self.websocket = websocket
         self.scheduler = scheduler
         self.settings = scheduler.settings
@@ -53,6 +64,7 @@ class BrowserConnection:
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self.write_loop())
+        self.hooks.open.add(self)
         try:
             while True:
                 frame = await self.websocket.receive()
@@ -62,6 +74,7 @@ class BrowserConnection:
         except WebSocketDisconnect:
             pass
         finally:
+            self.hooks.open.discard(self)
             for run in list(self.runs.values()):
                 self.scheduler.cancel(run)
             self.outbox.put_nowait(None)
@@ -88,6 +101,9 @@ class BrowserConnection:
 
     def refuse(self, exc: bp.ProtocolError, is_run: bool) -> None:
         run_id = exc.run_id
+        if is_run:
+            for listener in self.hooks.run_rejected:
+                listener(exc.reason)
         if is_run and run_id is not None and run_id not in self.runs:
             self.emit(bp.rejected(run_id, str(exc)))
         else:
@@ -96,18 +112,21 @@ class BrowserConnection:
     def start_run(self, message: bp.ClientRun) -> None:
         if message.id in self.runs:
             raise bp.ProtocolError(
-                f"A run with id {message.id!r} is already in flight on this connection; choose a new id.", message.id)
+                f"A run with id {message.id!r} is already in flight on this connection; choose a new id.", message.id,
+                reason="duplicate_id")
         if len(self.runs) >= self.settings.max_runs_per_connection:
             raise bp.ProtocolError(
                 f"This connection already has {len(self.runs)} runs in flight (the limit is "
-                f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", message.id)
+                f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", message.id,
+                reason="connection_limit")
         limit = self.settings.run_timeout_s
         if message.timeout_s is not None and message.timeout_s > limit:
-            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", message.id)
+            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", message.id,
+                                   reason="timeout_too_long")
         try:
             backend = self.scheduler.resolve_backend(message.backend)
         except bp.ProtocolError as exc:
-            raise bp.ProtocolError(str(exc), message.id) from None
+            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
                   options={"inspect": message.inspect}, emit=self.emit)
@@ -119,7 +138,7 @@ class BrowserConnection:
             self.scheduler.submit(run)
         except bp.ProtocolError as exc:
             del self.runs[message.id]
-            raise bp.ProtocolError(str(exc), message.id) from None
+            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
 
 
 def _looks_like_run(text: str | None) -> bool:
@@ -141,10 +160,10 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
 
 
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
-                                interceptors: list[RunInterceptor]) -> None:
+                                interceptors: list[RunInterceptor], hooks: BrowserHooks | None = None) -> None:
     if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host")):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return
     await websocket.accept()
-    await BrowserConnection(websocket, scheduler, interceptors).serve()
+    await BrowserConnection(websocket, scheduler, interceptors, hooks).serve()

@@ -87,6 +87,10 @@ class ResultCache:
         self.max_entry_bytes = max(limit_bytes // 8, 1)
         self._pending: set[asyncio.Task[Any]] = set()
         self._leaders: dict[str, Recording] = {}
+        # For the metrics: answers given without a worker, and lookups that found nothing.
+        self.hits = 0
+        self.misses = 0
+        self.size_snapshot = {"entries": 0, "bytes": 0}
 
     @property
     def enabled(self) -> bool:
@@ -99,8 +103,11 @@ class ResultCache:
         if not self.enabled or not self.storage.is_open:
             return False
         try:
-            if not message.fresh and self._answer(run):
-                return True
+            if not message.fresh:
+                if self._answer(run):
+                    self.hits += 1
+                    return True
+                self.misses += 1
         except (sqlite3.Error, zlib.error, ValueError, KeyError) as exc:
             # A cache that cannot answer must never cost the run: it runs on a worker as if uncached.
             log.warning("result cache lookup failed, running the program instead: %s", exc)
@@ -143,6 +150,7 @@ class ResultCache:
         for follower in recording.followers:
             if done["elapsed_ms"] <= follower.timeout_s * 1000 and self.scheduler.withdraw(follower):
                 self._replay(follower, events, done, cached_at)
+                self.hits += 1
         recording.followers.clear()
 
     # --- recording ---------------------------------------------------------
@@ -206,6 +214,12 @@ class ResultCache:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
 
     # --- inspection ----------------------------------------------------------
+
+    async def refresh_size(self) -> None:
+        """Update ``size_snapshot`` (read by the metrics) from the database."""
+        if self.storage.is_open:
+            stats = self.stats()
+            self.size_snapshot = {"entries": stats["entries"], "bytes": stats["bytes"]}
 
     def stats(self) -> dict[str, int]:
         row = self.storage.read_one("SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")

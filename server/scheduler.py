@@ -29,6 +29,7 @@ log = logging.getLogger("jaxplay.server")
 
 Emit = Callable[[dict[str, Any]], None]
 RunObserver = Callable[["Run", dict[str, Any]], None]
+SlotsListener = Callable[["WorkerLink", wp.WorkerSlots], None]
 # Beyond its own deadline, how long a worker has to report before the server gives up on it.
 WORKER_GRACE_S = 30.0
 
@@ -63,6 +64,7 @@ class WorkerLink:
     free_slots: int = 0
     runs: dict[str, Run] = field(default_factory=dict)
     id: int = field(default_factory=itertools.count(1).__next__)
+    slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.hello.device_kind, "count": self.hello.device_count, "worker": self.hello.name}
@@ -74,6 +76,9 @@ class Scheduler:
         self.workers: list[WorkerLink] = []
         self.queues: dict[str, deque[Run]] = {}
         self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
+        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        self.accepting = True  # False from the first phase of shutdown on
+        self.slots_listeners: list[SlotsListener] = []
 
     # --- what is offered ---------------------------------------------------
 
@@ -101,20 +106,26 @@ class Scheduler:
         known = {w.hello.backend for w in self.workers} | self.expected_backends
         if requested is None:
             if not known:
-                raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.")
+                raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
+                                       reason="no_worker")
             return "cpu" if "cpu" in known else sorted(known)[0]
         if requested not in known:
             offered = ", ".join(sorted(known)) or "none yet"
-            raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.")
+            raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
+                                   reason="unknown_backend")
         return requested
 
     # --- runs --------------------------------------------------------------
 
     def submit(self, run: Run) -> None:
+        if not self.accepting:
+            raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
+                                   "(the page reconnects on its own).", reason="shutting_down")
         queue = self.queues.setdefault(run.backend, deque())
         if len(queue) >= self.settings.queue_limit:
             raise bp.ProtocolError(
-                f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.")
+                f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.",
+                reason="queue_full")
         queue.append(run)
         run.position = len(queue)
         run.send(bp.queued_event(run.client_id, run.position))
@@ -209,6 +220,14 @@ class Scheduler:
         if run is not None and run.state == "running":
             event = {k: v for k, v in message.event.items() if k != "id"}
             run.send(event)
+
+    def worker_slots(self, link: WorkerLink, message: wp.WorkerSlots) -> None:
+        link.slots_report = message
+        for listener in self.slots_listeners:
+            listener(link, message)
+
+    def runs_in_flight(self) -> int:
+        return sum(len(q) for q in self.queues.values()) + sum(len(w.runs) for w in self.workers)
 
     def worker_finished(self, link: WorkerLink, message: wp.WorkerFinished) -> None:
         run = link.runs.get(message.run_id)

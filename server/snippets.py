@@ -159,10 +159,13 @@ class SnippetStore:
     def __init__(self, storage: Storage, min_id_chars: int = MIN_ID_CHARS) -> None:
         self.storage = storage
         self.min_id_chars = min_id_chars
+        self.created = 0  # new snippets since start, for the metrics
 
     async def create(self, content: SnippetContent) -> tuple[str, bool]:
         """Store ``content`` durably; returns (id, created). Existing content returns its id."""
-        return await self.storage.write_async(lambda db: self._insert(db, content), durable=True)
+        snippet_id, created = await self.storage.write_async(lambda db: self._insert(db, content), durable=True)
+        self.created += created
+        return snippet_id, created
 
     def create_sync(self, content: SnippetContent) -> tuple[str, bool]:
         return self.storage.write(lambda db: self._insert(db, content), durable=True)

@@ -172,6 +172,11 @@ class Storage:
     def is_open(self) -> bool:
         return self.reader is not None and self._executor is not None
 
+    async def probe_writable(self) -> None:
+        """Commit a real write (the schema version, unchanged): raises if the database cannot take one."""
+        version = self.schema_version()
+        await self.write_async(lambda db: db.execute(f"PRAGMA user_version={version:d}"), durable=False)
+
     def schema_version(self) -> int:
         row = self.read_one("PRAGMA user_version")
         return int(row[0]) if row else 0

@@ -56,6 +56,8 @@ async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, accep
                 scheduler.worker_event(link, message)
             elif isinstance(message, wp.WorkerFinished):
                 scheduler.worker_finished(link, message)
+            elif isinstance(message, wp.WorkerSlots):
+                scheduler.worker_slots(link, message)
     except WebSocketDisconnect:
         pass
     except ValueError as exc:
