@@ -78,7 +78,7 @@ def create_app(settings: Settings) -> Starlette:
             log.warning("SANDBOX DISABLED (--sandbox none): user code runs with this server's privileges.")
             log.warning("Use this only for development on a machine you do not care about.")
             log.warning("!" * 72)
-        sharing.open()
+        await sharing.open()
         workers = LocalWorkers(settings, state.local_token)
         workers.start()
         try:

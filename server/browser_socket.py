@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,7 +31,7 @@ from server.scheduler import Run, Scheduler
 log = logging.getLogger("jaxplay.server")
 
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
-RunInterceptor = Callable[[bp.ClientRun, Run], bool]
+RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
 
 
 @dataclass
@@ -70,7 +70,7 @@ class BrowserConnection:
                 frame = await self.websocket.receive()
                 if frame["type"] == "websocket.disconnect":
                     break
-                self.handle_frame(frame.get("text"), frame.get("bytes"))
+                await self.handle_frame(frame.get("text"), frame.get("bytes"))
         except WebSocketDisconnect:
             pass
         finally:
@@ -80,7 +80,7 @@ class BrowserConnection:
             self.outbox.put_nowait(None)
             writer.cancel()
 
-    def handle_frame(self, text: str | None, data: bytes | None) -> None:
+    async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         try:
             message = bp.parse_client_message(text if data is None else data,
                                               max_code_bytes=self.settings.max_code_bytes)
@@ -95,7 +95,7 @@ class BrowserConnection:
                 self.scheduler.cancel(run)
             return
         try:
-            self.start_run(message)
+            await self.start_run(message)
         except bp.ProtocolError as exc:
             self.refuse(exc, is_run=True)
 
@@ -109,7 +109,7 @@ class BrowserConnection:
         else:
             self.emit(bp.notice_event(str(exc), run_id))
 
-    def start_run(self, message: bp.ClientRun) -> None:
+    async def start_run(self, message: bp.ClientRun) -> None:
         if message.id in self.runs:
             raise bp.ProtocolError(
                 f"A run with id {message.id!r} is already in flight on this connection; choose a new id.", message.id,
@@ -132,7 +132,7 @@ class BrowserConnection:
                   options={"inspect": message.inspect}, emit=self.emit)
         self.runs[message.id] = run
         for intercept in self.interceptors:
-            if intercept(message, run):
+            if await intercept(message, run):
                 return
         try:
             self.scheduler.submit(run)

@@ -70,7 +70,7 @@ class PlaygroundMetrics:
 
     # --- events ------------------------------------------------------------
 
-    def intercept(self, message: bp.ClientRun, run: Run) -> bool:
+    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
         """An interceptor that answers nothing: it only starts watching the run."""
         started: list[float] = []
 

@@ -38,10 +38,12 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
+
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from server.scheduler import Run, Scheduler
-from server.storage import Storage, utc_timestamp
+from server.storage import Storage, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 
@@ -98,17 +100,17 @@ class ResultCache:
 
     # --- answering ---------------------------------------------------------
 
-    def intercept(self, message: bp.ClientRun, run: Run) -> bool:
+    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
         """The browser socket's hook: True if the run was answered from the cache."""
         if not self.enabled or not self.storage.is_open:
             return False
         try:
             if not message.fresh:
-                if self._answer(run):
+                if await self._answer(run):
                     self.hits += 1
                     return True
                 self.misses += 1
-        except (sqlite3.Error, zlib.error, ValueError, KeyError) as exc:
+        except (sqlite3.Error, psycopg.Error, zlib.error, ValueError, KeyError) as exc:
             # A cache that cannot answer must never cost the run: it runs on a worker as if uncached.
             log.warning("result cache lookup failed, running the program instead: %s", exc)
         recording = Recording()
@@ -120,21 +122,21 @@ class ResultCache:
             leader.followers.append(run)
         return False
 
-    def _answer(self, run: Run) -> bool:
+    async def _answer(self, run: Run) -> bool:
         started = time.perf_counter()
         environments = {json.dumps(environment(w.hello), sort_keys=True): environment(w.hello)
                         for w in self.scheduler.workers if w.hello.backend == run.backend}
         for env in environments.values():
             key = cache_key(run.code, run.backend, env, run.options)
-            row = self.storage.read_one("SELECT elapsed_ms, cached_at, recorded FROM result_cache WHERE key = ?",
-                                        (key,))
+            row = await self.storage.fetch_one(
+                "SELECT elapsed_ms, cached_at, recorded FROM result_cache WHERE key = ?", (key,))
             # A recorded run slower than this run's limit might not finish within it: run it for real.
             if row is None or row["elapsed_ms"] > run.timeout_s * 1000:
                 continue
             # Decode everything before sending anything: a bad entry must not leave half a replay.
             recorded = json.loads(zlib.decompress(row["recorded"]))
             self._replay(run, recorded["events"], recorded["done"], row["cached_at"])
-            self._spawn(self.storage.write_async(lambda db, k=key: _touch(db, k), durable=False))
+            self._spawn(self.storage.transaction(lambda tx, k=key: _touch(tx, k), durable=False))
             log.debug("run %s answered from the cache in %.2f ms", run.key, (time.perf_counter() - started) * 1000)
             return True
         return False
@@ -183,19 +185,22 @@ class ResultCache:
             done["message"] = event["message"]
         events, recording.events = recording.events, []
         self._answer_followers(recording, events, done)
-        self._spawn(self.storage.write_async(
-            lambda db: self._store(db, key, events, done, utc_timestamp()), durable=False))
+        self._spawn(self.storage.transaction(
+            lambda tx: self._store(tx, key, events, done, utc_timestamp()), durable=False))
 
-    def _store(self, db: sqlite3.Connection, key: str, events: list[dict[str, Any]], done: dict[str, Any],
-               cached_at: str) -> bool:
-        """On the writer thread: compress, insert, then evict least recently used entries over the limit."""
+    async def _store(self, tx: Transaction, key: str, events: list[dict[str, Any]], done: dict[str, Any],
+                     cached_at: str) -> bool:
+        """In one write transaction: compress, insert, then evict least recently used entries over the limit."""
         blob = zlib.compress(json.dumps({"events": events, "done": done}, separators=(",", ":")).encode(), 6)
         if len(blob) > self.max_entry_bytes:
             log.debug("run result of %d bytes not cached (an entry may take %d)", len(blob), self.max_entry_bytes)
             return False
-        db.execute("INSERT OR REPLACE INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded) "
-                   "VALUES (?, ?, ?, ?, ?, ?)", (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob))
-        evict(db, self.limit_bytes)
+        await tx.execute(
+            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET size = excluded.size, elapsed_ms = excluded.elapsed_ms, "
+            "cached_at = excluded.cached_at, last_used = excluded.last_used, recorded = excluded.recorded",
+            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob))
+        await evict(tx, self.limit_bytes)
         return True
 
     def _spawn(self, work: Any) -> None:
@@ -218,30 +223,33 @@ class ResultCache:
     async def refresh_size(self) -> None:
         """Update ``size_snapshot`` (read by the metrics) from the database."""
         if self.storage.is_open:
-            stats = self.stats()
+            stats = await self.stats()
             self.size_snapshot = {"entries": stats["entries"], "bytes": stats["bytes"]}
 
-    def stats(self) -> dict[str, int]:
-        row = self.storage.read_one("SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")
-        return {"entries": row["entries"], "bytes": row["bytes"], "limit_bytes": self.limit_bytes}
+    async def stats(self) -> dict[str, int]:
+        row = await self.storage.fetch_one(
+            "SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")
+        assert row is not None
+        return {"entries": int(row["entries"]), "bytes": int(row["bytes"]), "limit_bytes": self.limit_bytes}
 
 
-def _touch(db: sqlite3.Connection, key: str) -> None:
-    db.execute("UPDATE result_cache SET last_used = ? WHERE key = ?", (time.time(), key))
+async def _touch(tx: Transaction, key: str) -> None:
+    await tx.execute("UPDATE result_cache SET last_used = ? WHERE key = ?", (time.time(), key))
 
 
-def evict(db: sqlite3.Connection, limit_bytes: int) -> int:
+async def evict(tx: Transaction, limit_bytes: int) -> int:
     """Delete least recently used entries until the total size is within ``limit_bytes``; returns how many."""
-    total = db.execute("SELECT COALESCE(SUM(size), 0) FROM result_cache").fetchone()[0]
+    row = await tx.fetch_one("SELECT COALESCE(SUM(size), 0) AS total FROM result_cache")
+    total = int(row["total"]) if row else 0
     removed = 0
     while total > limit_bytes:
-        oldest = db.execute("SELECT key, size FROM result_cache ORDER BY last_used LIMIT ?", (EVICT_BATCH,)).fetchall()
+        oldest = await tx.fetch_all("SELECT key, size FROM result_cache ORDER BY last_used LIMIT ?", (EVICT_BATCH,))
         if not oldest:
             break
-        for row in oldest:
+        for entry in oldest:
             if total <= limit_bytes:
                 break
-            db.execute("DELETE FROM result_cache WHERE key = ?", (row["key"],))
-            total -= row["size"]
+            await tx.execute("DELETE FROM result_cache WHERE key = ?", (entry["key"],))
+            total -= entry["size"]
             removed += 1
     return removed

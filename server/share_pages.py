@@ -51,7 +51,7 @@ def share_page_routes(store: SnippetStore) -> list[Route]:
     def page(mode: str):  # noqa: ANN202 - a route handler
         async def handler(request: Request) -> Response:
             snippet_id = request.path_params["snippet_id"]
-            snippet = store.load(snippet_id)
+            snippet = await store.load(snippet_id)
             if snippet is None:
                 return not_found(snippet_id)
             return render_page({"mode": mode, "snippet": snippet, "page_title": page_title(snippet)})

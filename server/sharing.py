@@ -15,22 +15,22 @@ from server.result_cache import ResultCache
 from server.scheduler import Scheduler
 from server.share_pages import share_page_routes
 from server.snippets import SnippetStore, snippet_routes
-from server.storage import Storage
+from server.storage import open_storage
 
 
 class Sharing:
     def __init__(self, settings: Settings, scheduler: Scheduler) -> None:
         self.settings = settings
-        self.storage = Storage(settings.data_dir)
+        self.storage = open_storage(settings.database_url, settings.data_dir)
         self.snippets = SnippetStore(self.storage)
         self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
 
     def routes(self) -> list[Route]:
         return [*snippet_routes(self.snippets, self.settings), *share_page_routes(self.snippets)]
 
-    def open(self) -> None:
-        self.storage.open()
+    async def open(self) -> None:
+        await self.storage.open()
 
     async def close(self) -> None:
         await self.cache.drain()
-        self.storage.close()
+        await self.storage.close()

@@ -18,7 +18,6 @@ import base64
 import hashlib
 import json
 import re
-import sqlite3
 import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,7 +28,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay.settings import Settings
-from server.storage import Storage, utc_timestamp
+from server.storage import Storage, Transaction, utc_timestamp
 
 MIN_ID_CHARS = 8
 ID_PATTERN = re.compile(r"[a-z2-7]{1,52}")
@@ -163,47 +162,45 @@ class SnippetStore:
 
     async def create(self, content: SnippetContent) -> tuple[str, bool]:
         """Store ``content`` durably; returns (id, created). Existing content returns its id."""
-        snippet_id, created = await self.storage.write_async(lambda db: self._insert(db, content), durable=True)
+        snippet_id, created = await self.storage.transaction(lambda tx: self._insert(tx, content), durable=True)
         self.created += created
         return snippet_id, created
 
-    def create_sync(self, content: SnippetContent) -> tuple[str, bool]:
-        return self.storage.write(lambda db: self._insert(db, content), durable=True)
-
-    def _insert(self, db: sqlite3.Connection, content: SnippetContent) -> tuple[str, bool]:
+    async def _insert(self, tx: Transaction, content: SnippetContent) -> tuple[str, bool]:
         if content.forked_from is not None:
-            parent = db.execute("SELECT document FROM snippets WHERE id = ?", (content.forked_from,)).fetchone()
+            parent = await tx.fetch_one("SELECT document FROM snippets WHERE id = ?", (content.forked_from,))
             if parent is None:
                 raise SnippetError(400, f"Field 'forked_from' names {content.forked_from!r}, which is no snippet "
                                         "on this server.")
             if content.same_program_and_run(json.loads(zlib.decompress(parent["document"]))):
                 return content.forked_from, False  # nothing was edited: the link is the one it came from
         content_hash = content.content_hash()
-        row = db.execute("SELECT id FROM snippets WHERE content_hash = ?", (content_hash,)).fetchone()
+        row = await tx.fetch_one("SELECT id FROM snippets WHERE content_hash = ?", (content_hash,))
         if row is not None:
             return row["id"], False
         for length in range(self.min_id_chars, len(content_hash) + 1):
             snippet_id = content_hash[:length]
-            if db.execute("SELECT 1 FROM snippets WHERE id = ?", (snippet_id,)).fetchone() is None:
+            if await tx.fetch_one("SELECT 1 AS taken FROM snippets WHERE id = ?", (snippet_id,)) is None:
                 break
         else:  # the whole hash is taken only by the same content, found above
             raise RuntimeError(f"no free id for content {content_hash}")
         created_at = utc_timestamp()
         document = {"id": snippet_id, "created_at": created_at, **content.fields()}
         encoded = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass")
-        db.execute("INSERT INTO snippets (id, content_hash, created_at, forked_from, document) VALUES (?, ?, ?, ?, ?)",
-                   (snippet_id, content_hash, created_at, content.forked_from, zlib.compress(encoded, 6)))
+        await tx.execute("INSERT INTO snippets (id, content_hash, created_at, forked_from, document) "
+                         "VALUES (?, ?, ?, ?, ?)",
+                         (snippet_id, content_hash, created_at, content.forked_from, zlib.compress(encoded, 6)))
         return snippet_id, True
 
-    def document(self, snippet_id: str) -> bytes | None:
+    async def document(self, snippet_id: str) -> bytes | None:
         """The stored JSON, exactly as it was written, or None."""
         if not ID_PATTERN.fullmatch(snippet_id):
             return None
-        row = self.storage.read_one("SELECT document FROM snippets WHERE id = ?", (snippet_id,))
+        row = await self.storage.fetch_one("SELECT document FROM snippets WHERE id = ?", (snippet_id,))
         return zlib.decompress(row["document"]) if row is not None else None
 
-    def load(self, snippet_id: str) -> dict[str, Any] | None:
-        document = self.document(snippet_id)
+    async def load(self, snippet_id: str) -> dict[str, Any] | None:
+        document = await self.document(snippet_id)
         return json.loads(document) if document is not None else None
 
 
@@ -238,7 +235,7 @@ def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
 
     async def get_snippet(request: Request) -> Response:
         snippet_id = request.path_params["snippet_id"]
-        document = store.document(snippet_id)
+        document = await store.document(snippet_id)
         if document is None:
             return error_response(404, f"No snippet has the id {snippet_id!r} on this server.")
         # Immutable: the same id answers the same bytes forever.

@@ -8,10 +8,12 @@ Tests talk to it over real websockets; nothing stands in for the sandbox.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
+from tests.postgres_server import PostgresServer
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -28,3 +30,25 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session; skipped, saying why, only where the package is missing."""
+    try:
+        server = PostgresServer()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The storage suite runs against both engines: a fresh SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db' / 'jaxplay.sqlite3'}"
+    return request.getfixturevalue("postgres").new_database()

@@ -1,4 +1,4 @@
-"""The result cache against real SQLite: what is stored, what is answered, how fast, what is evicted.
+"""The result cache against real SQLite and PostgreSQL: what is stored, what is answered, how fast, what is evicted.
 
 Runs are driven through the scheduler's own ``Run.send`` and ``finish`` (the
 path worker events take); the worker link is a plain record of a worker's
@@ -12,6 +12,7 @@ import base64
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
 from server.result_cache import ResultCache
 from server.scheduler import Run, Scheduler, WorkerLink
-from server.storage import Storage
+from server.storage import open_storage
 
 RECORDED = [
     {"type": "started", "backend": "cpu", "devices": {"kind": "cpu", "count": 8, "worker": "w"}, "jax_version": "0.10.2"},
@@ -41,26 +42,37 @@ async def no_send(text: str) -> None:
 
 
 class Harness:
-    def __init__(self, data_dir: Path, limit_bytes: int = 1 << 20) -> None:
-        self.data_dir = data_dir
-        self.storage = Storage(data_dir)
-        self.storage.open()
+    def __init__(self, database_url: str, data_dir: Path, limit_bytes: int = 1 << 20) -> None:
+        self.storage = open_storage(database_url, data_dir)
         self.scheduler = Scheduler(Settings(local_workers=0))
         self.link = WorkerLink(hello=hello(), send=no_send)
         self.scheduler.workers.append(self.link)
         self.cache = ResultCache(self.storage, self.scheduler, limit_bytes)
 
-    def submit(self, code: str, fresh: bool = False, timeout_s: float = 30.0, **options) -> tuple[Run, list[dict], bool]:
+    def run(self, scenario) -> Any:
+        """``scenario()`` with the storage open, all in one event loop (a PostgreSQL connection lives in one)."""
+        async def main():
+            await self.storage.open()
+            try:
+                return await scenario()
+            finally:
+                await self.cache.drain()
+                await self.storage.close()
+
+        return asyncio.run(main())
+
+    async def submit(self, code: str, fresh: bool = False, timeout_s: float = 30.0,
+                     **options) -> tuple[Run, list[dict], bool]:
         """Offer a run to the cache as the browser socket does; returns (run, events sent, answered)."""
         sent: list[dict] = []
         run = Run(client_id="c1", code=code, backend="cpu", timeout_s=timeout_s,
                   options={"inspect": True, **options}, emit=sent.append)
-        answered = self.cache.intercept(bp.ClientRun(id="c1", code=code, fresh=fresh), run)
+        answered = await self.cache.intercept(bp.ClientRun(id="c1", code=code, fresh=fresh), run)
         return run, sent, answered
 
     async def execute(self, code: str, events=RECORDED, status=bp.RunStatus.OK, elapsed_ms=250.0, **options):
         """A run the cache does not answer, executed by the (pretend) worker; waits for its cache write."""
-        run, sent, answered = self.submit(code, **options)
+        run, sent, answered = await self.submit(code, **options)
         assert not answered
         run.send(bp.queued_event("c1", 1))
         run.worker, run.state = self.link, "running"
@@ -70,29 +82,24 @@ class Harness:
         await self.cache.drain()
         return sent
 
-    def close(self) -> None:
-        self.storage.close()
-
 
 @pytest.fixture
-def harness(tmp_path):
-    h = Harness(tmp_path)
-    yield h
-    h.close()
+def harness(database_url, tmp_path):
+    return Harness(database_url, tmp_path)
 
 
 def incompressible(size: int) -> str:
     return base64.b64encode(os.urandom(size * 3 // 4)).decode()
 
 
-def entries(h: Harness) -> int:
-    return h.storage.read_one("SELECT COUNT(*) FROM result_cache")[0]
+async def entries(h: Harness) -> int:
+    return (await h.storage.fetch_one("SELECT COUNT(*) AS n FROM result_cache"))["n"]
 
 
 def test_an_identical_run_is_answered_from_the_cache_with_the_same_events(harness):
     async def scenario():
         live = await harness.execute("print(1)")
-        run, cached, answered = harness.submit("print(1)")
+        run, cached, answered = (await harness.submit("print(1)"))
         assert answered and run.state == "done"
         # Everything the worker sent is replayed in order; the queue position is not.
         assert [{k: v for k, v in e.items() if k != "id"} for e in cached[:-1]] == RECORDED
@@ -102,7 +109,7 @@ def test_an_identical_run_is_answered_from_the_cache_with_the_same_events(harnes
         assert done["cached"] is True and done["cached_at"].endswith("Z") and "cached" not in live_done
         await harness.cache.drain()
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
 def test_the_answer_takes_well_under_20_ms(harness):
@@ -113,27 +120,27 @@ def test_the_answer_takes_well_under_20_ms(harness):
         timings = []
         for _ in range(20):
             start = time.perf_counter()
-            _, sent, answered = harness.submit("big()")
+            _, sent, answered = (await harness.submit("big()"))
             timings.append((time.perf_counter() - start) * 1000)
             assert answered and len(sent) == len(big) + 1
         await harness.cache.drain()
         return sorted(timings)[len(timings) // 2]
 
-    median_ms = asyncio.run(scenario())
+    median_ms = harness.run(scenario)
     assert median_ms < 20, f"a cached answer of 5000 events took {median_ms:.1f} ms"
 
 
 def test_fresh_runs_on_the_worker_and_refreshes_the_entry(harness):
     async def scenario():
         await harness.execute("print(1)")
-        first = harness.storage.read_one("SELECT elapsed_ms FROM result_cache")[0]
-        run, sent, answered = harness.submit("print(1)", fresh=True)
+        first = (await harness.storage.fetch_one("SELECT elapsed_ms FROM result_cache"))["elapsed_ms"]
+        run, sent, answered = (await harness.submit("print(1)", fresh=True))
         assert not answered and sent == [] and run.state == "queued"
         await harness.execute("print(1)", fresh=True, elapsed_ms=99.0)
-        assert entries(harness) == 1 and first == 250.0
-        assert harness.storage.read_one("SELECT elapsed_ms FROM result_cache")[0] == 99.0
+        assert await entries(harness) == 1 and first == 250.0
+        assert (await harness.storage.fetch_one("SELECT elapsed_ms FROM result_cache"))["elapsed_ms"] == 99.0
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
 @pytest.mark.parametrize("status", [bp.RunStatus.ERROR, bp.RunStatus.TIMEOUT, bp.RunStatus.CANCELLED,
@@ -141,9 +148,9 @@ def test_fresh_runs_on_the_worker_and_refreshes_the_entry(harness):
 def test_only_successful_runs_are_cached(harness, status):
     async def scenario():
         await harness.execute("raise ValueError()", status=status)
-        assert entries(harness) == 0 and not harness.submit("raise ValueError()")[2]
+        assert await entries(harness) == 0 and not (await harness.submit("raise ValueError()"))[2]
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
 def test_a_run_that_read_the_clock_or_randomness_is_not_cached(harness):
@@ -151,100 +158,96 @@ def test_a_run_that_read_the_clock_or_randomness_is_not_cached(harness):
 
     async def scenario():
         await harness.execute("import time; print(time.time())", events=nondeterministic)
-        assert entries(harness) == 0
+        assert await entries(harness) == 0
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
 def test_anything_that_may_change_the_output_is_part_of_the_key(harness):
     async def scenario():
         await harness.execute("print(2)")
-        assert harness.submit("print(2)")[2]
-        assert not harness.submit("print(2) ")[2]
-        assert not harness.submit("print(2)", inspect=False)[2]
+        assert (await harness.submit("print(2)"))[2]
+        assert not (await harness.submit("print(2) "))[2]
+        assert not (await harness.submit("print(2)", inspect=False))[2]
         for changed in ({"device_count": 4}, {"jax_version": "0.10.3"}, {"jaxlib_version": "0.10.3"},
                         {"device_kind": "NVIDIA H100"}, {"platform_version": "cuda 12.8"}):
             harness.link.hello = hello(**changed)
-            assert not harness.submit("print(2)")[2], changed
+            assert not (await harness.submit("print(2)"))[2], changed
         harness.link.hello = hello()
         harness.scheduler.workers.clear()  # no worker: the environment is unknown, so no answer
-        assert not harness.submit("print(2)")[2]
+        assert not (await harness.submit("print(2)"))[2]
         await harness.cache.drain()
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
 def test_a_recorded_run_slower_than_the_requested_limit_is_run_again(harness):
     async def scenario():
         await harness.execute("slow()", elapsed_ms=5000.0)
-        assert not harness.submit("slow()", timeout_s=2.0)[2]
-        assert harness.submit("slow()", timeout_s=10.0)[2]
+        assert not (await harness.submit("slow()", timeout_s=2.0))[2]
+        assert (await harness.submit("slow()", timeout_s=10.0))[2]
         await harness.cache.drain()
 
-    asyncio.run(scenario())
+    harness.run(scenario)
 
 
-def test_least_recently_used_entries_are_evicted_beyond_the_size_limit(tmp_path):
-    h = Harness(tmp_path, limit_bytes=20_000)  # room for about eight 2.3 KB entries
+def test_least_recently_used_entries_are_evicted_beyond_the_size_limit(database_url, tmp_path):
+    h = Harness(database_url, tmp_path, limit_bytes=20_000)  # room for about eight 2.3 KB entries
 
     async def scenario():
         for i in range(12):
             await h.execute(f"step({i})", events=[{"type": "stdout", "text": incompressible(3000)}])
             time.sleep(0.002)
             if i == 7:
-                assert h.submit("step(0)")[2]  # step(0) becomes the most recently used
+                assert (await h.submit("step(0)"))[2]  # step(0) becomes the most recently used
                 await h.cache.drain()
-        stats = h.cache.stats()
+        stats = await h.cache.stats()
         assert 15_000 < stats["bytes"] <= 20_000
-        kept = {i for i in range(12) if h.submit(f"step({i})")[2]}
+        kept = {i for i in range(12) if (await h.submit(f"step({i})"))[2]}
         assert kept == {0, *range(5, 12)}
-        await h.cache.drain()
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        h.close()
+    h.run(scenario)
 
 
-def test_an_entry_larger_than_an_eighth_of_the_cache_is_not_stored(tmp_path):
-    h = Harness(tmp_path, limit_bytes=64_000)
-    try:
-        asyncio.run(h.execute("huge()", events=[{"type": "stdout", "text": incompressible(12_000)}]))
-        assert entries(h) == 0
-    finally:
-        h.close()
-
-
-def test_the_cache_survives_a_restart(tmp_path):
-    h = Harness(tmp_path)
-    asyncio.run(h.execute("print(5)"))
-    h.close()
-    again = Harness(tmp_path)
+def test_an_entry_larger_than_an_eighth_of_the_cache_is_not_stored(database_url, tmp_path):
+    h = Harness(database_url, tmp_path, limit_bytes=64_000)
 
     async def scenario():
-        assert again.submit("print(5)")[2]
-        await again.cache.drain()
+        await h.execute("huge()", events=[{"type": "stdout", "text": incompressible(12_000)}])
+        assert await entries(h) == 0
 
-    try:
-        asyncio.run(scenario())
-    finally:
-        again.close()
+    h.run(scenario)
 
 
-def test_a_zero_limit_turns_the_cache_off(tmp_path):
-    h = Harness(tmp_path, limit_bytes=0)
-    try:
-        run, _, answered = h.submit("print(1)")
+def test_the_cache_survives_a_restart(database_url, tmp_path):
+    async def record():
+        await h.execute("print(5)")
+
+    async def answer():
+        return (await again.submit("print(5)"))[2]
+
+    h = Harness(database_url, tmp_path)
+    h.run(record)
+    again = Harness(database_url, tmp_path)
+    assert again.run(answer)
+
+
+def test_a_zero_limit_turns_the_cache_off(database_url, tmp_path):
+    h = Harness(database_url, tmp_path, limit_bytes=0)
+
+    async def scenario():
+        run, _, answered = await h.submit("print(1)")
         assert not answered and run.observers == []
-    finally:
-        h.close()
+
+    h.run(scenario)
 
 
 def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
     async def scenario():
         await harness.execute("print(9)")
-        harness.storage.write(lambda db: db.execute("UPDATE result_cache SET recorded = x'00ff'"), durable=False)
-        run, sent, answered = harness.submit("print(9)")
+        await harness.storage.transaction(lambda tx: tx.execute("UPDATE result_cache SET recorded = ?", (b"\x00\xff",)),
+                                          durable=False)
+        run, sent, answered = await harness.submit("print(9)")
         assert not answered and sent == [] and run.state == "queued" and len(run.observers) == 1
 
-    asyncio.run(scenario())
+    harness.run(scenario)

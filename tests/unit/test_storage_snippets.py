@@ -1,14 +1,17 @@
-"""Snippets in storage: content-derived ids, collisions, forks, validation, immutability."""
+"""Snippets in storage (SQLite and a real PostgreSQL): content-derived ids, collisions, forks, validation,
+immutability."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from jaxplay.settings import Settings
 from server.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
-from server.storage import Storage
+from server.storage import open_storage
+from server.storage_postgres import PostgresStorage
 
 SETTINGS = Settings()
 RUN = [{"type": "started", "id": "r1", "backend": "cpu", "devices": {"kind": "cpu", "count": 8}},
@@ -16,50 +19,62 @@ RUN = [{"type": "started", "id": "r1", "backend": "cpu", "devices": {"kind": "cp
        {"type": "done", "id": "r1", "status": "ok", "elapsed_ms": 12.5}]
 
 
-@pytest.fixture
-def storage(tmp_path):
-    store = Storage(tmp_path)
-    store.open()
-    yield store
-    store.close()
-
-
 def content(**fields):
     return parse_content(json.dumps({"code": "print(1 + 1)", **fields}).encode(), SETTINGS)
 
 
-def test_same_content_same_id_and_different_content_different_id(storage):
-    snippets = SnippetStore(storage)
-    first, created = snippets.create_sync(content(backend="cpu"))
-    again, created_again = snippets.create_sync(content(backend="cpu"))
-    assert created and not created_again and first == again
-    assert len(first) == MIN_ID_CHARS and first.isalnum() and first == first.lower()
-    others = {snippets.create_sync(content(code=f"print({i})"))[0] for i in range(50)}
-    others |= {snippets.create_sync(content(backend="gpu"))[0], snippets.create_sync(content(settings={"inspect": False}))[0],
-               snippets.create_sync(content(recorded_run=RUN))[0]}
-    assert len(others) == 53 and first not in others
+def with_snippets(database_url, tmp_path, scenario, **options):
+    """Run ``scenario(snippets)`` against a freshly opened store, in one event loop."""
+    async def main():
+        storage = open_storage(database_url, tmp_path)
+        await storage.open()
+        try:
+            return await scenario(SnippetStore(storage, **options))
+        finally:
+            await storage.close()
+
+    return asyncio.run(main())
 
 
-def test_colliding_prefixes_are_lengthened_never_reused(storage):
+def test_same_content_same_id_and_different_content_different_id(database_url, tmp_path):
+    async def scenario(snippets):
+        first, created = await snippets.create(content(backend="cpu"))
+        again, created_again = await snippets.create(content(backend="cpu"))
+        assert created and not created_again and first == again
+        assert len(first) == MIN_ID_CHARS and first.isalnum() and first == first.lower()
+        others = {(await snippets.create(content(code=f"print({i})")))[0] for i in range(50)}
+        for variant in (content(backend="gpu"), content(settings={"inspect": False}), content(recorded_run=RUN)):
+            others.add((await snippets.create(variant))[0])
+        assert len(others) == 53 and first not in others
+        assert snippets.created == 54
+
+    with_snippets(database_url, tmp_path, scenario)
+
+
+def test_colliding_prefixes_are_lengthened_never_reused(database_url, tmp_path):
     # One-character ids collide after a few dozen snippets: every content must still get its own id.
-    snippets = SnippetStore(storage, min_id_chars=1)
-    ids = {}
-    for i in range(300):
-        snippet_id, created = snippets.create_sync(content(code=f"x = {i}"))
-        assert created and snippet_id not in ids.values()
-        ids[i] = snippet_id
-    assert max(len(i) for i in ids.values()) >= 2
-    for i, snippet_id in ids.items():
-        assert snippets.load(snippet_id)["code"] == f"x = {i}"
-        assert content(code=f"x = {i}").content_hash().startswith(snippet_id)
-        assert snippets.create_sync(content(code=f"x = {i}")) == (snippet_id, False)
+    async def scenario(snippets):
+        ids = {}
+        for i in range(200):
+            snippet_id, created = await snippets.create(content(code=f"x = {i}"))
+            assert created and snippet_id not in ids.values()
+            ids[i] = snippet_id
+        assert max(len(i) for i in ids.values()) >= 2
+        for i, snippet_id in ids.items():
+            assert (await snippets.load(snippet_id))["code"] == f"x = {i}"
+            assert content(code=f"x = {i}").content_hash().startswith(snippet_id)
+            assert await snippets.create(content(code=f"x = {i}")) == (snippet_id, False)
+
+    with_snippets(database_url, tmp_path, scenario, min_id_chars=1)
 
 
-def test_the_stored_document_is_what_was_shared_and_never_changes(storage, tmp_path):
-    snippets = SnippetStore(storage)
-    snippet_id, _ = snippets.create_sync(content(backend="cpu", settings={"inspect": True}, recorded_run=RUN,
-                                                 recorded_at="2025-05-01T14:00:00+02:00"))
-    document = snippets.document(snippet_id)
+def test_the_stored_document_is_what_was_shared_and_never_changes(database_url, tmp_path):
+    async def share(snippets):
+        snippet_id, _ = await snippets.create(content(backend="cpu", settings={"inspect": True}, recorded_run=RUN,
+                                                      recorded_at="2025-05-01T14:00:00+02:00"))
+        return snippet_id, await snippets.document(snippet_id)
+
+    snippet_id, document = with_snippets(database_url, tmp_path, share)
     loaded = json.loads(document)
     assert list(loaded) == ["id", "created_at", "code", "backend", "settings", "recorded_run", "recorded_at",
                             "forked_from"]
@@ -67,31 +82,51 @@ def test_the_stored_document_is_what_was_shared_and_never_changes(storage, tmp_p
     assert loaded["recorded_at"] == "2025-05-01T12:00:00Z"
     # The recording browser's run id is dropped; everything else is kept as sent.
     assert loaded["recorded_run"] == [{k: v for k, v in e.items() if k != "id"} for e in RUN]
-    storage.close()
-    reopened = Storage(tmp_path)
-    reopened.open()
-    try:
-        assert SnippetStore(reopened).document(snippet_id) == document
-    finally:
-        reopened.close()
-        storage.open()
+
+    async def reread(snippets):
+        return await snippets.document(snippet_id)
+
+    assert with_snippets(database_url, tmp_path, reread) == document  # after closing and opening again
 
 
-def test_a_fork_remembers_its_parent_and_an_unedited_fork_is_the_parent(storage):
-    snippets = SnippetStore(storage)
-    parent, _ = snippets.create_sync(content(backend="cpu"))
-    child, created = snippets.create_sync(content(code="print(3)", backend="cpu", forked_from=parent))
-    assert created and child != parent and snippets.load(child)["forked_from"] == parent
-    assert snippets.create_sync(content(backend="cpu", forked_from=parent)) == (parent, False)
-    with pytest.raises(SnippetError, match="no snippet") as missing:
-        snippets.create_sync(content(code="print(4)", forked_from="aaaaaaaa"))
-    assert missing.value.status == 400
+def test_a_fork_remembers_its_parent_and_an_unedited_fork_is_the_parent(database_url, tmp_path):
+    async def scenario(snippets):
+        parent, _ = await snippets.create(content(backend="cpu"))
+        child, created = await snippets.create(content(code="print(3)", backend="cpu", forked_from=parent))
+        assert created and child != parent and (await snippets.load(child))["forked_from"] == parent
+        assert await snippets.create(content(backend="cpu", forked_from=parent)) == (parent, False)
+        with pytest.raises(SnippetError, match="no snippet") as missing:
+            await snippets.create(content(code="print(4)", forked_from="aaaaaaaa"))
+        assert missing.value.status == 400
+
+    with_snippets(database_url, tmp_path, scenario)
 
 
-def test_unknown_and_malformed_ids_load_nothing(storage):
-    snippets = SnippetStore(storage)
-    assert snippets.load("abcdefgh") is None
-    assert snippets.load("../../etc") is None and snippets.load("ABCDEFGH") is None and snippets.load("") is None
+def test_unknown_and_malformed_ids_load_nothing(database_url, tmp_path):
+    async def scenario(snippets):
+        assert await snippets.load("abcdefgh") is None
+        for bad in ("../../etc", "ABCDEFGH", ""):
+            assert await snippets.load(bad) is None
+
+    with_snippets(database_url, tmp_path, scenario)
+
+
+def test_two_replicas_sharing_the_same_content_at_once_make_one_link(postgres):
+    url = postgres.new_database()
+
+    async def scenario():
+        replicas = [PostgresStorage(url) for _ in range(2)]
+        await asyncio.gather(*(r.open() for r in replicas))
+        try:
+            results = await asyncio.gather(*(SnippetStore(r).create(content(code=f"print({i % 5})"))
+                                             for i in range(20) for r in replicas))
+        finally:
+            await asyncio.gather(*(r.close() for r in replicas))
+        return results
+
+    results = asyncio.run(scenario())
+    assert len({snippet_id for snippet_id, _ in results}) == 5
+    assert sum(created for _, created in results) == 5
 
 
 @pytest.mark.parametrize(("body", "status", "words"), [
