@@ -27,6 +27,7 @@ from server.health import health_routes
 from server.local_workers import LocalWorkers
 from server.metrics import CONTENT_TYPE, PlaygroundMetrics
 from server.scheduler import Scheduler
+from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
 
@@ -47,7 +48,8 @@ class AppState:
 
 def create_app(settings: Settings) -> Starlette:
     metrics_access.check_settings(settings)
-    state = AppState(settings=settings, scheduler=Scheduler(settings))
+    session_keys = SessionKeys.load_or_create(settings.data_dir)
+    state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
     state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)
     state.sharing = sharing = Sharing(settings, state.scheduler)
     metrics.sharing = sharing
@@ -101,4 +103,5 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
+    app.add_middleware(SessionMiddleware, keys=session_keys)
     return app
