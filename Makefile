@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 HOST ?= 127.0.0.1
 APT_RUN := bubblewrap python3-venv
-APT_TEST := chromium fonts-dejavu-core postgresql
+APT_TEST := chromium fonts-dejavu-core postgresql redis-server
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: run test lint bench frontend system-deps system-test-deps clean

@@ -72,6 +72,8 @@ class Settings:
     expected_backends: str = setting("", "Backends (comma-separated, e.g. 'cpu,gpu') that /readyz requires a "
                                          "connected worker for; local workers add 'cpu'.")
     shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
+    broker: str = setting("", "redis://HOST:PORT/DB to share queues and workers between several `serve` "
+                              "replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
                                     "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.")
 

@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket
 
 from jaxplay.settings import Settings
 from server import metrics_access, pages
+from server.broker_redis import BrokeredScheduler
 from server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
 from server.health import health_routes
 from server.local_workers import LocalWorkers
@@ -49,7 +50,10 @@ class AppState:
 def create_app(settings: Settings) -> Starlette:
     metrics_access.check_settings(settings)
     session_keys = SessionKeys.load_or_create(settings.data_dir)
-    state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
+    if settings.broker and not settings.broker.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"--broker must be a redis://HOST:PORT/DB URL, not {settings.broker!r}.")
+    scheduler_class = BrokeredScheduler if settings.broker else Scheduler
+    state = AppState(settings=settings, scheduler=scheduler_class(settings, session_keys))
     state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)
     state.sharing = sharing = Sharing(settings, state.scheduler)
     metrics.sharing = sharing
@@ -81,12 +85,19 @@ def create_app(settings: Settings) -> Starlette:
             log.warning("Use this only for development on a machine you do not care about.")
             log.warning("!" * 72)
         await sharing.open()
+        broker = state.scheduler.broker if isinstance(state.scheduler, BrokeredScheduler) else None
+        if broker is not None:
+            await broker.start()
+            state.browser_hooks.connected.append(
+                lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
         workers = LocalWorkers(settings, state.local_token)
         workers.start()
         try:
             yield
         finally:
             await workers.stop()
+            if broker is not None:
+                await broker.stop()
             await sharing.close()
             log.info("shutdown complete")
 

@@ -39,6 +39,7 @@ RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
 class BrowserHooks:
     open: set[BrowserConnection] = field(default_factory=set)
     run_rejected: list[Callable[[str], None]] = field(default_factory=list)
+    connected: list[Callable[[BrowserConnection], None]] = field(default_factory=list)
 
 
 class BrowserConnection:
@@ -52,6 +53,7 @@ class BrowserConnection:
         self.interceptors = interceptors
         self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self.runs: dict[str, Run] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     def emit(self, event: dict[str, Any]) -> None:
         self.outbox.put_nowait(event)
@@ -64,9 +66,17 @@ class BrowserConnection:
         while (event := await self.outbox.get()) is not None:
             await self.websocket.send_text(json.dumps(event, separators=(",", ":")))
 
+    def spawn(self, work: Awaitable[Any]) -> None:
+        """Run ``work`` alongside this connection (a hook's lookup), keeping it referenced until it ends."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def serve(self) -> None:
         writer = asyncio.create_task(self.write_loop())
         self.hooks.open.add(self)
+        for listener in self.hooks.connected:
+            listener(self)
         try:
             while True:
                 frame = await self.websocket.receive()

@@ -76,7 +76,7 @@ class PlaygroundMetrics:
 
         def observe(r: Run, event: dict[str, Any]) -> None:
             kind = event.get("type")
-            if kind == "started" and r.worker is not None:  # a cache replay repeats 'started' with no worker
+            if kind == "started" and r.state == "running":  # a cache replay repeats 'started' while still queued
                 started.append(time.monotonic())
                 self.queue_wait.labels(r.backend).observe(started[0] - r.submitted_at)
             elif kind == "done":

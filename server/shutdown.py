@@ -58,6 +58,9 @@ async def drain(state: AppState, grace_s: float) -> None:
         for run in list(link.runs.values()):
             scheduler.cancel(run)
             scheduler.finish(run, bp.RunStatus.CRASHED, UNFINISHED)
+    broker = getattr(scheduler, "broker", None)
+    if broker is not None:
+        broker.abandon_all(UNFINISHED)
 
     connections = list(state.browser_hooks.open)
     log.info("shutdown phase 3/4: telling %d browser(s)", len(connections))

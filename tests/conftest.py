@@ -14,6 +14,7 @@ import pytest
 
 from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
 from tests.postgres_server import PostgresServer
+from tests.redis_server import RedisServer
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -52,3 +53,16 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'db' / 'jaxplay.sqlite3'}"
     return request.getfixturevalue("postgres").new_database()
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A real Redis for the session; skipped, saying why, only where the package is missing."""
+    try:
+        server = RedisServer()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
+    try:
+        yield server
+    finally:
+        server.stop()
