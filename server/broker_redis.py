@@ -37,13 +37,14 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
 from server.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 from server.sessions import SessionKeys
@@ -65,6 +66,11 @@ class Pending:
     run: Run
     payload: str
     executor: str | None = None
+
+
+def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
+    """A worker's hello without its token: what other replicas may know of it."""
+    return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
 
 
 class BrokeredScheduler(Scheduler):
@@ -97,6 +103,11 @@ class BrokeredScheduler(Scheduler):
                 entry["slots"] += remote["slots"]
         return [listed[name] for name in sorted(listed)]
 
+    def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
+        remote = [wp.WorkerHello(token="", **hello) for replica, beat in self.broker.live.items()
+                  if replica != self.broker.id for hello in beat.get("backends", {}).get(backend, {}).get("hellos", [])]
+        return super().worker_hellos(backend) + remote
+
     def add_worker(self, link: WorkerLink) -> None:
         super().add_worker(link)
         self.broker.beat_soon()  # other replicas learn of the new backend now, not at the next beat
@@ -123,6 +134,10 @@ class BrokeredScheduler(Scheduler):
         return super().runs_in_flight() + len(self.broker.pending)
 
 
+async def _nowhere(text: str) -> None:
+    """The send of a worker on another replica: this replica never writes to it."""
+
+
 class RedisBroker:
     def __init__(self, url: str, scheduler: BrokeredScheduler) -> None:
         self.url = url
@@ -133,7 +148,7 @@ class RedisBroker:
         self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
         self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
         self.live: dict[str, dict[str, Any]] = {}  # replica id -> its heartbeat
-        self.outgoing: asyncio.Queue[tuple[str, str, dict[str, Any]]] = asyncio.Queue()
+        self.outgoing: asyncio.Queue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = asyncio.Queue()
         self.pushes: asyncio.Queue[tuple[Run, str]] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
         self.pullers: dict[str, asyncio.Task[None]] = {}
@@ -248,8 +263,11 @@ class RedisBroker:
         except (RedisError, OSError):
             pass
 
-    def deliver(self, key: str, executor: str, event: dict[str, Any]) -> None:
-        """An event of one of this replica's runs, from whichever replica executes it."""
+    def deliver(self, key: str, executor: str, event: dict[str, Any], hello: dict[str, Any] | None = None) -> None:
+        """An event of one of this replica's runs, from whichever replica executes it.
+
+        ``started`` comes with the executing worker's hello, which the result cache keys on.
+        """
         pending = self.pending.get(key)
         if pending is None:
             return
@@ -264,6 +282,8 @@ class RedisBroker:
             return
         if kind == "started":
             run.state = "running"
+            if hello is not None and run.worker is None:
+                run.worker = WorkerLink(hello=wp.WorkerHello(token="", **hello), send=_nowhere)
         run.send(event)
 
     async def _read_events(self) -> None:
@@ -279,7 +299,8 @@ class RedisBroker:
             for _, entries in replies or ():
                 for entry_id, fields in entries:
                     last = entry_id
-                    self.deliver(fields["key"], fields["executor"], json.loads(fields["event"]))
+                    hello = json.loads(fields["hello"]) if "hello" in fields else None
+                    self.deliver(fields["key"], fields["executor"], json.loads(fields["event"]), hello)
 
     # --- executor side -----------------------------------------------------
 
@@ -315,10 +336,11 @@ class RedisBroker:
         def relay(event: dict[str, Any]) -> None:
             if event.get("type") == "done":
                 self.executing.pop(key, None)
+            hello = public_hello(run.worker.hello) if event.get("type") == "started" and run.worker else None
             if origin == self.id:
-                self.deliver(key, self.id, event)
+                self.deliver(key, self.id, event, hello)
             else:
-                self.outgoing.put_nowait((origin, key, event))
+                self.outgoing.put_nowait((origin, key, event, hello))
 
         run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
                   options=job["options"], emit=relay, session_id=job.get("session_id") or "", key=key)
@@ -340,10 +362,11 @@ class RedisBroker:
                 batch.append(self.outgoing.get_nowait())
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
-                    for origin, key, event in batch:
-                        pipe.xadd(f"{PREFIX}events:{origin}", {"key": key, "executor": self.id,
-                                                              "event": json.dumps(event, separators=(",", ":"))},
-                                  maxlen=STREAM_MAXLEN, approximate=True)
+                    for origin, key, event, hello in batch:
+                        fields = {"key": key, "executor": self.id, "event": json.dumps(event, separators=(",", ":"))}
+                        if hello is not None:
+                            fields["hello"] = json.dumps(hello)
+                        pipe.xadd(f"{PREFIX}events:{origin}", fields, maxlen=STREAM_MAXLEN, approximate=True)
                     await pipe.execute()
             except (RedisError, OSError) as exc:
                 log.error("broker: %d event(s) could not be sent: %s", len(batch), exc)
@@ -371,7 +394,8 @@ class RedisBroker:
             hello = link.hello
             describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
                         "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version}
-            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "describe": describe})
+            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "describe": describe, "hellos": []})
+            entry["hellos"].append(public_hello(hello))
             entry["workers"] += 1
             entry["slots"] += link.hello.slots
         beat = json.dumps({"backends": backends, "at": time.time()})

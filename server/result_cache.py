@@ -124,8 +124,8 @@ class ResultCache:
 
     async def _answer(self, run: Run) -> bool:
         started = time.perf_counter()
-        environments = {json.dumps(environment(w.hello), sort_keys=True): environment(w.hello)
-                        for w in self.scheduler.workers if w.hello.backend == run.backend}
+        environments = {json.dumps(environment(hello), sort_keys=True): environment(hello)
+                        for hello in self.scheduler.worker_hellos(run.backend)}
         for env in environments.values():
             key = cache_key(run.code, run.backend, env, run.options)
             row = await self.storage.fetch_one(

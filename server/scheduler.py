@@ -105,6 +105,10 @@ class Scheduler:
             })
         return result
 
+    def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
+        """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
+        return [w.hello for w in self.workers if w.hello.backend == backend]
+
     def resolve_backend(self, requested: str | None) -> str:
         known = {w.hello.backend for w in self.workers} | self.expected_backends
         if requested is None:

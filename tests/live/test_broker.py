@@ -77,6 +77,10 @@ def test_a_run_submitted_on_one_replica_runs_on_the_others_worker(pair):
     assert started["devices"]["worker"] == "local-0"
     assert done_of(events)["status"] == "ok" and output_text(events) == "[0 2 4]\n"
     assert [e["type"] for e in events].count("done") == 1
+    # The result cache works across replicas: A keys it on the environment of B's worker.
+    assert done_of(a.run("print(7)"))["status"] == "ok"
+    again = a.run("print(7)")
+    assert done_of(again).get("cached") is True and output_text(again) == "7\n"
 
 
 def test_cancel_and_deadline_cross_replicas_with_exactly_one_done(pair):

@@ -1,0 +1,148 @@
+"""One server replica vs two replicas sharing queues and workers through Redis (--broker).
+
+Measures, on this machine, with 4 worker slots in total in every set-up:
+- single: one `jaxplay serve`, one local worker with 4 slots, no broker;
+- pair:   two `jaxplay serve --broker redis://...`, each with a local worker
+          of 2 slots; clients connect to both, alternately;
+- cross:  two replicas with Redis, A without workers, B with 4 slots; every
+          run is submitted on A and executed on B (the worst case: each event
+          crosses Redis).
+
+Figures: throughput of cached runs (identical `print(1)`, answered from the
+result cache) and of tiny runs (`print(i)`, fresh) with 8 concurrent clients;
+latency p50/p95 of sequential `print(1)` runs (fresh, inspect off).
+
+Target (issue 14): Redis adds at most 3 ms to the p50 latency.
+Usage: python bench/scale.py [--runs 60] [--seconds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.stats import percentile  # noqa: E402
+from tests.live_server import LiveServer  # noqa: E402
+from tests.redis_server import RedisServer  # noqa: E402
+
+CLIENTS = 8
+
+
+@contextlib.contextmanager
+def replicas(kind: str) -> Iterator[list[LiveServer]]:
+    """The servers of one set-up, ready, with 4 worker slots in total; stopped on exit."""
+    root = Path(tempfile.mkdtemp(prefix="jaxplay-scale-"))
+    redis = RedisServer() if kind != "single" else None
+    servers: list[LiveServer] = []
+    try:
+        if kind == "single":
+            servers.append(LiveServer(root / "a", ["--slots", "4"]))
+            servers[0].wait_ready()
+        else:
+            broker = ["--broker", redis.url] if redis else []
+            first_args = ["--no-local-worker"] if kind == "cross" else ["--slots", "2"]
+            servers.append(LiveServer(root / "a", [*first_args, *broker]))
+            servers[0].wait_ready(workers=0 if kind == "cross" else 1)
+            servers.append(LiveServer(root / "b", ["--slots", "4" if kind == "cross" else "2", *broker]))
+            servers[1].wait_ready()
+            deadline = time.monotonic() + 10
+            while sum(b["slots"] for b in servers[0].get_json("/api/backends")["backends"]) < 4:
+                assert time.monotonic() < deadline, "replica A never learnt of B's worker"
+                time.sleep(0.05)
+        yield servers[:1] if kind == "cross" else servers  # cross: submit on A only
+    finally:
+        for server in servers:
+            server.stop()
+        if redis is not None:
+            redis.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def run_once(ws, run_id: str, code: str, fresh: bool) -> float:
+    start = time.perf_counter()
+    await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "inspect": False, "fresh": fresh}))
+    while True:
+        event = json.loads(await ws.recv())
+        if event.get("id") == run_id and event["type"] == "done":
+            assert event["status"] == "ok", event
+            return (time.perf_counter() - start) * 1000
+
+
+async def latencies(servers: list[LiveServer], runs: int, warmup: int = 5) -> list[float]:
+    samples = []
+    sockets = [await websockets.connect(s.ws_url) for s in servers]
+    try:
+        for i in range(warmup + runs):
+            ms = await run_once(sockets[i % len(sockets)], f"l{i}", "print(1)", fresh=True)
+            if i >= warmup:
+                samples.append(ms)
+    finally:
+        for ws in sockets:
+            await ws.close()
+    return samples
+
+
+async def throughput(servers: list[LiveServer], seconds: float, cached: bool) -> float:
+    """Runs finished per second by CLIENTS clients, each running one after another."""
+    counter = itertools.count()
+    if cached:  # record the entry once, then every run is answered from the cache
+        async with websockets.connect(servers[0].ws_url) as ws:
+            await run_once(ws, "warm", "print(1)", fresh=False)
+    done = 0
+
+    async def client(index: int) -> None:
+        nonlocal done
+        async with websockets.connect(servers[index % len(servers)].ws_url) as ws:
+            while time.perf_counter() < stop:
+                n = next(counter)
+                await run_once(ws, f"t{n}", "print(1)" if cached else f"print({n})", fresh=not cached)
+                done += 1
+
+    stop = time.perf_counter() + seconds
+    start = time.perf_counter()
+    await asyncio.gather(*(client(i) for i in range(CLIENTS)))
+    return done / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=60, help="sequential runs for the latency figures")
+    parser.add_argument("--seconds", type=float, default=10.0, help="duration of each throughput figure")
+    args = parser.parse_args()
+    results = {}
+    for kind in ("single", "pair", "cross"):
+        with replicas(kind) as servers:
+            lat = asyncio.run(latencies(servers, args.runs))
+            tiny = asyncio.run(throughput(servers, args.seconds, cached=False))
+            cached = asyncio.run(throughput(servers, args.seconds, cached=True))
+            results[kind] = (percentile(lat, 0.5), percentile(lat, 0.95), tiny, cached)
+
+    print(f"{'set-up':<42} {'p50 ms':>8} {'p95 ms':>8} {'tiny runs/s':>12} {'cached runs/s':>14}")
+    labels = {"single": "one replica, in-process queue, 4 slots",
+              "pair": "two replicas + Redis, 2+2 slots",
+              "cross": "two replicas + Redis, every run crosses"}
+    for kind, (p50, p95, tiny, cached) in results.items():
+        print(f"{labels[kind]:<42} {p50:8.1f} {p95:8.1f} {tiny:12.1f} {cached:14.1f}")
+    base = results["single"]
+    for kind in ("pair", "cross"):
+        p50, p95, tiny, cached = results[kind]
+        print(f"{kind}: Redis adds {p50 - base[0]:+.1f} ms p50, {p95 - base[1]:+.1f} ms p95 "
+              f"(target: at most +3 ms p50: {'met' if p50 - base[0] <= 3 else 'NOT met'}); "
+              f"throughput x{tiny / base[2]:.2f} tiny, x{cached / base[3]:.2f} cached")
+
+
+if __name__ == "__main__":
+    main()
