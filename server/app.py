@@ -22,7 +22,7 @@ from starlette.websockets import WebSocket
 
 from jaxplay.settings import Settings
 from server import metrics_access, pages
-from server.broker_redis import BrokeredScheduler
+from server.brokered_scheduler import BrokeredScheduler
 from server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
 from server.health import health_routes
 from server.local_workers import LocalWorkers

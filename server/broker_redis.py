@@ -38,16 +38,17 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.settings import Settings
 from server.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
-from server.sessions import SessionKeys
+
+if TYPE_CHECKING:
+    from server.brokered_scheduler import BrokeredScheduler
 
 log = logging.getLogger("jaxplay.broker")
 
@@ -71,67 +72,6 @@ class Pending:
 def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
     """A worker's hello without its token: what other replicas may know of it."""
     return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
-
-
-class BrokeredScheduler(Scheduler):
-    """A scheduler whose runs go through Redis; its local queues hold only runs it pulled for its workers."""
-
-    def __init__(self, settings: Settings, session_keys: SessionKeys | None = None) -> None:
-        super().__init__(settings, session_keys)
-        self.broker = RedisBroker(settings.broker, self)
-
-    def resolve_backend(self, requested: str | None) -> str:
-        saved = self.expected_backends
-        self.expected_backends = saved | self.broker.remote_backends()
-        try:
-            return super().resolve_backend(requested)
-        finally:
-            self.expected_backends = saved
-
-    def backends(self) -> list[dict[str, Any]]:
-        """This replica's backends, with the workers of the other replicas counted in."""
-        listed = {entry["name"]: entry for entry in super().backends()}
-        for replica, beat in self.broker.live.items():
-            if replica == self.broker.id:
-                continue
-            for name, remote in beat.get("backends", {}).items():
-                entry = listed.setdefault(name, {"name": name, **remote["describe"], "workers": 0, "slots": 0,
-                                                 "free_slots": 0, "queued": 0, "sandbox": self.settings.sandbox})
-                if entry.get("device_kind") is None:
-                    entry.update(remote["describe"])
-                entry["workers"] += remote["workers"]
-                entry["slots"] += remote["slots"]
-        return [listed[name] for name in sorted(listed)]
-
-    def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
-        remote = [wp.WorkerHello(token="", **hello) for replica, beat in self.broker.live.items()
-                  if replica != self.broker.id for hello in beat.get("backends", {}).get(backend, {}).get("hellos", [])]
-        return super().worker_hellos(backend) + remote
-
-    def add_worker(self, link: WorkerLink) -> None:
-        super().add_worker(link)
-        self.broker.beat_soon()  # other replicas learn of the new backend now, not at the next beat
-
-    def submit(self, run: Run) -> None:
-        if not self.accepting:
-            super().submit(run)  # refuses with the shutting-down message
-        self.broker.enqueue(run)
-
-    def submit_here(self, run: Run) -> None:
-        super().submit(run)
-
-    def cancel(self, run: Run) -> None:
-        if run.key in self.broker.pending:
-            self.broker.cancel(run)
-        else:
-            super().cancel(run)
-
-    def withdraw(self, run: Run) -> bool:
-        # A run in Redis cannot be taken back synchronously; burst followers simply run.
-        return False if run.key in self.broker.pending else super().withdraw(run)
-
-    def runs_in_flight(self) -> int:
-        return super().runs_in_flight() + len(self.broker.pending)
 
 
 async def _nowhere(text: str) -> None:

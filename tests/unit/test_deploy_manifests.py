@@ -141,8 +141,22 @@ def test_the_hpa_scales_cpu_workers_on_an_exported_metric(exported_metrics):
 
 
 def test_bundled_datastores_say_to_use_a_managed_one():
-    text = (KUBE / "components" / "bundled-postgres" / "postgres.yaml").read_text()
-    assert "USE YOUR MANAGED POSTGRESQL IN PRODUCTION" in text
+    assert "USE YOUR MANAGED POSTGRESQL IN PRODUCTION" in (KUBE / "components/bundled-postgres/postgres.yaml").read_text()
+    assert "USE YOUR MANAGED REDIS IN PRODUCTION" in (KUBE / "components/bundled-redis/redis.yaml").read_text()
+
+
+def test_server_replicas_share_a_broker_and_a_session_key():
+    server = by_kind("Deployment")["jaxplay-server"]
+    container = pod_spec(server)["containers"][0]
+    assert server["spec"]["replicas"] >= 2
+    assert {"JAXPLAY_BROKER", "JAXPLAY_DATABASE_URL"} <= {e["name"] for e in container["env"]}
+    data_dir = container["args"][container["args"].index("--data-dir") + 1]
+    assert {"mountPath": f"{data_dir}/session.key", "name": "secrets", "subPath": "session-key",
+            "readOnly": True} in container["volumeMounts"]
+    example = (KUBE / "overlays/production/secrets.env.example").read_text()
+    dev = documents(KUBE / "overlays/dev/kustomization.yaml")[0]["secretGenerator"][0]["literals"]
+    for key in ("worker-token", "metrics-token", "database-url", "broker-url", "session-key"):
+        assert f"{key}=" in example and any(line.startswith(f"{key}=") for line in dev)
 
 
 def test_the_grafana_dashboard_shows_only_metrics_the_server_exports(exported_metrics):
