@@ -4,7 +4,8 @@ Ready means all of:
 - not shutting down (phase 1 of ``server/shutdown.py`` turns this off first);
 - storage writable: a real write transaction commits within ``STORAGE_PROBE_S``;
 - at least one worker connected for each expected backend (``cpu`` when local
-  workers run, plus ``--expected-backends``).
+  workers run, plus ``--expected-backends``), to this replica or, with
+  ``--broker``, to any replica.
 
 A load balancer or Kubernetes sends browsers only to ready replicas; the
 liveness probe uses /healthz, which never touches storage or workers, so a slow
@@ -42,9 +43,9 @@ async def readiness(state: AppState) -> dict[str, Any]:
     except Exception as exc:  # any failure means not ready; the reason is shown, not raised
         log.warning("readiness: storage is not writable: %s", exc)
         checks["storage"] = f"not writable: {exc or type(exc).__name__}"
-    connected = {w.hello.backend for w in scheduler.workers}
-    checks["workers"] = {b: sum(w.hello.backend == b for w in scheduler.workers)
-                         for b in sorted(scheduler.expected_backends | connected)}
+    # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
+    checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
+    connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
     ready = checks["accepting"] and checks["storage"] == "writable" and not missing
     result: dict[str, Any] = {"ready": ready, "checks": checks}

@@ -72,6 +72,7 @@ def test_a_run_submitted_on_one_replica_runs_on_the_others_worker(pair):
     assert a.get_json("/healthz")["workers"] == 0
     [cpu] = a.get_json("/api/backends")["backends"]
     assert cpu["name"] == "cpu" and cpu["workers"] == 1 and cpu["slots"] == 2 and cpu["device_count"] == 8
+    assert a.get_json("/readyz")["checks"]["workers"] == {"cpu": 1}  # B's worker makes A ready too
     events = a.run("import jax\nprint(jax.numpy.arange(3) * 2)", fresh=True)
     started = next(e for e in events if e["type"] == "started")
     assert started["devices"]["worker"] == "local-0"
