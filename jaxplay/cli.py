@@ -65,9 +65,27 @@ def serve(args: argparse.Namespace) -> None:
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
+    problem = data_dir_problem(settings)
+    if problem:
+        print(f"jaxplay serve: {problem}", file=sys.stderr)
+        sys.exit(2)
     print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
     app = create_app(settings)
     asyncio.run(serve_both(app, settings))
+
+
+def data_dir_problem(settings: Settings) -> str | None:
+    """Why the data dir must not be used: a sandbox could read it (every snippet, every cached output)."""
+    if settings.sandbox == "none" or settings.local_workers == 0:
+        return None
+    from sandbox.bwrap import exposing_folder
+
+    exposed = exposing_folder(settings.data_dir)
+    if exposed is None:
+        return None
+    return (f"the data dir {settings.data_dir} lies inside {exposed}, which every sandbox can read, so user code "
+            f"could read the stored snippets and cached runs. Choose a folder outside it with --data-dir "
+            f"(the default is {Settings.__dataclass_fields__['data_dir'].default}).")
 
 
 async def serve_both(app: Any, settings: Settings) -> None:
