@@ -15,8 +15,8 @@ from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback")
-CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all")}
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
