@@ -115,6 +115,7 @@ print(float(jax.jit(my_marker_fn)(jnp.ones(3)).sum()))
 """
 
 
+@pytest.mark.attack("state between runs")
 def test_a_sessions_compile_cache_carries_over_and_is_private(live):
     a, b = _session_cookie(live), _session_cookie(live)
     assert a != b
@@ -126,6 +127,7 @@ def test_a_sessions_compile_cache_carries_over_and_is_private(live):
     assert output_text(other[0]).strip() == "0"  # B sees none of A's entries
 
 
+@pytest.mark.attack("state between runs")
 def test_session_caches_are_unreachable_and_the_shared_cache_read_only(live):
     out = asyncio.run(_session_runs(live, ["""
 import os
@@ -144,6 +146,7 @@ except OSError as exc:
     assert "sessions denied" in text and "WROTE" not in text and "shared read-only" in text, text
 
 
+@pytest.mark.attack("state between runs")
 def test_a_poisoned_session_cache_costs_only_a_recompile(live):
     cookie = _session_cookie(live)
     poison = """

@@ -6,6 +6,7 @@ import asyncio
 import json
 import urllib.request
 
+import pytest
 import websockets
 
 from tests.conftest import done_of, output_text
@@ -28,6 +29,7 @@ print("still here")
 """
 
 
+@pytest.mark.attack("forged events")
 def test_forged_and_oversized_events_never_reach_the_browser_as_such(live):
     events = live.run(FORGE, timeout=120)
     kinds = [e["type"] for e in events]
@@ -53,6 +55,7 @@ async def _worker_frames(live, frames: list) -> int | None:
         return ws.close_code
 
 
+@pytest.mark.attack("malformed input")
 def test_malformed_worker_frames_are_refused_and_break_nothing(live):
     hello = {"type": "hello", "token": "x", "name": "w", "backend": "cpu", "device_kind": "cpu", "device_count": 1,
              "jax_version": "0", "jaxlib_version": "0", "slots": 1}
@@ -74,6 +77,7 @@ def test_malformed_worker_frames_are_refused_and_break_nothing(live):
     assert output_text(live.run("print('fine')")).strip() == "fine"
 
 
+@pytest.mark.attack("keys and privileges")
 def test_the_worker_listener_is_not_on_the_public_port(live):
     async def attempt() -> int | None:
         try:
