@@ -162,3 +162,54 @@ for name in os.listdir("/var/cache/jaxplay/jax"):
     assert "poisoned" in output_text(runs[1])
     assert output_text(runs[2]) == output_text(runs[0]) == output_text(runs[3])
     assert output_text(runs[2], "stderr") == ""  # nothing alarming
+
+
+def test_killing_the_prepared_spares_loses_nothing(live):
+    """From the host, kill every process the zygotes made while idle: the next runs still get warm spares."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    assert output_text(live.run("print('before')")).strip() == "before"
+    time.sleep(1.0)
+    zygotes = [p.name for p in Path("/proc").iterdir() if p.name.isdigit()
+               and _cmdline(p).startswith(sys.executable + " -s -P -m sandbox.zygote")
+               and _is_descendant(int(p.name), live.process.pid)]
+    assert zygotes
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _parent(proc) in zygotes:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed += 1
+    assert killed >= 1
+    for _ in range(4):
+        events = live.run("import jax.numpy as jnp; print(float(jnp.ones(2).sum()))")
+        assert output_text(events).strip() == "2.0", (events[-1].get("message"), output_text(events, "stderr"))
+
+
+def _cmdline(proc) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _parent(proc) -> str:
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
+def _is_descendant(pid: int, ancestor: int) -> bool:
+    from pathlib import Path
+
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        parent = _parent(Path(f"/proc/{pid}"))
+        if not parent:
+            return False
+        pid = int(parent)
+    return False
