@@ -1,0 +1,55 @@
+"""Fairness on the real server: a flooding client does not hold up another, and limits answer clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import websockets
+
+from tests.live_server import collect, collect_many, running_server
+
+FLOOD = 12
+
+
+def test_a_flood_from_one_client_lets_another_start_after_at_most_one_of_its_runs():
+    args = ["--max-runs-per-connection", str(FLOOD), "--max-runs-per-client", str(FLOOD), "--slots", "1"]
+    with running_server(args) as server:
+        async def scenario():
+            async with websockets.connect(server.ws_url) as flood, websockets.connect(server.ws_url) as other:
+                # Fresh programs (not answered from the cache), each long enough to queue behind the others.
+                ids = [f"f{i}" for i in range(FLOOD)]
+                for i, run_id in enumerate(ids):
+                    await flood.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
+                                                 "code": f"import time\ntime.sleep(0.4)\nprint({i})"}))
+                flood_events = asyncio.create_task(collect_many(flood, ids, 240))
+                await asyncio.sleep(1.0)
+                await other.send(json.dumps({"type": "run", "id": "mine", "code": "print('mine')", "fresh": True}))
+                mine = await collect(other, "mine", 240)
+                flood_still_running = not flood_events.done()
+                return mine, await flood_events, flood_still_running
+
+        mine, flood_events, flood_still_running = asyncio.run(scenario())
+        assert flood_still_running  # the other client's run did not wait for the flood to drain
+        assert mine[-1]["status"] == "ok"
+        queued = [e for e in mine if e["type"] == "queued"]
+        # Told it is next but one (one flood run is ahead in the round), with a wait from measured runs.
+        assert queued[0]["position"] == 2, queued
+        assert queued[0]["estimated_wait_s"] is not None and queued[0]["estimated_wait_s"] > 0
+        assert all(done[-1]["status"] == "ok" for done in flood_events.values())
+        assert [e["position"] for e in queued] == sorted((e["position"] for e in queued), reverse=True)
+
+
+def test_per_client_limit_message():
+    with running_server(["--max-runs-per-client", "2", "--max-runs-per-connection", "4"]) as server:
+        async def scenario():
+            async with websockets.connect(server.ws_url) as ws:
+                for i in range(3):
+                    await ws.send(json.dumps({"type": "run", "id": f"r{i}", "fresh": True,
+                                              "code": f"import time\ntime.sleep(1)\nprint({i})"}))
+                return await collect_many(ws, ["r0", "r1", "r2"], 120)
+
+        events = asyncio.run(scenario())
+        assert events["r2"][-1]["status"] == "rejected"
+        assert "runs waiting or running (the limit is 2 per browser)" in events["r2"][-1]["message"]
+        assert events["r0"][-1]["status"] == events["r1"][-1]["status"] == "ok"
