@@ -1,0 +1,98 @@
+"""A workshop room in three real Chromium contexts: a presenter types and runs, two attendees follow, one forks."""
+
+from __future__ import annotations
+
+import re
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.helpers import output_text, replace_code, run_ok, wait_for_status
+
+PRESENTER_CODE = "message = 'from the presenter'\nprint(message)"
+FORKED_CODE = "print('my own copy', 6 * 7)"
+
+
+def editor_code(page: Page) -> str:
+    return page.evaluate("window.jaxplay.editor.getCode()")
+
+
+def wait_for_code(page: Page, code: str) -> None:
+    page.wait_for_function("code => window.jaxplay.editor.getCode() === code", arg=code, timeout=15_000)
+
+
+def test_presenter_types_and_runs_two_attendees_follow_one_forks(page_at):
+    presenter = page_at("/")
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{6}#presenter="))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    code = presenter.inner_text("[data-testid=room-code]")
+
+    first = page_at(f"/r/{code}")
+    second = page_at(f"/r/{code.lower()}")  # a code typed in lower case finds the same room
+    expect(presenter.locator("[data-testid=room-counts]")).to_contain_text("2 here", timeout=15_000)
+
+    replace_code(presenter, PRESENTER_CODE)
+    for attendee in (first, second):
+        wait_for_code(attendee, PRESENTER_CODE)
+        attendee.wait_for_selector("[data-testid=presenter-caret]")
+        expect(attendee.locator(".cm-content")).to_have_attribute("contenteditable", "false")
+
+    presenter.click("[data-testid=run]")
+    assert wait_for_status(presenter, "ok", "error") == "ok", output_text(presenter)
+    for attendee in (first, second):
+        expect(attendee.locator("[data-testid=output-log]")).to_contain_text("from the presenter", timeout=15_000)
+        assert wait_for_status(attendee, "ok") == "ok"
+
+    second.click("[data-testid=room-fork]")
+    run_ok(second, FORKED_CODE)
+    assert "my own copy 42" in output_text(second)
+    expect(presenter.locator("[data-testid=room-counts]")).to_contain_text("1 ran · 0 errors", timeout=15_000)
+    # The fork is the attendee's alone: the presenter and the other attendee still have the presenter's code.
+    assert editor_code(first) == editor_code(presenter) == PRESENTER_CODE
+    assert "my own copy" not in output_text(first)
+
+    presenter.click(".cm-content")
+    presenter.keyboard.press("ControlOrMeta+End")
+    presenter.keyboard.insert_text("\nprint('more')")
+    wait_for_code(first, PRESENTER_CODE + "\nprint('more')")
+    assert editor_code(second) == FORKED_CODE  # forked: the presenter's typing does not overwrite it
+
+    second.click("[data-testid=room-follow]")
+    wait_for_code(second, PRESENTER_CODE + "\nprint('more')")
+    expect(second.locator("[data-testid=output-log]")).to_contain_text("from the presenter")
+
+
+def test_a_late_joiner_sees_the_current_state_and_the_projector_shows_a_qr_code(page_at):
+    presenter = page_at("/")
+    replace_code(presenter, "print('before the room')")
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    wait_for_code(presenter, "print('before the room')")
+    run_ok(presenter, "print('ran before you came')")
+    code = presenter.inner_text("[data-testid=room-code]")
+
+    late = page_at(f"/r/{code}")
+    wait_for_code(late, "print('ran before you came')")
+    expect(late.locator("[data-testid=output-log]")).to_contain_text("ran before you came", timeout=15_000)
+
+    presenter.click("[data-testid=room-show]")
+    projector = presenter.locator("[data-testid=room-projector]")
+    expect(projector).to_contain_text(code)
+    assert projector.locator("svg.room-qr path").get_attribute("d").count("h1v1h-1z") > 100
+    presenter.keyboard.press("Escape")
+    expect(projector).to_have_count(0)
+
+
+def test_join_by_code_on_the_home_page_and_an_unknown_code(page_at, base_url):
+    home = page_at("/")
+    home.click("[data-testid=room-menu]")
+    home.fill("[data-testid=room-code-input]", "not a code")
+    home.click("[data-testid=room-join]")
+    expect(home.locator("[data-testid=room-menu-message]")).to_contain_text("looks like jax-")
+    home.fill("[data-testid=room-code-input]", "jax-ZZZZZZ")
+    home.click("[data-testid=room-join]")
+    home.wait_for_url(re.compile(r"/r/jax-ZZZZZZ"))
+    expect(home.locator("h1")).to_have_text("No room jax-ZZZZZZ")
