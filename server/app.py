@@ -28,6 +28,7 @@ from server.room_pages import room_routes
 from server.room_store import RoomStore
 from server.rooms import RoomHub
 from server.scheduler import Scheduler
+from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
 
@@ -45,7 +46,8 @@ class AppState:
 
 
 def create_app(settings: Settings) -> Starlette:
-    state = AppState(settings=settings, scheduler=Scheduler(settings))
+    session_keys = SessionKeys.load_or_create(settings.data_dir)
+    state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
     state.sharing = sharing = Sharing(settings, state.scheduler)
     state.interceptors.append(sharing.cache.intercept)
     state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)
@@ -95,4 +97,5 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
+    app.add_middleware(SessionMiddleware, keys=session_keys)
     return app

@@ -28,6 +28,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from server.scheduler import Run, Scheduler
+from server.sessions import SCOPE_KEY
 
 if TYPE_CHECKING:
     from server.rooms import RoomHub
@@ -42,12 +43,13 @@ class BrowserConnection:
     def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor],
                  rooms: RoomHub | None = None) -> None:
         self.websocket = websocket
+        # The client this connection counts against (fairness, limits, room counts): its browser session.
+        # A socket without a session cookie gets a fresh one from the middleware; "" only in-process.
+        self.session_id: str = websocket.scope.get(SCOPE_KEY) or uuid.uuid4().hex
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
         self.rooms = rooms
-        # The client this connection counts against; a browser session once sessions are issued.
-        self.session_id = uuid.uuid4().hex
         self.address = websocket.client.host if websocket.client else ""
         self.outbox: asyncio.Queue[dict[str, Any] | str | None] = asyncio.Queue()
         self.runs: dict[str, Run] = {}
