@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import urllib.request
 
 import websockets
 
@@ -53,3 +55,39 @@ def test_per_client_limit_message():
         assert events["r2"][-1]["status"] == "rejected"
         assert "runs waiting or running (the limit is 2 per browser)" in events["r2"][-1]["message"]
         assert events["r0"][-1]["status"] == events["r1"][-1]["status"] == "ok"
+
+
+def session_cookie(server) -> str:
+    """A browser session as a page load issues it: the Set-Cookie of any HTTP answer."""
+    with urllib.request.urlopen(server.http_url + "/healthz", timeout=10) as response:
+        return response.headers["set-cookie"].split(";")[0]
+
+
+def test_limits_count_a_browser_session_over_all_its_connections():
+    args = ["--max-runs-per-client", "2", "--max-connections-per-client", "2"]
+    with running_server(args) as server:
+        cookie = session_cookie(server)
+
+        async def scenario():
+            headers = {"cookie": cookie}
+            async with websockets.connect(server.ws_url, additional_headers=headers) as one, \
+                    websockets.connect(server.ws_url, additional_headers=headers) as two:
+                third = await websockets.connect(server.ws_url, additional_headers=headers)
+                refused = json.loads(await third.recv())
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    await third.recv()
+                assert third.close_code == 1008
+                for ws, run_id in ((one, "a"), (two, "b"), (two, "c")):
+                    await ws.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
+                                              "code": f"import time\ntime.sleep(1)\nprint('{run_id}')"}))
+                # Another browser is not affected by this one's limits.
+                async with websockets.connect(server.ws_url) as stranger:
+                    await stranger.send(json.dumps({"type": "run", "id": "s", "code": "print('s')", "fresh": True}))
+                    stranger_events = await collect(stranger, "s", 120)
+                return refused, await collect(one, "a", 120), await collect_many(two, ["b", "c"], 120), stranger_events
+
+        refused, a, bc, stranger = asyncio.run(scenario())
+        assert "already has 2 connections open" in refused["message"]
+        assert a[-1]["status"] == bc["b"][-1]["status"] == "ok"
+        assert bc["c"][-1]["status"] == "rejected" and "the limit is 2 per browser" in bc["c"][-1]["message"]
+        assert stranger[-1]["status"] == "ok"
