@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from playwright.sync_api import Page, expect
 
 from tests.browser.helpers import output_text, replace_code, run_ok, wait_for_status
 
-PRESENTER_CODE = "message = 'from the presenter'\nprint(message)"
+PRESENTER_CODE = ("import jax\n\n@jax.jit\ndef double(x):\n    return x * 2\n\n"
+                  "message = 'from the presenter'\nprint(message, double(21))")
 FORKED_CODE = "print('my own copy', 6 * 7)"
 
 
@@ -41,8 +43,11 @@ def test_presenter_types_and_runs_two_attendees_follow_one_forks(page_at):
     presenter.click("[data-testid=run]")
     assert wait_for_status(presenter, "ok", "error") == "ok", output_text(presenter)
     for attendee in (first, second):
-        expect(attendee.locator("[data-testid=output-log]")).to_contain_text("from the presenter", timeout=15_000)
+        expect(attendee.locator("[data-testid=output-log]")).to_contain_text("from the presenter 42", timeout=15_000)
         assert wait_for_status(attendee, "ok") == "ok"
+    # Inspect arrives with the presenter's run too: it is the same run's events.
+    first.click("#tab-inspect")
+    first.wait_for_selector(".inspect-fn[data-fn=double]")
 
     second.click("[data-testid=room-fork]")
     run_ok(second, FORKED_CODE)
@@ -77,6 +82,11 @@ def test_a_late_joiner_sees_the_current_state_and_the_projector_shows_a_qr_code(
     late = page_at(f"/r/{code}")
     wait_for_code(late, "print('ran before you came')")
     expect(late.locator("[data-testid=output-log]")).to_contain_text("ran before you came", timeout=15_000)
+    embed = page_at(f"/e/r/{code}")  # the embed view of slides follows the room too
+    wait_for_code(embed, "print('ran before you came')")
+    expect(embed.locator("[data-testid=output-log]")).to_contain_text("ran before you came", timeout=15_000)
+    replace_code(presenter, "print('next example')")
+    wait_for_code(embed, "print('next example')")
 
     presenter.click("[data-testid=room-show]")
     projector = presenter.locator("[data-testid=room-projector]")
@@ -96,3 +106,27 @@ def test_join_by_code_on_the_home_page_and_an_unknown_code(page_at, base_url):
     home.click("[data-testid=room-join]")
     home.wait_for_url(re.compile(r"/r/jax-ZZZZZZ"))
     expect(home.locator("h1")).to_have_text("No room jax-ZZZZZZ")
+
+
+def test_deck_controls_move_every_follower(page_at, base_url):
+    presenter = page_at("/")
+    ids = []
+    for slide in ("print('slide one')", "print('slide two')"):
+        answer = presenter.request.post(base_url + "/api/snippets", data=json.dumps({"code": slide}),
+                                        headers={"content-type": "application/json"})
+        ids.append(answer.json()["id"])
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    attendee = page_at(f"/r/{presenter.inner_text('[data-testid=room-code]')}")
+
+    presenter.once("dialog", lambda dialog: dialog.accept(f"{base_url}/s/{ids[0]}, {ids[1]}"))
+    presenter.click("[data-testid=room-deck-set]")
+    for page in (presenter, attendee):
+        wait_for_code(page, "print('slide one')")
+    expect(presenter.locator("[data-testid=room-deck-position]")).to_have_text("1 / 2")
+    presenter.click("[data-testid=room-next]")
+    for page in (presenter, attendee):
+        wait_for_code(page, "print('slide two')")
+    expect(attendee.locator("[data-testid=room-deck-position]")).to_have_text("2 / 2")
