@@ -82,10 +82,14 @@ class Room:
         errors = sum(1 for status in self.round_statuses.values() if status != "ok")
         return bp.room_counts_event(self.code, self.attendees(), len(self.round_statuses), errors)
 
-    def state(self, presenter: bool) -> dict[str, Any]:
-        """Everything a member needs to show the room now (a late joiner's or a reconnected one's view)."""
+    def state(self, presenter: bool, reason: str) -> dict[str, Any]:
+        """Everything a member needs to show the room now (a late joiner's or a reconnected one's view).
+
+        ``reason``: "join" (the answer to room_join) or "deck" (the presenter moved to another slide).
+        """
         counts = self.counts()
-        return {"type": "room_state", "room": self.code, "role": "presenter" if presenter else "attendee",
+        return {"type": "room_state", "room": self.code, "reason": reason,
+                "role": "presenter" if presenter else "attendee",
                 "code": self.record.program, "selection": list(self.selection) if self.selection else None,
                 "version": self.version, "deck": self.record.deck, "position": self.record.position,
                 "attendee_timeout_s": self.record.attendee_timeout_s,
@@ -205,7 +209,7 @@ class RoomHub:
         room.members[connection] = presenter
         self.joined[connection] = room
         room.record.last_active = time.time()
-        connection.emit(room.state(presenter))
+        connection.emit(room.state(presenter, "join"))
         if presenter:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
                            skip=connection, followers_only=True)
@@ -263,7 +267,7 @@ class RoomHub:
         room.run_events, room.run_bytes, room.run_id = [], 0, None
         room.new_round()
         for member, presenter in room.members.items():
-            member.send_encoded(encode(room.state(presenter)))
+            member.send_encoded(encode(room.state(presenter, "deck")))
         self._touch(room)
 
     def prepare_run(self, connection: BrowserConnection, run: Run) -> None:

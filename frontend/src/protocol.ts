@@ -140,6 +140,8 @@ export interface NoticeEvent {
 export interface RoomStateEvent {
   type: "room_state";
   room: string;
+  /** "join": the answer to room_join (also after a reconnect); "deck": the presenter changed slide. */
+  reason: "join" | "deck";
   role: "presenter" | "attendee";
   code: string;
   selection: [number, number] | null;

@@ -42,11 +42,13 @@ function presenterSecret(code: string): string | null {
 
 export class RoomPage {
   readonly code: string;
-  private readonly secret: string | null;
+  private secret: string | null;
+  private readonly embed: boolean;
   private readonly editor: RoomEditor;
-  private readonly bar: RoomBar;
+  private bar: RoomBar;
   private following: boolean;
   private joinedOnce = false;
+  private joinPending = false;
   // The presenter's latest state, kept while forked so "Follow again" is instant.
   private presenterCode = "";
   private presenterSelection: Selection | null = null;
@@ -67,14 +69,8 @@ export class RoomPage {
     this.following = this.secret === null;
     this.editor = new RoomEditor(app.editor.view, (code, selection) => this.onLocalChange(code, selection));
     this.editor.setReadOnly(this.following);
-    this.bar = new RoomBar({
-      code: this.code,
-      presenter: this.secret !== null,
-      embed,
-      fork: () => this.fork(),
-      followAgain: () => this.followAgain(),
-      deck: (action, snippets) => this.app.connection.send({ type: "room_deck", action, ...(snippets ? { snippets } : {}) }),
-    });
+    this.embed = embed;
+    this.bar = this.makeBar();
     const topbar = document.querySelector("header.topbar");
     topbar?.querySelector(".topbar-spacer")?.before(this.bar.element);
     document.body.classList.add(this.secret ? "room-presenter" : "room-attendee");
@@ -87,11 +83,27 @@ export class RoomPage {
     if (app.connection.state === "open") this.join();
   }
 
+  private makeBar(): RoomBar {
+    return new RoomBar({
+      code: this.code,
+      presenter: this.secret !== null,
+      embed: this.embed,
+      fork: () => this.fork(),
+      followAgain: () => this.followAgain(),
+      deck: (action, snippets) => this.app.connection.send({ type: "room_deck", action, ...(snippets ? { snippets } : {}) }),
+    });
+  }
+
   private join(): void {
+    this.joinPending = true;
     this.app.connection.send({ type: "room_join", room: this.code, ...(this.secret ? { secret: this.secret } : {}) });
   }
 
   private onEvent(ev: ServerEvent): void {
+    if (ev.type === "notice" && ev.id === null && this.joinPending && this.secret !== null) {
+      this.dropSecret(); // the server refused the secret (the notice, shown in Output, says so): follow instead
+      return;
+    }
     if (!("room" in ev) || ev.room !== this.code) return;
     switch (ev.type) {
       case "room_state":
@@ -115,23 +127,31 @@ export class RoomPage {
     }
   }
 
+  private dropSecret(): void {
+    localStorage.removeItem(SECRET_KEY(this.code));
+    this.secret = null;
+    document.body.classList.replace("room-presenter", "room-attendee");
+    const bar = this.makeBar();
+    this.bar.element.replaceWith(bar.element);
+    this.bar = bar;
+    this.followAgain();
+    this.join();
+  }
+
   private onState(ev: RoomStateEvent): void {
+    this.joinPending = false;
     const firstJoin = !this.joinedOnce;
     this.joinedOnce = true;
     this.bar.setCounts(ev.people, ev.ran, ev.errors);
     this.bar.setDeck(ev.deck, ev.position);
     this.bar.setPresenterOnline(ev.presenter_online);
-    this.bar.setRole(ev.role);
     this.presenterCode = ev.code;
     this.presenterSelection = ev.selection;
     if (ev.role === "presenter") {
-      const slideChanged = this.bar.lastPosition !== ev.position || this.bar.lastDeckSize !== ev.deck.length;
-      if (firstJoin || slideChanged || this.app.editor.getCode() === ev.code) this.editor.setCode(ev.code);
+      if (firstJoin || ev.reason === "deck" || this.app.editor.getCode() === ev.code) this.editor.setCode(ev.code);
       else this.sendSoon(this.app.editor.getCode()); // typed while disconnected: the room takes this copy
-      this.bar.rememberDeck(ev.deck, ev.position);
       return;
     }
-    this.bar.rememberDeck(ev.deck, ev.position);
     this.presenterRun = ev.run ?? [];
     this.presenterRunId = this.presenterRun.length ? runIdOf(this.presenterRun[0]) : null;
     if (this.following) this.showPresenter();

@@ -27,8 +27,6 @@ export function parseDeck(text: string): string[] {
 
 export class RoomBar {
   readonly element: HTMLElement;
-  lastPosition = -1;
-  lastDeckSize = -1;
   private readonly counts = el("span", { class: "room-counts", "data-testid": "room-counts" });
   private readonly roleLabel = el("span", { class: "room-role" });
   private readonly away = el("span", { class: "room-away", hidden: true }, "presenter away");
@@ -86,11 +84,6 @@ export class RoomBar {
     return `${window.location.origin}/r/${this.options.code}`;
   }
 
-  setRole(role: "presenter" | "attendee"): void {
-    // A presenter link whose secret the server refused still follows; the notice says why.
-    if (role === "attendee" && this.options.presenter) this.roleLabel.textContent = "Following";
-  }
-
   setCounts(people: number, ran: number, errors: number): void {
     this.counts.textContent = `${people} here · ${ran} ran · ${errors} ${errors === 1 ? "error" : "errors"}`;
     this.counts.title = "People following; of them, how many ran since your last run or slide change, and how many got an error";
@@ -100,11 +93,6 @@ export class RoomBar {
     const text = deck.length ? `${position + 1} / ${deck.length}` : "";
     this.deckPosition.textContent = text;
     this.deckControls.hidden = deck.length === 0;
-  }
-
-  rememberDeck(deck: string[], position: number): void {
-    this.lastPosition = position;
-    this.lastDeckSize = deck.length;
   }
 
   setPresenterOnline(online: boolean): void {

@@ -130,3 +130,19 @@ def test_deck_controls_move_every_follower(page_at, base_url):
     for page in (presenter, attendee):
         wait_for_code(page, "print('slide two')")
     expect(attendee.locator("[data-testid=room-deck-position]")).to_have_text("2 / 2")
+
+
+def test_a_presenter_link_with_a_wrong_secret_follows_instead(page_at):
+    presenter = page_at("/")
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    code = presenter.inner_text("[data-testid=room-code]")
+    replace_code(presenter, "print('only the presenter edits')")
+
+    forger = page_at(f"/r/{code}#presenter=not-the-secret")
+    expect(forger.locator("[data-testid=output-log]")).to_contain_text("not the presenter secret")
+    forger.wait_for_selector("[data-testid=room-fork]")
+    wait_for_code(forger, "print('only the presenter edits')")
+    expect(forger.locator(".cm-content")).to_have_attribute("contenteditable", "false")
