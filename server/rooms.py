@@ -65,6 +65,8 @@ class Room:
     run_events: list[dict[str, Any]] = field(default_factory=list)
     run_bytes: int = 0
     run_id: str | None = None
+    # The presenter's run that holds the priority lane; one at a time, so a room is no way around fairness.
+    priority_run: Run | None = None
     # Attendees' latest run status since the presenter last ran or changed slide, by session.
     round_statuses: dict[str, str] = field(default_factory=dict)
     save_pending: bool = False
@@ -275,7 +277,9 @@ class RoomHub:
         if room is None:
             return
         if room.members.get(connection):
-            run.priority = True
+            if room.priority_run is None or room.priority_run.state == "done":
+                run.priority = True
+                room.priority_run = run
             room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
             room.new_round()
             self._counts_soon(room)

@@ -150,7 +150,7 @@ class Scheduler:
             raise bp.ProtocolError(
                 f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.")
         limit = self.settings.max_runs_per_client
-        if self.active_runs[run.session_id] >= limit and not run.priority:
+        if self.active_runs[run.session_id] >= limit:
             raise bp.ProtocolError(
                 f"You already have {self.active_runs[run.session_id]} runs waiting or running (the limit is {limit} "
                 "per browser); wait for one to finish or stop one.")

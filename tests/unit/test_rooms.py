@@ -189,3 +189,19 @@ def test_deck_moves_load_the_slide_and_reset_the_round(storage):
         stored = hub.store.load(room.code)
         assert stored is not None and stored.position == 1 and stored.deck == ids
     asyncio.run(scenario())
+
+
+def test_the_priority_lane_holds_one_presenter_run_at_a_time(storage):
+    async def scenario():
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        presenter = join(hub, room.code, secret)
+        runs = [Run(client_id=f"p{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+                for i in range(3)]
+        hub.prepare_run(presenter, runs[0])  # type: ignore[arg-type]
+        hub.prepare_run(presenter, runs[1])  # type: ignore[arg-type]
+        assert runs[0].priority and not runs[1].priority
+        runs[0].state = "done"
+        hub.prepare_run(presenter, runs[2])  # type: ignore[arg-type]
+        assert runs[2].priority
+    asyncio.run(scenario())
