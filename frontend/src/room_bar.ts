@@ -53,6 +53,7 @@ export class RoomBar {
     this.element = el("div", { class: "room-bar", "data-testid": "room-bar" }, this.roleLabel, code);
     if (options.presenter) {
       this.roleLabel.textContent = "Presenting";
+      code.title = "People join with this code";
       this.deckControls.append(
         el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-prev", title: "Previous slide",
                        onclick: () => options.deck("prev") }, "◀"),
@@ -63,10 +64,8 @@ export class RoomBar {
       this.element.append(
         this.counts,
         el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-show",
-                       title: "Show the code and a QR code for the projector", onclick: () => this.showProjector() },
-           "Show code"),
-        el("button", { class: "btn btn-ghost", type: "button", title: "Copy the attendee link",
-                       onclick: () => void navigator.clipboard?.writeText(this.attendeeUrl()) }, "Copy link"),
+                       title: "Show the code, the link and a QR code for the projector", onclick: () => this.showProjector() },
+           "Invite"),
         this.deckControls,
         el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-deck-set",
                        title: "Set the deck: shared snippets to step through", onclick: () => this.askForDeck() },
@@ -86,6 +85,7 @@ export class RoomBar {
 
   setCounts(people: number, ran: number, errors: number): void {
     this.counts.textContent = `${people} here · ${ran} ran · ${errors} ${errors === 1 ? "error" : "errors"}`;
+    this.counts.dataset.people = String(people);
     this.counts.title = "People following; of them, how many ran since your last run or slide change, and how many got an error";
   }
 
@@ -125,6 +125,12 @@ export class RoomBar {
         onclick: close },
       el("div", { class: "room-projector-code" }, this.options.code),
       el("div", { class: "room-projector-url" }, url),
+      el("button", { class: "btn", type: "button", "data-testid": "room-copy-link",
+                     onclick: (ev: Event) => {
+                       ev.stopPropagation(); // copying must not close the view
+                       void navigator.clipboard?.writeText(url);
+                       (ev.currentTarget as HTMLButtonElement).textContent = "Link copied";
+                     } }, "Copy link"),
     );
     overlay.insertBefore(qrSvg(url, `QR code for ${url}`), overlay.firstChild);
     overlay.append(el("div", { class: "room-projector-hint" }, "or type the code on the playground's home page · click to close"));
