@@ -205,6 +205,9 @@ class RoomHub:
         if presenter and not secret_matches(message.secret, room.record.secret_digest):
             raise RoomError(f"That is not the presenter secret of room {room.code}: open the presenter link again, "
                             f"or follow the room without it.")
+        if room.members.get(connection) == presenter and connection in room.members:
+            # Already there: answering again would resend the whole state (up to MAX_KEPT_RUN_BYTES).
+            raise RoomError(f"This connection already follows room {room.code}; its state was sent when it joined.")
         if connection not in room.members and len(room.members) >= self.settings.max_room_followers:
             raise RoomError(f"Room {room.code} is full ({self.settings.max_room_followers} people).")
         self.leave(connection)

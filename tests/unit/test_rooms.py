@@ -205,3 +205,14 @@ def test_the_priority_lane_holds_one_presenter_run_at_a_time(storage):
         hub.prepare_run(presenter, runs[2])  # type: ignore[arg-type]
         assert runs[2].priority
     asyncio.run(scenario())
+
+
+def test_joining_twice_does_not_resend_the_state(storage):
+    async def scenario():
+        hub = make_hub(storage)
+        room, _ = await hub.create("", [], None)
+        member = join(hub, room.code)
+        hub.handle(member, bp.RoomJoin(room=room.code))  # type: ignore[arg-type]
+        assert [e["type"] for e in member.events] == ["room_state", "notice"]
+        assert "already follows" in member.events[1]["message"]
+    asyncio.run(scenario())
