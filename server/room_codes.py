@@ -54,8 +54,8 @@ def secret_matches(secret: str | None, digest: str) -> bool:
     return secret is not None and hmac.compare_digest(secret_digest(secret), digest)
 
 
-class GuessLimiter:
-    """Counts failed room lookups per address over the last minute."""
+class AddressLimit:
+    """At most ``per_minute`` events per address in any minute (unknown room codes tried, rooms started)."""
 
     def __init__(self, per_minute: int, window_s: float = 60.0) -> None:
         self.per_minute = per_minute
@@ -74,11 +74,7 @@ class GuessLimiter:
             return True
         return len(recent) < self.per_minute
 
-    def failed(self, address: str) -> None:
+    def record(self, address: str) -> None:
         if address not in self.failures and len(self.failures) >= MAX_TRACKED_ADDRESSES:
             self.failures.pop(next(iter(self.failures)))
         self.failures.setdefault(address, deque()).append(time.monotonic())
-
-    def refusal(self) -> str:
-        return (f"Too many unknown room codes from this address ({self.per_minute} a minute); wait a minute, "
-                "then check the code with whoever is presenting.")

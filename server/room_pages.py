@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Route
 
 from server.pages import render_page
-from server.room_codes import GuessLimiter, normalize_code
+from server.room_codes import AddressLimit, normalize_code
 from server.rooms import RoomError, RoomHub
 from server.snippets import SnippetError, read_body
 
@@ -38,7 +38,7 @@ def message_page(title: str, text: str, status: int) -> HTMLResponse:
 
 
 def room_routes(hub: RoomHub) -> list[Route]:
-    creations = GuessLimiter(ROOMS_PER_ADDRESS_PER_MINUTE)
+    creations = AddressLimit(ROOMS_PER_ADDRESS_PER_MINUTE)
 
     async def create_room(request: Request) -> Response:
         address = request.client.host if request.client else ""
@@ -60,7 +60,7 @@ def room_routes(hub: RoomHub) -> list[Route]:
                                             body.get("attendee_timeout_s"))
         except RoomError as exc:
             return JSONResponse({"message": str(exc)}, status_code=400)
-        creations.failed(address)  # counts creations, the same sliding window as failed guesses
+        creations.record(address)
         base = str(request.base_url).rstrip("/")
         return JSONResponse({"room": room.code, "secret": secret, "url": f"{base}/r/{room.code}",
                              "presenter_url": f"{base}/r/{room.code}#presenter={secret}",

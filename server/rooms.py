@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
-from server.room_codes import GuessLimiter, new_code, new_secret, normalize_code, secret_digest, secret_matches
+from server.room_codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
 from server.room_store import RoomRecord, RoomStore
 from server.scheduler import Run
 from server.snippets import SnippetStore
@@ -120,7 +120,7 @@ class RoomHub:
         self.snippets = snippets
         self.rooms: dict[str, Room] = {}
         self.joined: dict[BrowserConnection, Room] = {}
-        self.guesses = GuessLimiter(settings.room_join_failures_per_minute)
+        self.guesses = AddressLimit(settings.room_join_failures_per_minute)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -166,7 +166,8 @@ class RoomHub:
     def find(self, text: str, address: str) -> Room:
         """The room a code names; unknown codes count against the address's guesses."""
         if not self.guesses.allowed(address):
-            raise RoomError(self.guesses.refusal())
+            raise RoomError(f"Too many unknown room codes from this address ({self.guesses.per_minute} a minute); "
+                            "wait a minute, then check the code with whoever is presenting.")
         code = normalize_code(text)
         room = self.rooms.get(code) if code else None
         if room is None and code is not None:
@@ -174,7 +175,7 @@ class RoomHub:
             if record is not None and record.last_active >= time.time() - self.settings.room_idle_expiry_s:
                 room = self.rooms[code] = Room(record=record)
         if room is None:
-            self.guesses.failed(address)
+            self.guesses.record(address)
             shown = code or text.strip()[:32]
             raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM2) "
                             "with whoever is presenting. Rooms close after a while without use.")

@@ -15,7 +15,7 @@ import pytest
 
 from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
-from server.room_codes import CODE_PATTERN, GuessLimiter, new_code, normalize_code
+from server.room_codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
 from server.room_store import RoomStore
 from server.rooms import RoomError, RoomHub
 from server.scheduler import Run
@@ -66,11 +66,11 @@ def test_codes_are_short_human_and_typed_forgivingly():
     assert normalize_code("jax-7Q4K") is None and normalize_code("") is None
 
 
-def test_the_guess_limiter_refuses_after_the_budget_and_forgets_after_the_window():
-    limiter = GuessLimiter(per_minute=3, window_s=0.2)
+def test_the_address_limit_refuses_after_the_budget_and_forgets_after_the_window():
+    limiter = AddressLimit(per_minute=3, window_s=0.2)
     for _ in range(3):
         assert limiter.allowed("a")
-        limiter.failed("a")
+        limiter.record("a")
     assert not limiter.allowed("a") and limiter.allowed("b")
     time.sleep(0.25)
     assert limiter.allowed("a")
