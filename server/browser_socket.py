@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jaxplay.server")
 
+# What one connection may have waiting to be sent; beyond it, output-like events are dropped (with a notice).
+OUTBOX_LIMIT_BYTES = 32 << 20
+DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
+                       "notice"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
 RunInterceptor = Callable[[bp.ClientRun, Run], bool]
 
@@ -51,23 +55,47 @@ class BrowserConnection:
         self.interceptors = interceptors
         self.rooms = rooms
         self.address = websocket.client.host if websocket.client else ""
-        self.outbox: asyncio.Queue[dict[str, Any] | str | None] = asyncio.Queue()
+        self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.outbox_bytes = 0
+        self.dropped = 0
         self.runs: dict[str, Run] = {}
 
-    def send_encoded(self, frame: str) -> None:
-        """A frame already encoded as JSON (a room broadcast encodes once for every follower)."""
+    def send_encoded(self, frame: str, droppable: bool) -> None:
+        """A frame already encoded as JSON (a room broadcast encodes once for every follower).
+
+        A droppable frame (a room's edit or run output) is dropped when this browser cannot keep up,
+        like a run's own output; the next edit carries the whole program again.
+        """
+        if droppable and self.outbox_bytes + len(frame) > OUTBOX_LIMIT_BYTES:
+            self.dropped += 1
+            return
+        self.outbox_bytes += len(frame)
         self.outbox.put_nowait(frame)
 
     def emit(self, event: dict[str, Any]) -> None:
-        self.outbox.put_nowait(event)
+        text = json.dumps(event, separators=(",", ":"))
+        if self.outbox_bytes + len(text) > OUTBOX_LIMIT_BYTES and event.get("type") in DROPPABLE:
+            self.dropped += 1  # a browser that cannot keep up loses output, never the server's memory
+            return
+        if self.dropped and event.get("type") == "done":
+            self._queue(bp.notice_event(f"{self.dropped} events were dropped because this connection could not "
+                                        "keep up with the run's output.", event.get("id")) | {"level": "warning"})
+            self.dropped = 0
+        self._queue(event, text)
         if event.get("type") == "done":
             run = self.runs.get(event.get("id", ""))
             if run is not None and run.state == "done":
                 del self.runs[event["id"]]
 
+    def _queue(self, event: dict[str, Any], text: str | None = None) -> None:
+        text = text if text is not None else json.dumps(event, separators=(",", ":"))
+        self.outbox_bytes += len(text)
+        self.outbox.put_nowait(text)
+
     async def write_loop(self) -> None:
-        while (event := await self.outbox.get()) is not None:
-            await self.websocket.send_text(event if isinstance(event, str) else json.dumps(event, separators=(",", ":")))
+        while (text := await self.outbox.get()) is not None:
+            self.outbox_bytes -= len(text)
+            await self.websocket.send_text(text)
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self.write_loop())

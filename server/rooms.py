@@ -49,6 +49,8 @@ SWEEP_EVERY_S = 60.0
 FORGET_EMPTY_AFTER_S = 600.0
 # The presenter's last run kept for late joiners; beyond this its events are sent live only.
 MAX_KEPT_RUN_BYTES = 4 << 20
+# Room frames a follower that cannot keep up may lose (server/browser_socket.py); the rest always go out.
+DROPPABLE = frozenset({"room_edit", "room_run", "room_counts"})
 COUNTED_STATUSES = frozenset({"ok", "error", "timeout", "crashed"})
 
 
@@ -101,9 +103,10 @@ class Room:
     def broadcast(self, event: dict[str, Any], *, skip: BrowserConnection | None = None,
                   followers_only: bool = False) -> None:
         frame = encode(event)
+        droppable = event["type"] in DROPPABLE
         for member, presenter in self.members.items():
             if member is not skip and not (followers_only and presenter):
-                member.send_encoded(frame)
+                member.send_encoded(frame, droppable)
 
     def new_round(self) -> None:
         self.round_statuses.clear()
@@ -273,7 +276,7 @@ class RoomHub:
         room.run_events, room.run_bytes, room.run_id = [], 0, None
         room.new_round()
         for member, presenter in room.members.items():
-            member.send_encoded(encode(room.state(presenter, "deck")))
+            member.send_encoded(encode(room.state(presenter, "deck")), False)
         self._touch(room)
 
     def prepare_run(self, connection: BrowserConnection, run: Run) -> None:
@@ -302,7 +305,7 @@ class RoomHub:
             room.run_bytes += len(frame)
         for member, presenter in room.members.items():
             if not presenter:
-                member.send_encoded(frame)
+                member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
 
     def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
         if event.get("type") == "done" and event.get("status") in COUNTED_STATUSES:

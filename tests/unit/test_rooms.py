@@ -33,7 +33,7 @@ class Member:
     def emit(self, event: dict) -> None:
         self.events.append(event)
 
-    def send_encoded(self, frame: str) -> None:
+    def send_encoded(self, frame: str, droppable: bool) -> None:
         self.frames.append(frame)
 
     def received(self, kind: str) -> list[dict]:
