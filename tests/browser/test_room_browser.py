@@ -146,3 +146,21 @@ def test_a_presenter_link_with_a_wrong_secret_follows_instead(page_at):
     forger.wait_for_selector("[data-testid=room-fork]")
     wait_for_code(forger, "print('only the presenter edits')")
     expect(forger.locator(".cm-content")).to_have_attribute("contenteditable", "false")
+
+
+def test_an_attendee_whose_connection_drops_comes_back_to_the_same_place(page_at):
+    presenter = page_at("/")
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    attendee = page_at(f"/r/{presenter.inner_text('[data-testid=room-code]')}")
+    replace_code(presenter, "print('before the drop')")
+    wait_for_code(attendee, "print('before the drop')")
+
+    # Drop the attendee's socket as a flaky network would; the page reconnects on its own.
+    attendee.evaluate("window.jaxplay.connection.socket.close()")
+    replace_code(presenter, "print('typed while you were away')")
+    attendee.wait_for_selector(".conn[data-state=open]")
+    wait_for_code(attendee, "print('typed while you were away')")
+    expect(attendee.locator(".cm-content")).to_have_attribute("contenteditable", "false")
