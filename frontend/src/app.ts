@@ -26,12 +26,17 @@ const DRAFT_SAVE_MS = 400;
 interface ActiveRun {
   id: string;
   sentAt: number;
+  /** False for a run this page only shows (a room presenter's): it cannot be cancelled from here. */
+  own?: boolean;
 }
 
 export class App {
   readonly editor: PlaygroundEditor;
   readonly panels: Panel[] = [];
-  private readonly connection: Connection;
+  readonly connection: Connection;
+  /** Listeners for every server event (rooms use these), called before the run on screen sees it. */
+  readonly eventListeners: Array<(ev: ServerEvent) => void> = [];
+  readonly connectionListeners: Array<(state: ConnectionState) => void> = [];
   private readonly status = new StatusLine();
   private readonly backends: BackendPicker;
   private readonly tabs = new Tabs();
@@ -90,13 +95,15 @@ export class App {
     const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
     root.replaceChildren(header, main, footer);
 
-    const draft = !embed && !boot.snippet ? localStorage.getItem(DRAFT_KEY) : null;
+    // A room's editor holds the presenter's code: it must neither load nor overwrite this browser's draft.
+    const keepsDraft = !embed && !boot.snippet && !boot.room;
+    const draft = keepsDraft ? localStorage.getItem(DRAFT_KEY) : null;
     let saveTimer: number | null = null;
     this.editor = createEditor({
       parent: editorPane,
       doc: boot.snippet?.code ?? draft ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: embed || boot.snippet ? undefined : (code) => {
+      onChange: !keepsDraft ? undefined : (code) => {
         if (saveTimer !== null) window.clearTimeout(saveTimer);
         saveTimer = window.setTimeout(() => localStorage.setItem(DRAFT_KEY, code), DRAFT_SAVE_MS);
       },
@@ -139,7 +146,7 @@ export class App {
   run(extra: Partial<ClientRun> = {}): void {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
-    this.active = { id, sentAt: performance.now() };
+    this.active = { id, sentAt: performance.now(), own: true };
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
@@ -162,11 +169,30 @@ export class App {
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
 
+  /** Shows another's run live (a room presenter's) through the same path as this page's own runs. */
+  showRun(id: string, events: readonly ServerEvent[] = []): void {
+    if (this.active) this.cancel(this.active.id);
+    this.active = { id, sentAt: performance.now(), own: false };
+    for (const panel of this.panels) panel.onRunStart(id);
+    this.setRunning(true);
+    for (const ev of events) this.onEvent(ev);
+  }
+
+  /** An event of a run shown with `showRun`. */
+  showEvent(ev: ServerEvent): void {
+    this.onEvent(ev);
+  }
+
   stop(): void {
     if (this.active) this.cancel(this.active.id);
   }
 
   private cancel(id: string): void {
+    if (this.active?.id === id && this.active.own === false) {
+      this.active = null;
+      this.setRunning(false);
+      return;
+    }
     // A run still waiting in the outbox was never seen by the server: end it here.
     let unsent = false;
     this.connection.unsend((m) => {
@@ -182,6 +208,8 @@ export class App {
   }
 
   private onEvent(ev: ServerEvent): void {
+    for (const listener of this.eventListeners) listener(ev);
+    if (!("id" in ev)) return; // room events: their listeners handle them
     if (ev.type === "notice" && ev.id === null) {
       this.route(ev);
       return;
@@ -190,7 +218,7 @@ export class App {
     this.share.onEvent(ev);
     switch (ev.type) {
       case "queued":
-        this.status.set({ kind: "queued", position: ev.position });
+        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s });
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
@@ -233,6 +261,7 @@ export class App {
   }
 
   private onConnectionState(state: ConnectionState): void {
+    for (const listener of this.connectionListeners) listener(state);
     this.connectionBadge.dataset.state = state;
     this.connectionBadge.textContent =
       state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";

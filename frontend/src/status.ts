@@ -9,7 +9,7 @@ import type { RunStatus } from "./protocol";
 export type StatusState =
   | { kind: "idle" }
   | { kind: "sending" }
-  | { kind: "queued"; position: number }
+  | { kind: "queued"; position: number; waitS?: number | null }
   | { kind: "running"; since: number }
   | { kind: "done"; status: RunStatus; elapsedMs: number; message?: string }
   | { kind: "lost" };
@@ -54,7 +54,9 @@ export function describe(s: StatusState): string {
     case "sending":
       return "starting…";
     case "queued":
-      return `queued (position ${s.position})`;
+      return s.waitS != null && s.waitS >= 1
+        ? `queued (position ${s.position}, about ${Math.round(s.waitS)} s)`
+        : `queued (position ${s.position})`;
     case "running":
       return `running ${formatRunning(performance.now() - s.since)}`;
     case "lost":
