@@ -37,7 +37,7 @@ import {
   rectangularSelection,
 } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
-import type { EditorAccess, LineMark, LineMarkKind } from "./panels/index";
+import type { EditorAccess, LineMark, LineMarkKind } from "./panels/types";
 
 // --- line marks -------------------------------------------------------------
 

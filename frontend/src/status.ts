@@ -9,6 +9,7 @@ import type { RunStatus } from "./protocol";
 export type StatusState =
   | { kind: "idle" }
   | { kind: "sending" }
+  | { kind: "waiting" }
   | { kind: "queued"; position: number }
   | { kind: "running"; since: number }
   | { kind: "done"; status: RunStatus; elapsedMs: number; message?: string }
@@ -53,6 +54,8 @@ export function describe(s: StatusState): string {
       return "ready";
     case "sending":
       return "starting…";
+    case "waiting":
+      return "waiting for the server…";
     case "queued":
       return `queued (position ${s.position})`;
     case "running":

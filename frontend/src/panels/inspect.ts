@@ -15,7 +15,7 @@
 
 import { el } from "../dom";
 import "../styles/inspect.css";
-import type { PanelFactory } from "./index";
+import type { PanelFactory } from "./types";
 import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } from "./inspect_format";
 import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from "./inspect_types";
 import { ArtifactView, DiffView } from "./inspect_view";
