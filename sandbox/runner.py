@@ -10,7 +10,6 @@ An exception in user code is a result (an ``error`` event), not a failure.
 from __future__ import annotations
 
 import ast
-import io
 import linecache
 import os
 import sys
@@ -19,6 +18,7 @@ import types
 from typing import Any
 
 from sandbox import capture, events
+from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
@@ -29,9 +29,9 @@ OOM_MESSAGE = (
 
 
 def reopen_std_streams() -> None:
-    """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed."""
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed,
+    and the two streams in the order they were written (sandbox.ordered_output)."""
+    sys.stdout, sys.stderr = ordered_text_streams(1, 2)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
 
 
