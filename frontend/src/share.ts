@@ -334,12 +334,12 @@ export class ShareController {
     );
   }
 
-  /** "· your edits, not shared [show the shared code]": the editor holds kept edits, not the link's code. */
+  /** "· unsaved edits [revert]": the editor holds kept edits, not the link's code. */
   private draftNoteFor(sharedCode: string): HTMLElement {
     return el(
       "span",
-      { class: "share-draft", "data-testid": "draft-note", title: "Kept in this browser since your last visit" },
-      " · your edits, not shared ",
+      { class: "share-draft", "data-testid": "draft-note", title: "Your edits of this snippet, kept in this browser; Share makes them a new link" },
+      " · unsaved edits ",
       el("button", {
         class: "share-draft-revert",
         type: "button",
@@ -349,7 +349,7 @@ export class ShareController {
           this.draftNote = null;
           this.renderOrigin();
         },
-      }, "show the shared code"),
+      }, "revert"),
     );
   }
 
