@@ -10,9 +10,11 @@ An exception in user code is a result (an ``error`` event), not a failure.
 from __future__ import annotations
 
 import ast
+import io
 import linecache
 import os
 import sys
+import tokenize
 import traceback
 import types
 from typing import Any
@@ -21,6 +23,8 @@ from sandbox import capture, events
 from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
+QUIET_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                          tokenize.ENDMARKER})
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
 OOM_MESSAGE = (
     "The run used more memory than its limit of {limit}. "
@@ -35,9 +39,21 @@ def reopen_std_streams() -> None:
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
 
 
+def ends_with_semicolon(code: str) -> bool:
+    """IPython's rule: the last token that is not a comment or whitespace is ``;`` (``x;  # note`` too)."""
+    last = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type not in QUIET_TOKENS:
+                last = token
+    except (tokenize.TokenError, SyntaxError):
+        return code.rstrip().endswith(";")
+    return last is not None and last.type == tokenize.OP and last.string == ";"
+
+
 def split_last_expression(tree: ast.Module, code: str) -> tuple[ast.Module, ast.Expression | None]:
     """Like a notebook cell: a final bare expression is evaluated for display (a trailing ';' hides it)."""
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
         last = tree.body.pop()
         return tree, ast.Expression(body=last.value)  # type: ignore[attr-defined]
     return tree, None

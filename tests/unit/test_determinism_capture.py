@@ -16,6 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import timeit  # before any install, as in the zygote (its matplotlib imports timeit)
 from pathlib import Path
 
 import pytest
@@ -141,8 +142,6 @@ def test_a_library_reading_for_the_program_counts_but_jax_and_plumbing_do_not(ru
 
 def test_timeit_imported_before_the_clock_was_wrapped_still_counts(run):
     # As in the zygote: matplotlib imports timeit, binding time.perf_counter, long before a run.
-    import timeit
-
     assert timeit.default_timer is time.perf_counter
     assert run("import timeit\nt = timeit.Timer('x = 1')\nt.timeit(5)") == [("timeit", 3)]
     assert timeit.default_timer is time.perf_counter
