@@ -19,7 +19,7 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import capture, events
+from sandbox import capture, error_hints, events
 from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
@@ -66,6 +66,8 @@ def user_frames(tb: types.TracebackType | None) -> list[traceback.FrameSummary]:
 def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     frames = user_frames(exc.__traceback__)
     line: int | None = frames[-1].lineno if frames else None
+    if frames and error_hints.full_traceback_wanted():
+        frames = error_hints.frames_from_program(exc.__traceback__)
     if isinstance(exc, SyntaxError) and exc.filename == USER_FILENAME:
         line = exc.lineno
         frames = []
@@ -77,7 +79,8 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     tb_text = "".join(traceback.format_list(frames)) if frames else ""
     tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
     tb_text += "".join(traceback.format_exception_only(type(exc), exc))
-    return {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+    event = {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+    return error_hints.refine(event, exc)
 
 
 def execute(code: str, options: dict[str, Any]) -> int:
@@ -92,6 +95,7 @@ def execute(code: str, options: dict[str, Any]) -> int:
     namespace = main_module.__dict__
     memory_limit = options.get("memory_limit_text", "the configured limit")
     capture.install(options)
+    error_hints.install()
     status = 0
     try:
         tree = ast.parse(code, USER_FILENAME)

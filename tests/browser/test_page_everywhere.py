@@ -220,3 +220,11 @@ def test_an_outage_is_said_in_output_and_a_run_waits_for_the_server(browser: Bro
     finally:
         context.close()
         server.stop()
+
+
+def test_a_moved_jax_api_gets_a_hint_under_the_error(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, "import jax\njax.tree_map(lambda x: x, [1])")
+    page.click("[data-testid=run]")
+    wait_for_status(page, "error")
+    assert "jax.tree.map" in page.inner_text("[data-testid=output-error] [data-testid=error-hint]")

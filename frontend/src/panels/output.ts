@@ -262,6 +262,9 @@ function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
     ev.message ? el("div", { class: "output-error-message" }, ...linkified(ev.message)) : null,
     frames.trim() ? linkedTraceback(frames.replace(/\n+$/, ""), editor) : null,
     notes ? el("div", { class: "output-error-notes" }, ...linkified(notes)) : null,
+    ev.hint
+      ? el("div", { class: "output-error-hint", "data-testid": "error-hint" }, el("span", { class: "output-error-hint-label" }, "Hint"), ...linkified(ev.hint))
+      : null,
   );
 }
 
