@@ -228,3 +228,28 @@ def test_a_moved_jax_api_gets_a_hint_under_the_error(page_at: PageAt) -> None:
     page.click("[data-testid=run]")
     wait_for_status(page, "error")
     assert "jax.tree.map" in page.inner_text("[data-testid=output-error] [data-testid=error-hint]")
+
+
+def test_optimized_hlo_opens_with_its_metadata_folded_in_a_tall_viewer(page_at: PageAt) -> None:
+    page = page_at("/", viewport={"width": 1440, "height": 900})
+    run_ok(page, "import jax, jax.numpy as jnp\n\n@jax.jit\ndef f(x):\n    return jnp.sin(x) * 2\n\nf(jnp.ones(3))\n")
+    page.click("#tab-inspect")
+    page.click(".inspect button:text-is('Optimized HLO')")
+    page.wait_for_selector("[data-testid=hlo-metadata-fold]")
+    code = "[data-testid=inspect-code] .cm-content"
+    assert "FileLocations" not in page.inner_text(code) and "ENTRY" in page.inner_text(code)
+    assert page.locator("[data-testid=inspect-code]").bounding_box()["height"] >= 0.55 * 900
+    page.click("[data-testid=hlo-metadata-fold]")
+    page.wait_for_function(
+        "document.querySelector('[data-testid=inspect-code] .cm-content').innerText.includes('FileLocations')"
+    )
+
+
+def test_html_results_are_dark_in_the_dark_theme_and_say_drawing_until_drawn(page_at: PageAt) -> None:
+    for scheme, dark in (("light", False), ("dark", True)):
+        page = page_at("/", color_scheme=scheme)
+        frame = page.locator("[data-testid=output-log] .display-frame").first
+        run_ok(page, "import jax.numpy as jnp\njnp.arange(6.0).reshape(2, 3)")
+        style = frame.evaluate("f => [getComputedStyle(f).filter, getComputedStyle(f).backgroundImage]")
+        assert ("invert" in style[0]) is dark
+        assert "drawing" in style[1]
