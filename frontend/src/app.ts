@@ -224,6 +224,13 @@ export class App {
         this.status.set({ kind: "running", since: performance.now() });
         this.runInfo.textContent = describeStarted(ev);
         break;
+      case "compiling":
+      case "compiled":
+        if (this.status.state.kind === "running") {
+          const compiling = ev.type === "compiling" ? { fn: ev.fn, line: ev.line } : undefined;
+          this.status.set({ kind: "running", since: this.status.state.since, compiling });
+        }
+        break;
       case "done":
         this.finish(ev);
         return;

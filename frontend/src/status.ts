@@ -11,7 +11,7 @@ export type StatusState =
   | { kind: "sending" }
   | { kind: "waiting" }
   | { kind: "queued"; position: number }
-  | { kind: "running"; since: number }
+  | { kind: "running"; since: number; compiling?: { fn: string; line: number | null } }
   | { kind: "done"; status: RunStatus; elapsedMs: number; message?: string }
   | { kind: "lost" };
 
@@ -58,8 +58,12 @@ export function describe(s: StatusState): string {
       return "waiting for the server…";
     case "queued":
       return `queued (position ${s.position})`;
-    case "running":
-      return `running ${formatRunning(performance.now() - s.since)}`;
+    case "running": {
+      const time = formatRunning(performance.now() - s.since);
+      if (!s.compiling) return `running ${time}`;
+      const where = s.compiling.line !== null ? ` (line ${s.compiling.line})` : "";
+      return `compiling ${s.compiling.fn}${where}… · running ${time}`;
+    }
     case "lost":
       return "lost: the connection dropped during the run";
     case "done": {

@@ -253,3 +253,31 @@ def test_html_results_are_dark_in_the_dark_theme_and_say_drawing_until_drawn(pag
         style = frame.evaluate("f => [getComputedStyle(f).filter, getComputedStyle(f).backgroundImage]")
         assert ("invert" in style[0]) is dark
         assert "drawing" in style[1]
+
+
+def test_a_long_compile_shows_progress_in_the_status_and_in_inspect(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, (
+        "import jax, jax.numpy as jnp\n\n@jax.jit\ndef many_steps(x):\n"
+        "    for _ in range(300):\n        x = jnp.cos(x) * 1.01\n    return x\n\n"
+        "many_steps(jnp.ones(4))\n"
+    ))
+    page.click("#tab-inspect")
+    page.evaluate(
+        """() => {
+          window.seen = { status: [], pending: false };
+          new MutationObserver(() => {
+            const text = document.querySelector('[data-testid=status]').innerText;
+            if (!window.seen.status.includes(text)) window.seen.status.push(text);
+            if (document.querySelector('[data-testid=inspect-compiling]')) window.seen.pending = true;
+          }).observe(document.body, { childList: true, subtree: true, characterData: true });
+        }"""
+    )
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok") == "ok"
+    seen = page.evaluate("window.seen")
+    assert any(text.startswith("compiling many_steps (line 4)") for text in seen["status"]), seen
+    assert seen["pending"]
+    # Filled in: the compilation is listed and nothing is left pending.
+    page.wait_for_selector(".inspect-compile[data-key='1.1']")
+    assert page.locator("[data-testid=inspect-compiling]").count() == 0
