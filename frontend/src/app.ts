@@ -7,6 +7,8 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
+import { apiHelp } from "./api_help";
+import { ApiIndex } from "./api_index";
 import { BackendPicker } from "./backends";
 import type { Boot } from "./boot";
 import { Connection, type ConnectionState, socketUrl } from "./connection";
@@ -20,6 +22,7 @@ import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
+import { syntaxMarks } from "./syntax_marks";
 import { Tabs } from "./tabs";
 
 /** How long the page waits for the server before saying it cannot be reached. */
@@ -49,6 +52,7 @@ export class App {
   private runCounter = 0;
   private readonly share: ShareController;
   private readonly drafts = new Drafts();
+  readonly apiIndex = new ApiIndex();
   /** The page the editor's text belongs to: a snippet's id (with its shared code) or the blank editor. */
   private snippetId: string | null;
   private sharedCode: string | null;
@@ -63,6 +67,10 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
+    // Completion and help follow the JAX of the backend the code will run on.
+    this.backends.onSelect = (backend) => {
+      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -116,6 +124,7 @@ export class App {
       doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
       onChange: embed ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
     for (const factory of PANELS) {

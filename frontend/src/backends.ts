@@ -20,12 +20,15 @@ export class BackendPicker {
   private backends: BackendInfo[] = [];
   private preferred: string | null;
   private reachable = true;
+  /** Told the chosen backend whenever the list or the choice changes. */
+  onSelect: ((backend: BackendInfo | undefined) => void) | null = null;
 
   constructor(preferred: string | null = null) {
     this.preferred = preferred ?? localStorage.getItem(STORAGE_KEY);
     this.select.addEventListener("change", () => {
       this.preferred = this.select.value || null;
       if (this.preferred) localStorage.setItem(STORAGE_KEY, this.preferred);
+      this.onSelect?.(this.selected);
     });
     this.select.append(el("option", { value: "" }, "loading…"));
     void this.refresh();
@@ -83,6 +86,7 @@ export class BackendPicker {
     this.element.classList.toggle("unsandboxed", backends.some((b) => b.sandbox === "none"));
     this.select.value = want;
     this.select.disabled = !this.reachable;
+    this.onSelect?.(this.selected);
     this.element.title = this.selected ? `${describeLoad(this.selected)}\njax ${this.selected.jax_version}` : "";
   }
 

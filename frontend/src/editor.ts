@@ -192,6 +192,8 @@ export interface EditorOptions {
   onRun: () => void;
   onChange?: (code: string) => void;
   readOnly?: boolean;
+  /** More behaviour (completion from the API index, syntax marks, ...). */
+  extensions?: Extension[];
 }
 
 export interface PlaygroundEditor extends EditorAccess {
@@ -243,6 +245,7 @@ export function createEditor(options: EditorOptions): PlaygroundEditor {
     ]),
     EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "editor" }),
     EditorState.readOnly.of(options.readOnly ?? false),
+    ...(options.extensions ?? []),
   ];
   if (options.onChange) {
     const onChange = options.onChange;
