@@ -26,6 +26,7 @@ from server.api_index import ApiIndex
 from server.browser_socket import RunInterceptor, handle_browser_socket
 from server.local_workers import LocalWorkers
 from server.scheduler import Scheduler
+from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
 
@@ -42,7 +43,8 @@ class AppState:
 
 
 def create_app(settings: Settings) -> Starlette:
-    state = AppState(settings=settings, scheduler=Scheduler(settings))
+    session_keys = SessionKeys.load_or_create(settings.data_dir)
+    state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
     state.sharing = sharing = Sharing(settings, state.scheduler)
     state.interceptors.append(sharing.cache.intercept)
 
@@ -57,8 +59,7 @@ def create_app(settings: Settings) -> Starlette:
         await handle_browser_socket(websocket, state.scheduler, state.interceptors)
 
     async def worker_socket(websocket: WebSocket) -> None:
-        tokens = [state.local_token, settings.worker_token]
-        await handle_worker_socket(websocket, state.scheduler, tokens, settings.worker_token)
+        await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,10 +84,12 @@ def create_app(settings: Settings) -> Starlette:
         *sharing.routes(),
         *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
-        WebSocketRoute("/worker", worker_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    # Workers dial a listener of their own (loopback by default), never the public port.
+    app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
+    app.add_middleware(SessionMiddleware, keys=session_keys)
     return app
