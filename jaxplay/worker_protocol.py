@@ -36,6 +36,7 @@ class WorkerHello:
     jaxlib_version: str
     slots: int
     platform_version: str = ""
+    device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 

@@ -93,6 +93,7 @@ class Scheduler:
                 "name": name,
                 "device_kind": first.device_kind if first else None,
                 "device_count": first.device_count if first else None,
+                "device_memory_bytes": first.device_memory_bytes if first else None,
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "workers": len(links),
