@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from jaxplay import json_input
+
 MAX_RUN_ID_CHARS = 128
 
 
@@ -56,9 +58,11 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
     if not isinstance(text, str):
         raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.")
     try:
-        raw = json.loads(text)
+        raw = json_input.loads(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.") from None
+    except ValueError as exc:
+        raise ProtocolError(f"Malformed JSON ({exc}): send one JSON object per frame.") from None
     if not isinstance(raw, dict):
         raise ProtocolError("Each message must be a JSON object with a 'type' field.")
     run_id = raw.get("id") if isinstance(raw.get("id"), str) else None

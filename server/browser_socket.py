@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
+from jaxplay import json_input
 from server.scheduler import Run, Scheduler
 from server.sessions import SCOPE_KEY
 
@@ -146,7 +147,7 @@ class BrowserConnection:
 
 def _looks_like_run(text: str | None) -> bool:
     try:
-        return isinstance(text, str) and json.loads(text).get("type") == "run"
+        return isinstance(text, str) and json_input.loads(text).get("type") == "run"
     except (ValueError, AttributeError):
         return False
 

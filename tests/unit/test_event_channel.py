@@ -17,6 +17,7 @@ def line(event) -> bytes:
     return json.dumps(event).encode()
 
 
+@pytest.mark.attack("forged events")
 def test_only_events_a_run_may_send_pass():
     gate = ec.EventGate()
     assert gate.admit(line({"type": "display", "data": "x"}))["type"] == "display"
@@ -31,11 +32,13 @@ def test_only_events_a_run_may_send_pass():
 @pytest.mark.parametrize("text", [b'{"type":"notice","x":NaN}', b'{"type":"notice","x":Infinity}',
                                   b"[" * 5000 + b"]" * 5000, b'{"type":"notice","x":' + b"[" * 100 + b"]" * 100 + b"}",
                                   b"not json", b'"just a string"'])
+@pytest.mark.attack("forged events")
 def test_malformed_or_hostile_lines_are_refused_not_raised(text):
     with pytest.raises(ec.EventRefused):
         ec.EventGate().admit(text)
 
 
+@pytest.mark.attack("oversized events")
 def test_budgets_per_type_and_in_total():
     gate = ec.EventGate()
     chunk = line({"type": "display", "data": "x" * (4 << 20)})
@@ -49,6 +52,7 @@ def test_budgets_per_type_and_in_total():
         ec.EventGate().admit(line({"type": "display", "data": "x" * (ec.MAX_EVENT_BYTES + 1)}))
 
 
+@pytest.mark.attack("oversized events")
 def test_a_flood_of_events_is_rate_limited():
     gate = ec.EventGate()
     small = line({"type": "notice", "message": "x"})
@@ -61,6 +65,7 @@ def test_a_flood_of_events_is_rate_limited():
     assert refused > 0
 
 
+@pytest.mark.attack("oversized events")
 def test_one_huge_line_costs_linear_time_and_bounded_memory():
     """96 MiB written in 64 KiB reads: the relay scans each byte once and keeps at most one event's worth."""
     sent: list[dict] = []
