@@ -22,6 +22,7 @@ from starlette.websockets import WebSocket
 from jaxplay import __version__
 from jaxplay.settings import Settings
 from server import pages
+from server.api_index import ApiIndex
 from server.browser_socket import RunInterceptor, handle_browser_socket
 from server.local_workers import LocalWorkers
 from server.room_pages import room_routes
@@ -89,6 +90,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/backends", backends),
         *sharing.routes(),
         *room_routes(rooms),
+        *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]

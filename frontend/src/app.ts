@@ -7,21 +7,30 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
+import { apiHelp } from "./api_help";
+import { ApiIndex } from "./api_index";
 import { BackendPicker } from "./backends";
 import type { Boot } from "./boot";
 import { Connection, type ConnectionState, socketUrl } from "./connection";
-import { el, runShortcutLabel } from "./dom";
+import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
+import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
 import defaultExample from "./examples/default.py?raw";
-import { type Panel, type PanelContext, PANELS } from "./panels/index";
+import { PANELS } from "./panels/index";
+import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
+import { syntaxMarks } from "./syntax_marks";
 import { Tabs } from "./tabs";
 
-const DRAFT_KEY = "jaxplay.draft";
-const DRAFT_SAVE_MS = 400;
+/** How long the page waits for the server before saying it cannot be reached. */
+const UNREACHABLE_AFTER_MS = 1500;
+const UNREACHABLE_MESSAGE =
+  "The server cannot be reached. The page keeps trying to reconnect; a run you start now waits and starts when it is back.";
+/** Tabs that show no run: running from one of them brings the Output tab forward. */
+const PICKER_TABS = new Set(["gallery"]);
 
 interface ActiveRun {
   id: string;
@@ -47,6 +56,12 @@ export class App {
   private active: ActiveRun | null = null;
   private runCounter = 0;
   private readonly share: ShareController;
+  private readonly drafts = new Drafts();
+  readonly apiIndex = new ApiIndex();
+  /** The page the editor's text belongs to: a snippet's id (with its shared code) or the blank editor. */
+  private snippetId: string | null;
+  private sharedCode: string | null;
+  private unreachableShown = false;
 
   constructor(
     root: HTMLElement,
@@ -57,6 +72,10 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
+    // Completion and help follow the JAX of the backend the code will run on.
+    this.backends.onSelect = (backend) => {
+      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -66,10 +85,15 @@ export class App {
     );
     this.stopButton = el(
       "button",
-      { class: "btn btn-stop", type: "button", title: "Stop the run", disabled: true, "data-testid": "stop" },
+      { class: "btn btn-stop", type: "button", title: `Stop the run (${stopShortcutLabel})`, disabled: true, "data-testid": "stop" },
       el("span", { class: "btn-icon", "aria-hidden": "true" }, "■"),
       "Stop",
     );
+    document.addEventListener("keydown", (e) => {
+      if (!isStopShortcut(e) || !this.active) return;
+      e.preventDefault();
+      this.stop();
+    }, true);
     this.runButton.addEventListener("click", () => this.run());
     this.stopButton.addEventListener("click", () => this.stop());
 
@@ -85,6 +109,8 @@ export class App {
       ),
       embed ? null : this.exampleButton(),
       el("div", { class: "topbar-spacer" }),
+      // On phones the header is two rows: this ends the first (name, Stop, Run).
+      el("div", { class: "topbar-break", "aria-hidden": "true" }),
       this.backends.element,
       this.stopButton,
       this.runButton,
@@ -95,18 +121,17 @@ export class App {
     const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
     root.replaceChildren(header, main, footer);
 
+    this.snippetId = typeof boot.snippet?.id === "string" ? boot.snippet.id : null;
+    this.sharedCode = boot.snippet?.code ?? null;
     // A room's editor holds the presenter's code: it must neither load nor overwrite this browser's draft.
-    const keepsDraft = !embed && !boot.snippet && !boot.room;
-    const draft = keepsDraft ? localStorage.getItem(DRAFT_KEY) : null;
-    let saveTimer: number | null = null;
+    const keepsDraft = !embed && !boot.room;
+    const draft = keepsDraft ? this.drafts.load(this.snippetId, this.sharedCode) : null;
     this.editor = createEditor({
       parent: editorPane,
-      doc: boot.snippet?.code ?? draft ?? defaultExample.trimEnd(),
+      doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: !keepsDraft ? undefined : (code) => {
-        if (saveTimer !== null) window.clearTimeout(saveTimer);
-        saveTimer = window.setTimeout(() => localStorage.setItem(DRAFT_KEY, code), DRAFT_SAVE_MS);
-      },
+      onChange: !keepsDraft ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
     for (const factory of PANELS) {
@@ -115,6 +140,7 @@ export class App {
         editor: this.editor,
         setBadge: (value, tone) => slot.setBadge(value, tone),
         activate: () => slot.activate(),
+        showPanel: (id) => this.tabs.show(id),
         isActive: () => slot.isActive(),
         boot,
       };
@@ -137,7 +163,12 @@ export class App {
       runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
+      restoredDraft: draft !== null && this.snippetId !== null,
+      linked: (id, code) => this.onLinked(id, code),
     });
+    window.setTimeout(() => {
+      if (this.connection.state !== "open") this.showUnreachable();
+    }, UNREACHABLE_AFTER_MS);
     // An embed taking focus would scroll the page that frames it.
     if (!embed) this.editor.focus();
   }
@@ -147,6 +178,7 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now(), own: true };
+    if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
@@ -154,10 +186,15 @@ export class App {
     if (backend) message.backend = backend;
     Object.assign(message, extra);
     this.share.onRunStart(message);
-    this.status.set({ kind: "sending" });
     this.runInfo.textContent = "";
     this.setRunning(true);
     this.connection.send(message);
+    if (this.connection.state === "open") {
+      this.status.set({ kind: "sending" });
+    } else {
+      this.status.set({ kind: "waiting" });
+      this.route({ type: "notice", id: null, level: "warning", message: "The server cannot be reached; your run will start when it is back." });
+    }
   }
 
   /** Shows a recorded run (a shared snippet's) through the same path as a live run's events. */
@@ -224,6 +261,13 @@ export class App {
         this.status.set({ kind: "running", since: performance.now() });
         this.runInfo.textContent = describeStarted(ev);
         break;
+      case "compiling":
+      case "compiled":
+        if (this.status.state.kind === "running") {
+          const compiling = ev.type === "compiling" ? { fn: ev.fn, line: ev.line } : undefined;
+          this.status.set({ kind: "running", since: this.status.state.since, compiling });
+        }
+        break;
       case "done":
         this.finish(ev);
         return;
@@ -265,6 +309,36 @@ export class App {
     this.connectionBadge.dataset.state = state;
     this.connectionBadge.textContent =
       state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";
+    document.body.classList.toggle("is-offline", state !== "open");
+    this.runButton.title = state === "open"
+      ? `Run (${runShortcutLabel})`
+      : `The server cannot be reached: a run waits and starts when it is back (${runShortcutLabel})`;
+    if (state === "reconnecting") {
+      this.showUnreachable();
+    } else if (state === "open") {
+      this.backends.setReachable(true);
+      if (this.unreachableShown) {
+        this.unreachableShown = false;
+        this.route({ type: "notice", id: null, level: "info", message: "Connected to the server again." });
+      }
+      if (this.active && this.status.state.kind === "waiting") this.status.set({ kind: "sending" });
+    }
+  }
+
+  /** Says so once per outage, in the output area where a person looks for a run's result. */
+  private showUnreachable(): void {
+    this.backends.setReachable(false);
+    if (this.unreachableShown || this.connection.state === "open") return;
+    this.unreachableShown = true;
+    this.route({ type: "notice", id: null, level: "warning", message: UNREACHABLE_MESSAGE });
+  }
+
+  /** The editor's text now belongs to snippet `id` (just shared): its drafts are kept under that link. */
+  private onLinked(id: string, code: string): void {
+    if (this.snippetId !== null) this.drafts.forget(this.snippetId);
+    else this.drafts.flush();
+    this.snippetId = id;
+    this.sharedCode = code;
   }
 
   private setRunning(running: boolean): void {

@@ -103,8 +103,10 @@ export interface ErrorEvent extends RunEventBase {
   message: string;
   /** 1-based line in the user's code, or null when the error is not in it. */
   line: number | null;
-  /** The user's frames only, formatted like Python's traceback. */
+  /** The user's frames only (every frame from the program's first with JAX_TRACEBACK_FILTERING=off), formatted like Python's traceback. */
   traceback: string;
+  /** A short hint for a removed or moved JAX API, or "Did you mean ...?"; shown under the error. */
+  hint?: string;
 }
 
 export interface DisplayEvent extends RunEventBase {

@@ -75,12 +75,14 @@ logger = logging.getLogger("jaxplay.sandbox.inspect")
 class CallFrame:
     """What JAX reported while one top-level jitted call ran on this thread."""
 
-    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit")
+    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "record", "compiling_sent")
 
-    def __init__(self) -> None:
+    def __init__(self, record: FunctionRecord | None = None) -> None:
         self.phases_ms: dict[str, float] = {}
         self.explanations: list[str] = []
         self.persistent_cache_hit = False
+        self.record = record
+        self.compiling_sent = False
 
 
 class FunctionRecord:
@@ -141,8 +143,20 @@ def _on_duration(event: str, duration_s: float, **_: Any) -> None:
         return
     stack = getattr(_state.local, "frames", None)
     if stack:
-        phases = stack[-1].phases_ms
-        phases[phase] = phases.get(phase, 0.0) + duration_s * 1e3
+        frame = stack[-1]
+        frame.phases_ms[phase] = frame.phases_ms.get(phase, 0.0) + duration_s * 1e3
+        if phase == "trace" and not frame.compiling_sent:
+            _announce_compiling(frame)
+
+
+def _announce_compiling(frame: CallFrame) -> None:
+    """Traced: lowering and XLA's compile come next, and may take seconds. The page says so meanwhile."""
+    frame.compiling_sent = True
+    record = frame.record
+    if record is None:
+        return
+    events.emit({"type": "compiling", "fn_id": record.fn_id, "fn": record.fn, "line": record.line,
+                 "compile_index": len(record.compiles) + 1})
 
 
 def _on_event(event: str, **_: Any) -> None:
@@ -236,7 +250,7 @@ class CapturedJit:
         if not _trace_state_clean():
             self._record.traced_calls += 1
             return self._jitted(*args, **kwargs)
-        frame = CallFrame()
+        frame = CallFrame(self._record)
         stack = _frames()
         stack.append(frame)
         start = time.perf_counter()
