@@ -93,6 +93,11 @@ class FairQueue(Generic[R]):
                 del self.clients[run.session_id]
         self._length -= 1
 
+    def heaviest(self) -> R | None:
+        """The newest waiting run of the client with the most runs waiting (never a presenter's)."""
+        runs = max(self.clients.values(), key=len, default=None)
+        return runs[-1] if runs else None
+
     def count_for(self, session_id: str) -> int:
         return len(self.clients.get(session_id, ())) + sum(1 for r in self.priority if r.session_id == session_id)
 

@@ -150,7 +150,7 @@ class Scheduler:
 
     def submit(self, run: Run) -> None:
         queue = self.queues.setdefault(run.backend, FairQueue())
-        if len(queue) >= self.settings.queue_limit:
+        if len(queue) >= self.settings.queue_limit and not self._make_room(queue, run):
             raise bp.ProtocolError(
                 f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.")
         limit = self.settings.max_runs_per_client
@@ -163,6 +163,17 @@ class Scheduler:
         queue.append(run)
         self._announce_positions(run.backend)
         self.dispatch(run.backend)
+
+    def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
+        """A full queue sheds the newest run of the client holding the most, if that client holds
+        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        victim = queue.heaviest()
+        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+            return False
+        queue.remove(victim)
+        self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
+                                                   "newest one was dropped to let another user's run in.")
+        return True
 
     def cancel(self, run: Run) -> None:
         if run.state == "queued":

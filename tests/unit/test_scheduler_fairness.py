@@ -187,3 +187,20 @@ def test_fair_queue_iterates_in_service_order_and_removes():
     queue.remove(runs[2])
     assert [r.name for r in queue] == ["p", "a0", "a1"] and len(queue) == 3
     assert [queue.popleft().name for _ in range(3)] == ["p", "a0", "a1"] and not queue
+
+
+def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_user():
+    from jaxplay.settings import Settings
+    from server.scheduler import Run, Scheduler
+
+    scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))
+    sent: list[dict] = []
+    flood = [Run(client_id=f"f{i}", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                 session_id="flood") for i in range(6)]
+    for run in flood:
+        scheduler.submit(run)
+    other = Run(client_id="o", code="print(2)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                session_id="someone-else")
+    scheduler.submit(other)  # accepted: the flood's newest run made room
+    assert other.state == "queued" and flood[-1].state == "done"
+    assert any(e["type"] == "done" and e["id"] == "f5" and e["status"] == "rejected" for e in sent)
