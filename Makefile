@@ -40,11 +40,11 @@ $(VENV)/.created:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[worker-libs]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,worker-libs]'
 	touch $@ $(VENV)/.installed
 
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
