@@ -18,7 +18,7 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import capture, events
+from sandbox import capture, events, libraries
 
 USER_FILENAME = "<playground>"
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
@@ -55,6 +55,8 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
         frames = []
     message = str(exc)
     ename = type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError):  # not installed on this worker: say so and list what is
+        message = libraries.missing_module_message(exc) or message
     if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in message and "memory" in message.lower():
         ename = "MemoryError"
         message = OOM_MESSAGE.format(limit=memory_limit) + (f" ({message})" if message else "")
