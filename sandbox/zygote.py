@@ -27,6 +27,7 @@ import socket
 import sys
 from typing import Any
 
+from sandbox import library_preload
 from sandbox import zygote_protocol as zp
 
 PR_SET_DUMPABLE = 4
@@ -47,6 +48,7 @@ def preload() -> dict[str, str]:
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)
     preload_rich_display()
+    library_preload.preload_libraries()
     return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
 
 
