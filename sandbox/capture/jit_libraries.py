@@ -35,6 +35,8 @@ NNX_COMPILATION = "flax.nnx.transforms.compilation"
 # Each wrapper class, and where the user's outputs are among its jitted function's:
 # JitFn returns (args, kwargs, out), SimpleJitFn returns (out, updates).
 NNX_WRAPPER_CLASSES = {"JitWrapped": 2, "SimpleJitWrapped": 0}
+# A model shows its arrays by path; past this many, the rest are counted.
+MAX_FIELDS_SHOWN = 8
 
 Describe = Callable[[tuple[list[str], str | None], Any, tuple, dict], list[dict[str, str]]]
 
@@ -159,8 +161,10 @@ def nnx_node_text(value: Any) -> str | None:
 
 def object_text(value: Any, fields: list[tuple[str, str]]) -> str:
     """``MLP(layers[0].weight: f32[8,3], ...)``: a model by the paths of its arrays, on one line."""
-    text = f"{type(value).__name__}({', '.join(f'{path}: {kind}' for path, kind in fields)})"
-    return jit_artifacts.short(text, jit_artifacts.MAX_TYPE_TEXT_CHARS)
+    shown = [f"{path}: {kind}" for path, kind in fields[:MAX_FIELDS_SHOWN]]
+    if len(fields) > MAX_FIELDS_SHOWN:  # an optimizer's state: the first few say what it is
+        shown.append(f"… {len(fields) - MAX_FIELDS_SHOWN} more")
+    return jit_artifacts.short(f"{type(value).__name__}({', '.join(shown)})", jit_artifacts.MAX_TYPE_TEXT_CHARS)
 
 
 def _patch_nnx(module: Any) -> None:

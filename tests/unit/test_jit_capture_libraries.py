@@ -148,3 +148,15 @@ def test_patches_are_undone_after_the_run():
     assert equinox._jit._call is not before[0] and compilation.JitWrapped.__call__ is not before[1]
     jit_libraries.uninstall()
     assert (equinox._jit._call, compilation.JitWrapped.__call__, compilation.SimpleJitWrapped.__call__) == before
+
+
+def test_a_large_model_shows_its_first_arrays_and_counts_the_rest():
+    from sandbox.capture import jit_libraries
+
+    class Optimizer:
+        pass
+
+    fields = [(f"opt_state.mu.w{i}", "OptVariable f32[2]") for i in range(10)]
+    text = jit_libraries.object_text(Optimizer(), fields)
+    assert text.startswith("Optimizer(opt_state.mu.w0: OptVariable f32[2], opt_state.mu.w1: ")
+    assert text.endswith("opt_state.mu.w7: OptVariable f32[2], … 2 more)")
