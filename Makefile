@@ -23,6 +23,7 @@ bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/timing_fidelity.py
 	$(BIN)/python bench/inspect_overhead.py
 	$(BIN)/python bench/sharing.py
+	$(BIN)/python bench/libraries.py
 
 frontend: frontend/dist/assets/app.js
 

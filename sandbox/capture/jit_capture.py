@@ -293,7 +293,9 @@ class CapturedJit:
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
         reason = None
         explanation = _explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
-        if user_call is not None and not user_call.jax_explains:
+        if user_call is not None and (previous is None or not user_call.jax_explains):
+            # The library's wrapper is one function to JAX: its first compilation of each of the
+            # user's functions would read as "seen another function defined on the same line".
             explanation = None
         if explanation is not None:
             reason = jit_artifacts.clean_cache_miss_reason(

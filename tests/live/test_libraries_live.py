@@ -29,12 +29,17 @@ import jax.numpy as jnp, optax, einops
 params = {{"w": jnp.ones(3)}}
 updates, _ = optax.sgd(0.5).update({{"w": jnp.ones(3)}}, optax.sgd(0.5).init(params))
 print(einops.rearrange(jnp.arange(6).reshape(2, 3), "a b -> b a").shape, optax.apply_updates(params, updates)["w"])
+import orbax.checkpoint as ocp  # a checkpoint round trip in the run's /tmp, no network
+checkpointer = ocp.StandardCheckpointer()
+checkpointer.save("/tmp/checkpoint", params)
+checkpointer.wait_until_finished()
+print(checkpointer.restore("/tmp/checkpoint")["w"])
 """
     events = live.run(code, timeout=180)
     assert done_of(events)["status"] == "ok", events[-3:]
     lines = output_text(events).splitlines()
-    assert lines[:-1] == [f"imported {name}" for name in MODULES]
-    assert lines[-1] == "(3, 2) [0.5 0.5 0.5]"
+    assert lines[:-2] == [f"imported {name}" for name in MODULES]
+    assert lines[-2:] == ["(3, 2) [0.5 0.5 0.5]", "[1. 1. 1.]"]
 
 
 def test_the_zygote_preloads_the_common_libraries(live):

@@ -119,14 +119,25 @@ def test_nnx_jit_reports_the_user_function_with_modules_by_their_variables(tmp_p
         def predict(model, x):
             return {"y": model(x)}
 
+        class Head(nnx.Module):
+            def __init__(self, rngs):
+                self.model = Model(rngs)
+
+            @nnx.jit
+            def apply(self, x):
+                return self.model(x)
+
         x, y = jnp.ones((4, 3)), jnp.zeros((4, 2))
         losses = [float(train_step(model, optimizer, x, y)) for _ in range(3)]
-        print(losses[0] > losses[-1], predict(model, x)["y"].shape)
+        print(losses[0] > losses[-1], predict(model, x)["y"].shape, Head(nnx.Rngs(1)).apply(x).shape)
     """, preload)
-    assert stdout == "True (4, 2)\n", stderr
+    assert stdout == "True (4, 2) (4, 2)\n", stderr
     events_ = compiled(events)
-    assert [(e["fn"], e["line"]) for e in events_] == [("train_step", 17), ("predict", 23)]
-    step, predict = events_
+    assert [(e["fn"], e["line"]) for e in events_] == [("train_step", 17), ("predict", 23), ("Head.apply", 31)]
+    step, predict, method = events_
+    # Each is the first compilation of its function: no reason, though all share NNX's one wrapper.
+    assert [e["cache_miss_reason"] for e in events_] == [None, None, None]
+    assert method["signature"].startswith("self: Head(model.linear.bias: Param f32[2], ")
     assert step["signature"].startswith("model: Model(linear.bias: Param f32[2], linear.kernel: Param f32[3,2]), "
                                         "optimizer: Optimizer(")
     assert step["signature"].endswith("x: f32[4,3], y: f32[4,2]")
