@@ -15,8 +15,8 @@ from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback")
-CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all")}
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -59,17 +59,57 @@ def configure_logging(level: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from server.app import create_app
 
     settings = settings_from(args)
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
+    problem = data_dir_problem(settings)
+    if problem:
+        print(f"jaxplay serve: {problem}", file=sys.stderr)
+        sys.exit(2)
     print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
+    app = create_app(settings)
+    asyncio.run(serve_both(app, settings))
+
+
+def data_dir_problem(settings: Settings) -> str | None:
+    """Why the data dir must not be used: a sandbox could read it (every snippet, every cached output)."""
+    if settings.sandbox == "none" or settings.local_workers == 0:
+        return None
+    from sandbox.bwrap import exposing_folder
+
+    exposed = exposing_folder(settings.data_dir)
+    if exposed is None:
+        return None
+    return (f"the data dir {settings.data_dir} lies inside {exposed}, which every sandbox can read, so user code "
+            f"could read the stored snippets and cached runs. Choose a folder outside it with --data-dir "
+            f"(the default is {Settings.__dataclass_fields__['data_dir'].default}).")
+
+
+async def serve_both(app: Any, settings: Settings) -> None:
+    """The public server and the workers' listener in one event loop; the public one owns the
+    signals and the lifespan, and the workers' listener stops after it."""
+    import contextlib
+
+    import uvicorn
+
+    class WorkerListener(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
+               "timeout_graceful_shutdown": 5}
+    public = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **options))
+    listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,
+                                             port=settings.worker_listen_port, lifespan="off", **options))
+    listening = asyncio.create_task(listener.serve())
+    try:
+        await public.serve()
+    finally:
+        listener.should_exit = True
+        await listening
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -18,14 +18,10 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import capture, events, libraries
+from sandbox import capture, events, libraries, oom_message
 
 USER_FILENAME = "<playground>"
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
-OOM_MESSAGE = (
-    "The run used more memory than its limit of {limit}. "
-    "Use smaller arrays, fewer intermediate copies, or split the work."
-)
 
 
 def reopen_std_streams() -> None:
@@ -57,9 +53,9 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     ename = type(exc).__name__
     if isinstance(exc, ModuleNotFoundError):  # not installed on this worker: say so and list what is
         message = libraries.missing_module_message(exc) or message
-    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in message and "memory" in message.lower():
+    if oom_message.is_out_of_memory(exc, message):
         ename = "MemoryError"
-        message = OOM_MESSAGE.format(limit=memory_limit) + (f" ({message})" if message else "")
+        message = oom_message.out_of_memory_text(message, memory_limit)
     tb_text = "".join(traceback.format_list(frames)) if frames else ""
     tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
     tb_text += "".join(traceback.format_exception_only(type(exc), exc))

@@ -64,6 +64,9 @@ class WorkerLink:
     send: Callable[[str], Awaitable[None]]
     free_slots: int = 0
     runs: dict[str, Run] = field(default_factory=dict)
+    # Results the server may keep and replay to others (the result cache): only from its own local
+    # workers, or remote ones the operator vouched for (--trust-remote-results).
+    trusted: bool = False
     id: int = field(default_factory=itertools.count(1).__next__)
 
     def describe(self) -> dict[str, Any]:
@@ -90,6 +93,7 @@ class Scheduler:
                 "name": name,
                 "device_kind": first.device_kind if first else None,
                 "device_count": first.device_count if first else None,
+                "device_memory_bytes": first.device_memory_bytes if first else None,
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "libraries": first.libraries if first else {},

@@ -49,3 +49,14 @@ def test_worker_requires_a_server_url():
 def test_sandbox_choice_is_checked():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
+
+
+def test_serve_refuses_a_data_dir_that_a_sandbox_could_read(tmp_path):
+    from sandbox.bwrap import PROJECT_ROOT
+
+    inside = Settings(data_dir=PROJECT_ROOT / "data")
+    problem = cli.data_dir_problem(inside)
+    assert problem and "every sandbox can read" in problem and "--data-dir" in problem
+    assert cli.data_dir_problem(Settings(data_dir=tmp_path / "data")) is None
+    assert cli.data_dir_problem(inside.replace(sandbox="none")) is None  # nothing is sandboxed then
+    assert not Settings().data_dir.resolve().is_relative_to(PROJECT_ROOT)  # the default is safe
