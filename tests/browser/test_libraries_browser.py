@@ -15,7 +15,8 @@ def run_gallery_example(page: Page, example: str) -> str:
     page.click("#tab-gallery")
     page.click(f"[data-testid=gallery-open-{example}]")
     page.click("[data-testid=run]")
-    assert wait_for_status(page, "ok", "error", timeout_ms=120_000) == "ok", output_text(page)
+    status = wait_for_status(page, "ok", "error", "timeout", "crashed", timeout_ms=120_000)
+    assert status == "ok", f"{status}: {output_text(page)}"
     return output_text(page)
 
 

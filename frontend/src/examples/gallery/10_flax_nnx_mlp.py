@@ -39,10 +39,10 @@ def train_step(model, optimizer, x, y):
 
 
 losses = []
-for step in range(401):
+for step in range(201):
     loss = float(train_step(model, optimizer, x, y))
     losses.append(loss)
-    if step % 50 == 0:
+    if step % 25 == 0:
         print(f"step {step:3d}   loss {loss:.4f}")
 
 grid = jnp.linspace(-1, 1, 200)[:, None]
