@@ -18,7 +18,8 @@ export class LibrariesPopover {
       "aria-expanded": "false",
       "data-testid": "backend-libraries",
     },
-    "Libraries",
+    el("span", { class: "libraries-label-long" }, "Libraries"),
+    el("span", { class: "libraries-label-short" }, "Libs"),
   );
   readonly popover = el("div", {
     class: "libraries-popover",
