@@ -24,6 +24,7 @@ bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/inspect_overhead.py
 	$(BIN)/python bench/sharing.py
 	$(BIN)/python bench/workshop.py
+	$(BIN)/python bench/libraries.py
 
 frontend: frontend/dist/assets/app.js
 
@@ -41,11 +42,11 @@ $(VENV)/.created:
 	touch $@
 
 $(VENV)/.installed: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e .
+	$(BIN)/pip install -q -e '.[worker-libs]'
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,worker-libs]'
 	touch $@ $(VENV)/.installed
 
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json

@@ -3,7 +3,7 @@
 A worker dials the server and speaks first::
 
     worker -> server  hello     {token, name, backend, device_kind, device_count,
-                                 jax_version, jaxlib_version, slots, devices}
+                                 jax_version, jaxlib_version, slots, devices, libraries}
     server -> worker  welcome   {}                      or refused {message}, then close
     server -> worker  job       {run_id, code, timeout_s, options}
     server -> worker  cancel    {run_id}
@@ -39,6 +39,8 @@ class WorkerHello:
     slots: int
     platform_version: str = ""
     device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
+    # {import name: version} of the libraries a run can import (sandbox/libraries.py).
+    libraries: dict[str, str] = field(default_factory=dict)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import platform
 
-from sandbox import events
+from sandbox import events, libraries
 
 
 def describe() -> dict:
@@ -29,6 +29,7 @@ def describe() -> dict:
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "platform_version": str(getattr(client, "platform_version", "")) or platform.platform(),
+        "libraries": libraries.installed(),
     }
 
 

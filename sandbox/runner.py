@@ -19,7 +19,7 @@ import traceback
 import types
 from typing import Any
 
-from sandbox import capture, error_hints, events, oom_message
+from sandbox import capture, error_hints, events, libraries, oom_message
 from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
@@ -69,6 +69,8 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
         frames = []
     message = str(exc)
     ename = type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError):  # not installed on this worker: say so and list what is
+        message = libraries.missing_module_message(exc) or message
     if oom_message.is_out_of_memory(exc, message):
         ename = "MemoryError"
         message = oom_message.out_of_memory_text(message, memory_limit)

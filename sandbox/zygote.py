@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from sandbox import namespaces
+from sandbox import library_preload, namespaces
 from sandbox import zygote_protocol as zp
 from sandbox.spare import Spare, fork_spare
 
@@ -47,6 +47,7 @@ def preload() -> dict[str, str]:
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)
     preload_rich_display()
+    library_preload.preload_libraries()
     return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
 
 

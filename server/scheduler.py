@@ -111,6 +111,7 @@ class Scheduler:
                 "device_memory_bytes": first.device_memory_bytes if first else None,
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
+                "libraries": first.libraries if first else {},
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),

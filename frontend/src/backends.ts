@@ -3,6 +3,7 @@
  * per browser; a remembered backend that is gone falls back to the first.
  */
 
+import { LibrariesPopover } from "./backend_libraries";
 import { el } from "./dom";
 import type { BackendInfo, BackendsResponse } from "./protocol";
 
@@ -16,7 +17,13 @@ export class BackendPicker {
     title: "Where the code runs",
     "data-testid": "backend",
   });
-  readonly element = el("label", { class: "backend" }, el("span", { class: "backend-label" }, "Backend"), this.select);
+  private readonly libraries = new LibrariesPopover();
+  readonly element = el(
+    "span",
+    { class: "backend" },
+    el("label", { class: "backend-picker" }, el("span", { class: "backend-label" }, "Backend"), this.select),
+    this.libraries.element,
+  );
   private backends: BackendInfo[] = [];
   private preferred: string | null;
   private reachable = true;
@@ -29,6 +36,7 @@ export class BackendPicker {
       this.preferred = this.select.value || null;
       if (this.preferred) localStorage.setItem(STORAGE_KEY, this.preferred);
       this.onSelect?.(this.selected);
+      this.libraries.show(this.selected);
     });
     this.select.append(el("option", { value: "" }, "loading…"));
     void this.refresh();
@@ -88,12 +96,14 @@ export class BackendPicker {
     this.select.disabled = !this.reachable;
     this.onSelect?.(this.selected);
     this.element.title = this.selected ? `${describeLoad(this.selected)}\njax ${this.selected.jax_version}` : "";
+    this.libraries.show(this.selected);
   }
 
   private renderUnavailable(reason: string): void {
     // Leave the backend out of runs: the server then answers with its own message.
     this.select.replaceChildren(el("option", { value: "" }, reason));
     this.select.disabled = true;
+    this.libraries.show(undefined);
   }
 }
 

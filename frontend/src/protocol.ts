@@ -231,6 +231,8 @@ export interface BackendInfo {
   queued: number;
   /** "bwrap", or "none" when the server runs code unsandboxed (development only). */
   sandbox: string;
+  /** {import name: version} of what a program can import there. */
+  libraries?: Record<string, string>;
 }
 
 export interface BackendsResponse {

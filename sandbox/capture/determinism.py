@@ -57,6 +57,7 @@ EVENT_TYPE = "nondeterministic"
 PLUMBING = frozenset({
     "jax", "jaxlib", "sandbox", "logging", "threading", "queue", "asyncio", "concurrent", "selectors",
     "subprocess", "socket", "ssl", "importlib", "tempfile", "multiprocessing", "weakref",
+    "equinox",  # eqx.filter_jit reads os.urandom on every call, only to tag its own errors
 })
 MAX_STACK_WALK = 200
 CLOCK_FUNCTIONS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",

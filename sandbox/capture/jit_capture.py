@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sandbox import events
-from sandbox.capture import jit_artifacts, jit_render
+from sandbox.capture import jit_artifacts, jit_libraries, jit_render
 from sandbox.capture.jit_ready import ReadyWatcher
 
 USER_FILENAME = "<playground>"
@@ -247,10 +247,12 @@ class CapturedJit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not _state.capturing or getattr(_state.local, "paused", False):
             return self._jitted(*args, **kwargs)
+        user_call = jit_libraries.current()  # eqx.filter_jit / nnx.jit: the user's function and arguments
+        record = self._record if user_call is None else _record_for(user_call.fun)
         if not _trace_state_clean():
-            self._record.traced_calls += 1
+            record.traced_calls += 1
             return self._jitted(*args, **kwargs)
-        frame = CallFrame(self._record)
+        frame = CallFrame(record)
         stack = _frames()
         stack.append(frame)
         start = time.perf_counter()
@@ -260,16 +262,15 @@ class CapturedJit:
             stack.pop()
         elapsed_s = time.perf_counter() - start
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
-        self._count_call(start, out, compiled_now)
+        self._count_call(record, start, out, compiled_now)
         if compiled_now:
             try:
-                self._queue_compilation(frame, elapsed_s, args, kwargs)
+                self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
             except Exception:  # capture must never fail the user's call
-                logger.debug("could not capture a compilation of %s", self._record.fn, exc_info=True)
+                logger.debug("could not capture a compilation of %s", record.fn, exc_info=True)
         return out
 
-    def _count_call(self, start: float, out: Any, compiled_now: bool) -> None:
-        record = self._record
+    def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool) -> None:
         record.calls += 1
         if compiled_now:  # compile time is reported in phases_ms, not as execution
             record.compile_calls += 1
@@ -283,17 +284,23 @@ class CapturedJit:
             _state.last_timing_emit = now
             emit_fn_timing(final=False)
 
-    def _queue_compilation(self, frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
+    def _queue_compilation(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
+                           frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
         # Cache hits only: the user's call just traced, lowered and compiled these.
         traced = self._jitted.trace(*args, **kwargs)
         lowered = traced.lower()
         compiled = lowered.compile()
-        if self._names is None:
-            self._names = jit_artifacts.positional_names(self._fun)
-        arguments = jit_artifacts.describe_arguments(
-            self._names, getattr(self._jitted, "_jit_info", None), args, kwargs
-        )
-        record = self._record
+        jit_info = getattr(self._jitted, "_jit_info", None)
+        if user_call is not None:
+            names = jit_artifacts.positional_names(user_call.fun)
+            arguments = user_call.arguments(jit_info)
+            outputs = user_call.outputs_text(traced)
+        else:
+            if self._names is None:
+                self._names = jit_artifacts.positional_names(self._fun)
+            names = self._names
+            arguments = jit_artifacts.describe_arguments(names, jit_info, args, kwargs)
+            outputs = jit_artifacts.outputs_text(traced)
         with _state.lock:
             previous = record.compiles[-1] if record.compiles else None
             key = f"{record.fn_id}.{len(record.compiles) + 1}"
@@ -303,9 +310,13 @@ class CapturedJit:
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
         reason = None
         explanation = _explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
+        if user_call is not None and (previous is None or not user_call.jax_explains):
+            # The library's wrapper is one function to JAX: its first compilation of each of the
+            # user's functions would read as "seen another function defined on the same line".
+            explanation = None
         if explanation is not None:
             reason = jit_artifacts.clean_cache_miss_reason(
-                explanation, first_compile=previous is None, positional=self._names[0]
+                explanation, first_compile=previous is None, positional=names[0]
             )
         elif previous is not None:
             reason = jit_artifacts.signature_difference(arguments, previous[1])
@@ -314,7 +325,7 @@ class CapturedJit:
             "module": None if record.line is not None else record.module,
             "compile_index": compile_index, "previous_key": previous[0] if previous else None,
             "signature": jit_artifacts.signature_text(arguments), "arguments": arguments,
-            "outputs": jit_artifacts.outputs_text(traced),
+            "outputs": outputs,
             "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
             "cache_miss_reason": reason,
         }
@@ -414,6 +425,7 @@ def install(options: dict[str, Any]) -> None:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True
     jax.config.update("jax_explain_cache_misses", True)
+    jit_libraries.install()
     _state.original_jit = jax.jit
     jax.jit = _capturing_jit(jax.jit)
     _state.last_timing_emit = time.monotonic()
@@ -433,6 +445,7 @@ def uninstall() -> None:
     """Put ``jax.jit`` back and forget this run (tests run several in one process)."""
     import jax
 
+    jit_libraries.uninstall()
     if _state.original_jit is not None:
         jax.jit = _state.original_jit
         jax.config.update("jax_explain_cache_misses", False)
