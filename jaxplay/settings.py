@@ -2,18 +2,31 @@
 
 Every field has a default, help text and a ``JAXPLAY_<NAME>`` environment
 variable; ``jaxplay serve`` and ``jaxplay worker`` expose the same fields as
-flags (see ``jaxplay/cli.py``), and docs/settings.md lists them.
+flags (see ``jaxplay_cli/commands.py``), and docs/settings.md lists them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "JAXPLAY_"
+
+
+def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """The default data folder: ``$XDG_DATA_HOME/jaxplay``, else ``~/.local/share/jaxplay``.
+
+    Never inside the package or the checkout: a sandbox may read those.
+    """
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_DATA_HOME", "")
+    # The XDG spec says to ignore a relative XDG_DATA_HOME.
+    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
+    return root / "jaxplay"
 
 
 def setting(default: Any, help: str, *, flag: bool = True) -> Any:
@@ -25,7 +38,7 @@ def setting(default: Any, help: str, *, flag: bool = True) -> Any:
 class Settings:
     host: str = setting("127.0.0.1", "Address the server listens on.")
     port: int = setting(8000, "Port the server listens on.")
-    data_dir: Path = setting(Path("data"), "Folder for the server's SQLite database.")
+    data_dir: Path = setting(user_data_dir(), "Folder for the server's SQLite database.")
     local_workers: int = setting(1, "Local worker processes `serve` starts (0 for none).")
     worker_token: str = setting(
         "",

@@ -41,7 +41,7 @@ class LiveServer:
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.worker_url = f"ws://127.0.0.1:{self.port}/worker"
-        args = [sys.executable, "-m", "jaxplay.cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+        args = [sys.executable, "-m", "jaxplay_cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
                 "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxplay import cli
+import jaxplay
+from jaxplay import settings as settings_module
 from jaxplay.settings import Settings, field_help
+from jaxplay_cli import commands as cli
 
 
 def test_every_setting_has_help_and_a_default():
@@ -49,3 +51,19 @@ def test_worker_requires_a_server_url():
 def test_sandbox_choice_is_checked():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
+
+
+def test_data_dir_defaults_to_the_user_data_folder(tmp_path):
+    assert settings_module.user_data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "jaxplay"
+    home_default = Path.home() / ".local" / "share" / "jaxplay"
+    assert settings_module.user_data_dir({}) == home_default
+    assert settings_module.user_data_dir({"XDG_DATA_HOME": "relative/dir"}) == home_default
+    checkout = Path(__file__).resolve().parents[2]
+    assert not Settings().data_dir.resolve().is_relative_to(checkout)
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"jaxplay {jaxplay.__version__}"

@@ -10,6 +10,7 @@ import sys
 from dataclasses import fields
 from typing import Any
 
+from jaxplay import __version__
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
@@ -36,6 +37,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
+    parser.add_argument("--version", action="version", version=f"jaxplay {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
     add_setting_flags(serve)
@@ -62,7 +64,7 @@ def serve(args: argparse.Namespace) -> None:
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
-    print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
+    print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
                 ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
 
@@ -89,7 +91,3 @@ def worker(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     {"serve": serve, "worker": worker}[args.command](args)
-
-
-if __name__ == "__main__":
-    main()
