@@ -36,17 +36,20 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 command: list[str] | None = None, cwd: Path = PROJECT_ROOT) -> None:
+        """``command`` is the ``jaxplay`` to start (default: this checkout's, with this interpreter)."""
         self.port = free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.worker_url = f"ws://127.0.0.1:{self.port}/worker"
-        args = [sys.executable, "-m", "jaxplay_cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+        jaxplay = command or [sys.executable, "-m", "jaxplay_cli"]
+        args = [*jaxplay, "serve", "--port", str(self.port), "--data-dir", str(data_dir),
                 "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(args, cwd=PROJECT_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(args, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT,
                                         env={**os.environ, **(env or {})}, start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 120.0, workers: int = 1) -> None:
