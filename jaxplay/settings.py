@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -17,16 +16,9 @@ from typing import Any
 ENV_PREFIX = "JAXPLAY_"
 
 
-def user_data_dir(environ: Mapping[str, str] | None = None) -> Path:
-    """The default data folder: ``$XDG_DATA_HOME/jaxplay``, else ``~/.local/share/jaxplay``.
-
-    Never inside the package or the checkout: a sandbox may read those.
-    """
-    environ = os.environ if environ is None else environ
-    base = environ.get("XDG_DATA_HOME", "")
-    # The XDG spec says to ignore a relative XDG_DATA_HOME.
-    root = Path(base) if base and Path(base).is_absolute() else Path.home() / ".local" / "share"
-    return root / "jaxplay"
+def user_dir(variable: str, fallback: str) -> Path:
+    """An XDG base directory for jaxplay: never inside the project or the package, which sandboxes see."""
+    return Path(os.environ.get(variable) or Path.home() / fallback) / "jaxplay"
 
 
 def setting(default: Any, help: str, *, flag: bool = True) -> Any:
@@ -38,7 +30,8 @@ def setting(default: Any, help: str, *, flag: bool = True) -> Any:
 class Settings:
     host: str = setting("127.0.0.1", "Address the server listens on.")
     port: int = setting(8000, "Port the server listens on.")
-    data_dir: Path = setting(user_data_dir(), "Folder for the server's SQLite database.")
+    data_dir: Path = setting(user_dir("XDG_DATA_HOME", ".local/share"),
+                             "Folder for the server's SQLite database and keys (never one a sandbox can read).")
     local_workers: int = setting(1, "Local worker processes `serve` starts (0 for none).")
     worker_token: str = setting(
         "",
@@ -60,6 +53,19 @@ class Settings:
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
     log_level: str = setting("info", "Log level of the jaxplay loggers.")
+    worker_host: str = setting("127.0.0.1", "Address of the separate listener for workers (/worker); "
+                                            "loopback unless remote workers must reach it.")
+    worker_port: int = setting(0, "Port of the workers' listener; 0 means the server's port plus one.")
+    compile_cache_dir: Path = setting(user_dir("XDG_CACHE_HOME", ".cache"),
+                                      "Folder for a worker's compile caches (shared and per session).")
+    compile_cache_session_mb: int = setting(256, "Size of one browser session's private compile cache, in MiB.")
+    compile_cache_idle_s: float = setting(6 * 3600.0, "A session's compile cache is dropped after this many "
+                                                      "seconds without a run.")
+    gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "
+                                        "that owns every GPU of the host.")
+    gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory one run may use.")
+    allow_cpu_fallback: bool = setting(False, "Serve CPU runs on a host whose GPUs or TPUs JAX cannot use, "
+                                              "instead of refusing to start.")
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
@@ -86,6 +92,10 @@ def coerce(type_name: Any, raw: str, name: str) -> Any:
             return float(raw)
         if kind == "Path":
             return Path(raw)
+        if kind == "bool":
+            if raw.lower() not in ("1", "true", "yes", "0", "false", "no", ""):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
     except ValueError as exc:
         raise ValueError(f"{ENV_PREFIX}{name.upper()}={raw!r} is not a valid {kind}") from exc
     return raw

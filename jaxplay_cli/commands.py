@@ -8,14 +8,16 @@ import logging
 import os
 import sys
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from jaxplay import __version__
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
-                 "artifact_limit_bytes", "log_level")
-SANDBOX_CHOICES = ("bwrap", "none")
+                 "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -23,11 +25,14 @@ def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | N
         if not f.metadata.get("flag") or (only is not None and f.name not in only):
             continue
         kind = f.type if isinstance(f.type, str) else f.type.__name__
-        convert = {"int": int, "float": float}.get(kind, str)
-        extra: dict[str, Any] = {"choices": SANDBOX_CHOICES} if f.name == "sandbox" else {}
-        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=convert, default=None,
-                            help=f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})",
-                            **extra)
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})"
+        if kind == "bool":
+            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=help_text)
+            continue
+        convert = {"int": int, "float": float, "Path": Path}.get(kind, str)
+        extra: dict[str, Any] = {"choices": CHOICES[f.name]} if f.name in CHOICES else {}
+        parser.add_argument(flag, dest=f.name, type=convert, default=None, help=help_text, **extra)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -70,7 +75,7 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def worker(args: argparse.Namespace) -> None:
-    from sandbox.agent import TokenRefused, WorkerAgent
+    from sandbox.agent import TokenRefused, WorkerAgent, WorkerCannotStart
 
     settings = settings_from(args)
     configure_logging(settings.log_level)
@@ -84,6 +89,9 @@ def worker(args: argparse.Namespace) -> None:
     except TokenRefused as refused:
         print(f"jaxplay worker: the server refused this worker: {refused.message}", file=sys.stderr)
         sys.exit(2)
+    except WorkerCannotStart as refused:
+        print(f"jaxplay worker: {refused.message}", file=sys.stderr)
+        sys.exit(3)
     except KeyboardInterrupt:
         pass
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import resource
 import socket
 from typing import Any
 
@@ -23,7 +25,8 @@ import websockets
 
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
-from sandbox import bwrap
+from sandbox import bwrap, gpu
+from sandbox.compile_cache import CompileCaches
 from sandbox.slot import Slot
 
 log = logging.getLogger("jaxplay.worker")
@@ -37,6 +40,25 @@ class TokenRefused(SystemExit):
         self.message = message
 
 
+class WorkerCannotStart(SystemExit):
+    """A host the worker must not serve from as configured (e.g. GPUs JAX cannot use)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(3)
+        self.message = message
+
+
+def allow_priority_restore() -> None:
+    """Let sandboxed runs raise their priority back to nice 0 (never above): a spare prepares
+    at nice 19 and its run returns to normal priority (RLIMIT_NICE 20 means a floor of nice 0)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NICE)
+        target = 20 if os.geteuid() == 0 else min(20, hard)
+        resource.setrlimit(resource.RLIMIT_NICE, (target, max(target, hard)))
+    except (ValueError, OSError):
+        pass
+
+
 class WorkerAgent:
     def __init__(self, settings: Settings, server_url: str, token: str, name: str | None = None) -> None:
         self.settings = settings
@@ -47,19 +69,31 @@ class WorkerAgent:
         self.free: asyncio.Queue[Slot] = asyncio.Queue()
         self.running: dict[str, Slot] = {}
         self.description: dict[str, Any] = {}
+        self.caches: CompileCaches | None = None
+        self._fill: asyncio.Task[None] | None = None
 
     async def start_slots(self) -> None:
-        gpus = bwrap.nvidia_gpus()
-        if gpus:  # one slot per GPU, each seeing only its own device
-            self.slots = [Slot(i, self.settings, self.name, gpu) for i, gpu in enumerate(gpus)]
-        else:
-            self.slots = [Slot(i, self.settings, self.name) for i in range(max(1, self.settings.slots))]
+        devices = gpu.slot_devices(self.settings)
+        self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
+        self.slots = [Slot(i, self.settings, self.name, nodes, self.caches) for i, nodes in enumerate(devices)]
         await asyncio.gather(*(slot.start() for slot in self.slots))
         self.description = await self.probe(self.slots[0])
+        refusal = gpu.fallback_refusal(self.description, devices[0], self.settings.allow_cpu_fallback)
+        if refusal:
+            raise WorkerCannotStart(refusal)
         for slot in self.slots:
             self.free.put_nowait(slot)
+        if self.caches is not None:
+            self._fill = asyncio.create_task(self.caches.fill(self.slots[0].fill_environment()))
         log.info("worker %s: %s x%s (%s), %d slot(s)", self.name, self.description["backend"],
                  self.description["device_count"], self.description["device_kind"], len(self.slots))
+
+    def compile_caches(self, backend: str) -> CompileCaches | None:
+        if self.settings.sandbox == "none":
+            return None
+        caches = CompileCaches(self.settings, backend, bwrap.SANDBOX_UID if os.geteuid() == 0 else None)
+        caches.prepare()
+        return caches
 
     async def probe(self, slot: Slot) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
@@ -84,6 +118,7 @@ class WorkerAgent:
         )
 
     async def serve_forever(self) -> None:
+        allow_priority_restore()
         await self.start_slots()
         attempt = 0
         try:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import sys
 from pathlib import Path
 
 from sandbox.exposed_paths import exposed_paths
+from sandbox.gpu import ACCELERATOR_SYSFS
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 INSIDE_UID = 1000
@@ -32,21 +34,24 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/l
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-# Shared NVIDIA nodes every GPU run needs; each slot adds its own /dev/nvidiaN.
-NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
-# CUDA enumerates PCI devices through sysfs; exposed (read-only) only to GPU slots.
-GPU_SYSFS = ("/sys/devices", "/sys/bus")
+# The whole environment of the processes that start the sandbox: nothing of the worker's.
+LAUNCH_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-def nvidia_gpus(dev: Path = Path("/dev")) -> list[str]:
-    """This host's NVIDIA GPU device nodes, in index order (/dev/nvidia0, ...)."""
-    nodes = [p for p in dev.glob("nvidia*") if p.name[len("nvidia"):].isdigit()]
-    return [str(p) for p in sorted(nodes, key=lambda p: int(p.name[len("nvidia"):]))]
+def zygote_command(control_fd: int, isolated: bool) -> list[str]:
+    """The zygote's command line. ``-s -P``: no user site-packages, and neither the current
+    directory (/tmp, writable) nor any other writable folder on ``sys.path``."""
+    command = [sys.executable, "-s", "-P", "-m", "sandbox.zygote", str(control_fd)]
+    return command + (["--isolated"] if isolated else [])
 
 
-def gpu_device_nodes(gpu: str) -> list[str]:
-    """What one slot that owns ``gpu`` may see: that GPU and the shared control nodes."""
-    return [gpu, *(node for node in NVIDIA_SHARED_NODES if os.path.exists(node))]
+def exposing_folder(path: Path) -> Path | None:
+    """The folder the sandbox exposes that contains ``path``, if any."""
+    resolved = path.expanduser().resolve()
+    for exposed in exposed_paths():
+        if resolved == exposed or resolved.is_relative_to(exposed):
+            return exposed
+    return None
 
 
 class SandboxUnavailable(RuntimeError):
@@ -64,9 +69,10 @@ def require_bwrap() -> str:
 
 
 def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
-               devices: list[str] | tuple[str, ...] = ()) -> list[str]:
+               devices: list[str] | tuple[str, ...] = (), extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it;
-    ``devices`` are device nodes (a slot's GPU) added to the minimal /dev."""
+    ``devices`` are device nodes (a slot's GPU) added to the minimal /dev; ``extra``
+    are further binds (the compile caches)."""
     args = [
         require_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "playground",
@@ -89,8 +95,9 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
     for node in devices:
         args += ["--dev-bind", node, node]
     if devices:
-        for path in GPU_SYSFS:
+        for path in ACCELERATOR_SYSFS:
             args += ["--ro-bind-try", path, path]
+    args += list(extra)
     args += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -98,11 +105,15 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
 
 
 def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path],
-                    devices: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The full command: as root, stage paths and drop privileges first; else bwrap directly."""
+                    devices: list[str] | tuple[str, ...] = (), extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The full command: as root, stage paths and drop privileges first; else bwrap directly.
+
+    Start it with ``LAUNCH_ENVIRONMENT`` only: bwrap's own init (pid 1 of the sandbox)
+    keeps the environment it was started with for the sandbox's whole life.
+    """
     paths = exposed_paths()
     if os.geteuid() != 0:
-        return bwrap_args(inner, env, {p: str(p) for p in paths}, devices)
+        return bwrap_args(inner, env, {p: str(p) for p in paths}, devices, extra)
     # Stage each exposed path's folder once (hundreds of entries share a few folders, and the
     # whole script is one argument, capped at 128 KiB); bwrap then binds only the entries.
     # Sources are resolved here, as root: bwrap, already unprivileged, could not follow a
@@ -116,5 +127,5 @@ def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Pa
     for procs in cgroup_procs:
         script.append(f"echo $$ > {shlex.quote(str(procs))}")
     drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
-    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged, devices)))
+    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged, devices, extra)))
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", " && ".join(script)]

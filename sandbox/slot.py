@@ -18,16 +18,16 @@ import asyncio
 import logging
 import os
 import socket
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
 from jaxplay.settings import Settings
-from sandbox import bwrap
+from sandbox import bwrap, gpu, jax_config
 from sandbox import zygote_protocol as zp
 from sandbox.cgroups import SlotCgroup
+from sandbox.compile_cache import CompileCaches
 from sandbox.limits import format_bytes
 from sandbox.output_relay import OutputRelay, SendEvent
 
@@ -50,9 +50,11 @@ class SlotDied(RuntimeError):
 
 
 class Slot:
-    def __init__(self, index: int, settings: Settings, name: str, gpu: str | None = None) -> None:
+    def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
+                 caches: CompileCaches | None = None) -> None:
         self.index = index
-        self.gpu = gpu  # the one GPU this slot owns (/dev/nvidiaN): one run per GPU at a time
+        self.gpus = gpus  # the GPUs this slot owns (/dev/nvidiaN): one run on them at a time
+        self.caches = caches
         self.settings = settings
         self.name = f"{name}-{index}"
         self.process: asyncio.subprocess.Process | None = None
@@ -70,25 +72,22 @@ class Slot:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent_end.setblocking(False)
         isolated = self.settings.sandbox != "none"
-        inner = [sys.executable, "-m", "sandbox.zygote", str(child_end.fileno())]
-        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT),
-               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
-               "PYTHONHASHSEED": "0"}  # set and dict orders, hence output, repeat from run to run
-        if self.gpu is not None:
-            env["CUDA_VISIBLE_DEVICES"] = self.gpu.removeprefix("/dev/nvidia")
+        inner = bwrap.zygote_command(child_end.fileno(), isolated)
+        env = self.zygote_environment()
         if isolated:
-            inner.append("--isolated")
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
-            devices = bwrap.gpu_device_nodes(self.gpu) if self.gpu else []
-            command = bwrap.sandbox_command(inner, env, procs, devices)
+            devices = gpu.device_nodes(self.gpus)
+            extra = self.caches.bwrap_binds() if self.caches else []
+            command = bwrap.sandbox_command(inner, env, procs, devices, extra)
+            launch_env = bwrap.LAUNCH_ENVIRONMENT
         else:
             command = inner
-            env = {**os.environ, **env}
+            launch_env = {**os.environ, **env}
         self.process = await asyncio.create_subprocess_exec(
             *command, pass_fds=(child_end.fileno(),), stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-            env=None if isolated else env, start_new_session=True,
+            env=launch_env, start_new_session=True,
         )
         child_end.close()
         self.control = parent_end
@@ -101,6 +100,23 @@ class Slot:
         self.versions = ready
         self.alive = True
         log.info("slot %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
+
+    def zygote_environment(self) -> dict[str, str]:
+        """Everything a run's environment holds, built here from an allow-list (never the worker's).
+
+        It is the zygote's, so a spare starts its backend with the run's settings."""
+        env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT),
+               "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
+               "PYTHONHASHSEED": "0",  # set and dict orders, hence output, repeat from run to run
+               "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
+        env.update(gpu.gpu_environment(self.gpus, self.settings))
+        return env
+
+    def fill_environment(self) -> dict[str, str]:
+        """The shared compile cache's fill process: the runs' settings, so its entries match theirs."""
+        env = self.zygote_environment()
+        return {**env, "PYTHONPATH": str(bwrap.PROJECT_ROOT), "HOME": str(self.settings.compile_cache_dir)}
 
     async def close(self) -> None:
         self.alive = False
@@ -169,10 +185,8 @@ class Slot:
                        "artifact_limit_bytes": self.settings.artifact_limit_bytes}
         if self.cgroup is None:
             run_options["memory_rlimit_bytes"] = self.memory_limit_bytes
-        env = {"XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
-               "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
-        message = {"type": "start", "run_id": run_id, "code": code, "options": run_options, "env": env,
-                   "probe": probe}
+        message = {"type": "start", "run_id": run_id, "code": code, "options": run_options,
+                   "unstarted_backend": jax_config.needs_unstarted_backend(code), "probe": probe}
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         relay = OutputRelay(send, self.settings.output_limit_bytes)
         try:
@@ -192,6 +206,8 @@ class Slot:
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        if self.caches is not None:
+            await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
     async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event) -> tuple[dict[str, Any], RunStatus | None]:

@@ -1,39 +1,39 @@
-"""The zygote: the one process per sandbox that pays for ``import jax``.
+"""The zygote: the one process per sandbox that pays for ``import jax``, and the mother of every run.
 
-Runs inside the sandbox, started by the worker's ``Slot``. It imports jax but
-never initializes a backend (forking after that deadlocks the child), keeps
-one child pre-forked, and hands that child each run. Tasks and ownership::
+Runs inside the sandbox, started by the worker's ``Slot``. It imports JAX but
+never starts a backend (forking after that deadlocks the child). It keeps
+one spare (``sandbox/spare.py``: the run's own namespaces, a started and
+warmed backend) and hands it the next run; while that run executes it
+prepares the next spare. A program that configures JAX's backend itself gets
+a spare made for it whose backend is not started. Tasks and ownership::
 
-    zygote (pid 2 in the sandbox's pid namespace, never runs user code)
+    zygote (pid 2 in the sandbox, never runs user code, non-dumpable)
       ├─ reads worker messages on the control socket (start, kill)
       ├─ waits for SIGCHLD through a wakeup pipe (single-threaded: fork-safe)
-      └─ owns the run's child: after it exits, SIGKILLs every other process
-         in the namespace, empties /tmp, and pre-forks the next child, so no
-         run sees anything another run left behind.
+      ├─ owns the spare: one keeper process, replaced if it dies
+      └─ owns the running run's keeper: ``kill`` sends it SIGTERM, which
+         ends the run's whole pid namespace; its exit is the run's exit.
 
-The zygote is marked non-dumpable so user code (same uid) cannot ptrace it
-or write its memory through /proc.
+Nothing is cleaned up after a run: everything it could change lived in its
+own namespaces, which the kernel tears down with its last process.
 """
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import select
-import shutil
 import signal
 import socket
 import sys
+import time
 from typing import Any
 
+from sandbox import namespaces
 from sandbox import zygote_protocol as zp
+from sandbox.spare import Spare, fork_spare
 
-PR_SET_DUMPABLE = 4
-
-
-def set_dumpable(value: bool) -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(value), 0, 0, 0)
+SPARE_RETRY_S = (0.1, 0.5, 2.0, 5.0)
 
 
 def preload() -> dict[str, str]:
@@ -42,7 +42,7 @@ def preload() -> dict[str, str]:
     import jax.numpy  # noqa: F401
     import jaxlib
 
-    from sandbox import capture, runner  # noqa: F401
+    from sandbox import capture, runner, warmup  # noqa: F401
 
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)
@@ -62,84 +62,27 @@ def preload_rich_display() -> None:
         pass  # optional: runs import them on demand
 
 
-def reseed_numpy() -> None:
-    """Fresh OS entropy for NumPy's global generator, as a new process would have.
-
-    Python's ``random`` reseeds itself after fork; NumPy does not, so without this
-    every run forked from one zygote would draw the same "random" numbers.
-    """
-    import numpy
-
-    numpy.random.seed()
-
-
-def child_main(handoff: socket.socket) -> None:
-    """In the pre-forked child: wait for the run, then become it."""
-    os.setsid()
-    set_dumpable(True)
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # if memory runs out, the run dies, not the zygote
-    except OSError:
-        pass
-    message, fds = zp.receive(handoff)
-    handoff.close()
-    if message is None:
-        os._exit(0)
-    stdout_fd, stderr_fd, events_fd = fds
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
-    os.close(stdout_fd)
-    os.close(stderr_fd)
-    os.environ.update(message.get("env", {}))
-    from sandbox import events, limits, runner
-
-    reseed_numpy()
-
-    limits.apply_in_child(message.get("options", {}))
-    events.open_channel(events_fd)
-    runner.reopen_std_streams()
-    if message.get("probe"):
-        from sandbox import probe
-
-        probe.report()
-        os._exit(0)
-    status = runner.execute(message["code"], message.get("options", {}))
-    os._exit(status)
-
-
 class Zygote:
     def __init__(self, control: socket.socket, versions: dict[str, str], isolated: bool) -> None:
-        # isolated: we are in a pid namespace and a private /tmp of our own, so
-        # "every process" and "all of /tmp" mean the sandbox's, not the host's.
-        self.isolated = isolated
+        self.isolated = isolated  # in a bwrap sandbox: each run gets namespaces of its own
         self.control = control
         self.versions = versions
-        self.ready: tuple[int, socket.socket] | None = None
-        self.running: tuple[str, int] | None = None
-        wake_r, self.wake_w = os.pipe()
-        self.wake_r = wake_r
+        self.spare: Spare | None = None
+        self.running: tuple[str, Spare] | None = None
+        self.spare_failures = 0
+        self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(self.wake_w)
 
-    def prefork(self) -> None:
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
-        if pid == 0:
-            try:
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                for fd in (self.wake_r, self.wake_w, self.control.fileno(), parent_end.fileno()):
-                    os.close(fd)
-                child_main(child_end)
-            finally:
-                os._exit(70)
-        child_end.close()
-        self.ready = (pid, parent_end)
+    def fork_spare(self, warm: bool) -> Spare:
+        own_fds = [self.wake_r, self.wake_w, self.control.fileno()]
+        if self.spare is not None:
+            own_fds.append(self.spare.control.fileno())
+        return fork_spare(warm, self.isolated, own_fds)
 
     def serve(self) -> None:
-        self.prefork()
+        self.spare = self.fork_spare(warm=True)
         zp.send(self.control, {"type": "ready", "pid": os.getpid(), **self.versions})
         while True:
             readable, _, _ = select.select([self.control, self.wake_r], [], [])
@@ -149,27 +92,38 @@ class Zygote:
             if self.control in readable:
                 message, fds = zp.receive(self.control)
                 if message is None:
-                    return  # the worker has gone: bwrap's init then ends the namespace
+                    return  # the worker has gone: bwrap's init then ends the sandbox
                 self.handle(message, fds)
 
     def handle(self, message: dict[str, Any], fds: list[int]) -> None:
         kind = message.get("type")
-        if kind == "start" and self.ready is not None and self.running is None:
-            pid, handoff = self.ready
-            self.ready = None
-            zp.send(handoff, message, fds)
-            handoff.close()
-            for fd in fds:
-                os.close(fd)
-            self.running = (message["run_id"], pid)
-            zp.send(self.control, {"type": "started", "run_id": message["run_id"], "pid": pid})
+        if kind == "start" and self.running is None:
+            self.start(message, fds)
         elif kind == "start":
             for fd in fds:
                 os.close(fd)
             zp.send(self.control, {"type": "exited", "run_id": message.get("run_id"), "returncode": None,
                                    "signal": None, "max_rss_kb": 0, "refused": "a run is already in progress"})
         elif kind == "kill" and self.running and self.running[0] == message.get("run_id"):
-            self.kill_run(self.running[1])
+            _signal(self.running[1].pid, signal.SIGTERM)
+
+    def start(self, message: dict[str, Any], fds: list[int]) -> None:
+        if message.get("unstarted_backend") or self.spare is None:
+            spare = self.fork_spare(warm=False)
+        else:
+            spare, self.spare = self.spare, None
+        try:
+            zp.send(spare.control, message, fds)
+        except OSError:
+            pass  # the spare died just now: its exit is reported as the run's
+        finally:
+            spare.control.close()
+            for fd in fds:
+                os.close(fd)
+        self.running = (message["run_id"], spare)
+        zp.send(self.control, {"type": "started", "run_id": message["run_id"], "pid": spare.pid})
+        if self.spare is None:
+            self.spare = self.fork_spare(warm=True)  # prepared beside the run, at low priority
 
     def reap(self) -> None:
         while True:
@@ -179,81 +133,40 @@ class Zygote:
                 return
             if pid == 0:
                 return
-            if self.running and pid == self.running[1]:
+            if self.running and pid == self.running[1].pid:
                 run_id = self.running[0]
                 self.running = None
-                zp.send(self.control, {
-                    "type": "exited",
-                    "run_id": run_id,
-                    "returncode": os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None,
-                    "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-                    "max_rss_kb": usage.ru_maxrss,
-                })
-                self.clean_up(pid)
-            elif self.ready and pid == self.ready[0]:
-                self.ready = None  # the idle child died (killed from outside): fork another
-                self.prefork()
+                code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
+                killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+                if code is not None and code > 128:  # the keeper mirrors a signal as 128+N
+                    code, killed_by = None, code - 128
+                zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,
+                                       "signal": killed_by, "max_rss_kb": usage.ru_maxrss})
+            elif self.spare and pid == self.spare.pid:
+                self.replace_dead_spare()
 
-    def kill_run(self, pid: int) -> None:
-        if self.isolated:
-            kill_everything()
-        else:  # unsandboxed development mode: only the run's own process group
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def clean_up(self, pid: int) -> None:
-        self.kill_run(pid)
-        while self.isolated:  # reap what the kill left
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
-        if self.isolated:
-            empty_tmp()
-        self.prefork()
-        zp.send(self.control, {"type": "cleaned"})
+    def replace_dead_spare(self) -> None:
+        """The spare died before its run came (killed from outside, or it could not be prepared)."""
+        assert self.spare is not None
+        self.spare.control.close()
+        self.spare = None
+        delay = SPARE_RETRY_S[min(self.spare_failures, len(SPARE_RETRY_S) - 1)]
+        self.spare_failures += 1
+        time.sleep(delay if self.spare_failures > 1 else 0)
+        self.spare = self.fork_spare(warm=True)
 
 
-def kill_everything() -> None:
-    """SIGKILL every process in the sandbox but the zygote and bwrap's init."""
+def _signal(pid: int, number: int) -> None:
     try:
-        os.kill(-1, signal.SIGKILL)
+        os.kill(pid, number)
     except ProcessLookupError:
         pass
-
-
-def mount_points_under(root: str) -> set[str]:
-    """Top-level entries of ``root`` that hold a mount (the project, when it lives under /tmp)."""
-    kept = set()
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4]
-            if point.startswith(root + "/"):
-                kept.add(point[len(root) + 1:].split("/", 1)[0])
-    return kept
-
-
-def empty_tmp(root: str = "/tmp") -> None:
-    kept = mount_points_under(root)
-    for name in os.listdir(root):
-        if name in kept:
-            continue
-        path = os.path.join(root, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
 
 
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     isolated = "--isolated" in sys.argv[2:]
-    set_dumpable(False)
+    namespaces.set_dumpable(False)
     versions = preload()
     Zygote(control, versions, isolated).serve()
 

@@ -25,6 +25,7 @@ from server import pages
 from server.browser_socket import RunInterceptor, handle_browser_socket
 from server.local_workers import LocalWorkers
 from server.scheduler import Scheduler
+from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
 from server.worker_socket import handle_worker_socket
 
@@ -41,7 +42,8 @@ class AppState:
 
 
 def create_app(settings: Settings) -> Starlette:
-    state = AppState(settings=settings, scheduler=Scheduler(settings))
+    session_keys = SessionKeys.load_or_create(settings.data_dir)
+    state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
     state.sharing = sharing = Sharing(settings, state.scheduler)
     state.interceptors.append(sharing.cache.intercept)
 
@@ -87,4 +89,5 @@ def create_app(settings: Settings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
+    app.add_middleware(SessionMiddleware, keys=session_keys)
     return app

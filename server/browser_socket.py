@@ -24,6 +24,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from server.scheduler import Run, Scheduler
+from server.sessions import SCOPE_KEY
 
 log = logging.getLogger("jaxplay.server")
 
@@ -34,6 +35,7 @@ RunInterceptor = Callable[[bp.ClientRun, Run], bool]
 class BrowserConnection:
     def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor]) -> None:
         self.websocket = websocket
+        self.session_id: str = websocket.scope.get(SCOPE_KEY) or ""
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
@@ -110,7 +112,7 @@ class BrowserConnection:
             raise bp.ProtocolError(str(exc), message.id) from None
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
-                  options={"inspect": message.inspect}, emit=self.emit)
+                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
         self.runs[message.id] = run
         for intercept in self.interceptors:
             if intercept(message, run):

@@ -24,6 +24,7 @@ from typing import Any
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
+from server.sessions import SessionKeys
 
 log = logging.getLogger("jaxplay.server")
 
@@ -41,6 +42,7 @@ class Run:
     timeout_s: float
     options: dict[str, Any]
     emit: Emit
+    session_id: str = ""  # the browser session (server/sessions.py); "" for in-process callers
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -69,8 +71,9 @@ class WorkerLink:
 
 
 class Scheduler:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, session_keys: SessionKeys | None = None) -> None:
         self.settings = settings
+        self.session_keys = session_keys
         self.workers: list[WorkerLink] = []
         self.queues: dict[str, deque[Run]] = {}
         self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
@@ -165,10 +168,18 @@ class Scheduler:
             run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
             run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
                      | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox})
-            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=run.options)
+            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run))
             asyncio.create_task(self._send_job(link, run, job))
         if moved:
             self._announce_positions(backend)
+
+    def job_options(self, run: Run) -> dict[str, Any]:
+        """What the worker gets: the run's options plus the name of its session's private compile cache
+        (derived, so a worker never learns the session id; kept out of ``run.options``, which the
+        result cache keys on)."""
+        if self.session_keys is None or not run.session_id:
+            return run.options
+        return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
 
     async def _send_job(self, link: WorkerLink, run: Run, job: wp.ServerJob) -> None:
         try:

@@ -53,11 +53,11 @@ def test_sandbox_choice_is_checked():
         cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
 
 
-def test_data_dir_defaults_to_the_user_data_folder(tmp_path):
-    assert settings_module.user_data_dir({"XDG_DATA_HOME": str(tmp_path)}) == tmp_path / "jaxplay"
-    home_default = Path.home() / ".local" / "share" / "jaxplay"
-    assert settings_module.user_data_dir({}) == home_default
-    assert settings_module.user_data_dir({"XDG_DATA_HOME": "relative/dir"}) == home_default
+def test_data_dir_defaults_to_the_user_data_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert settings_module.user_dir("XDG_DATA_HOME", ".local/share") == tmp_path / "jaxplay"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert settings_module.user_dir("XDG_DATA_HOME", ".local/share") == Path.home() / ".local" / "share" / "jaxplay"
     checkout = Path(__file__).resolve().parents[2]
     assert not Settings().data_dir.resolve().is_relative_to(checkout)
 

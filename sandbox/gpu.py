@@ -1,0 +1,89 @@
+"""Accelerators on a worker host: which device nodes a slot owns, its settings, and the refusal to fall back.
+
+Placement: by default one slot per GPU, each sandbox seeing only its own
+``/dev/nvidiaN`` (plus the shared control nodes), so one run at a time uses
+a GPU. ``--gpu-slots all`` makes one slot that owns every GPU of the host, to
+show sharding across real devices. TPU hosts take the same path with their
+``/dev/accel*`` nodes (and ``/dev/vfio`` where present).
+
+Memory: XLA's client would preallocate 75% of the card; a run's spare must
+fit beside the running run, so preallocation is off and the run's pool is
+bounded by ``--gpu-memory-fraction`` of the card.
+
+Never silently on the CPU: a host that has accelerator nodes but whose
+probe finds only the CPU backend refuses to start, naming the cause, unless
+the operator asked for CPU-only on purpose (``--allow-cpu-fallback``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from jaxplay.settings import Settings
+
+NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+TPU_SHARED_NODES = ("/dev/vfio/vfio",)
+# CUDA and the TPU runtime enumerate PCI devices through sysfs; exposed read-only to accelerator slots.
+ACCELERATOR_SYSFS = ("/sys/devices", "/sys/bus", "/sys/class")
+
+
+def _numbered(dev: Path, prefix: str) -> list[str]:
+    nodes = [p for p in dev.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()]
+    return [str(p) for p in sorted(nodes, key=lambda p: int(p.name[len(prefix):]))]
+
+
+def nvidia_gpus(dev: Path = Path("/dev")) -> list[str]:
+    """This host's NVIDIA GPU device nodes, in index order (/dev/nvidia0, ...)."""
+    return _numbered(dev, "nvidia")
+
+
+def tpu_chips(dev: Path = Path("/dev")) -> list[str]:
+    return _numbered(dev, "accel")
+
+
+def accelerator_nodes(dev: Path = Path("/dev")) -> list[str]:
+    return nvidia_gpus(dev) + tpu_chips(dev)
+
+
+def slot_devices(settings: Settings, dev: Path = Path("/dev")) -> list[tuple[str, ...]]:
+    """The device nodes of each slot: one tuple per slot; empty tuples for a CPU worker."""
+    nodes = accelerator_nodes(dev)
+    if not nodes:
+        return [() for _ in range(max(1, settings.slots))]
+    if settings.gpu_slots == "all":
+        return [tuple(nodes)]
+    return [(node,) for node in nodes]
+
+
+def device_nodes(devices: tuple[str, ...]) -> list[str]:
+    """What a slot that owns ``devices`` may see: those and the shared control nodes they need."""
+    if not devices:
+        return []
+    shared = NVIDIA_SHARED_NODES if any("nvidia" in d for d in devices) else TPU_SHARED_NODES
+    return [*devices, *(node for node in shared if os.path.exists(node))]
+
+
+def gpu_environment(devices: tuple[str, ...], settings: Settings) -> dict[str, str]:
+    nvidia = [d.removeprefix("/dev/nvidia") for d in devices if d.startswith("/dev/nvidia")]
+    tpu = [d.removeprefix("/dev/accel") for d in devices if d.startswith("/dev/accel")]
+    env: dict[str, str] = {}
+    if nvidia:
+        env |= {"CUDA_VISIBLE_DEVICES": ",".join(nvidia), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{settings.gpu_memory_fraction:g}",
+                "TF_CPP_MIN_LOG_LEVEL": "2"}  # pages of allocator warnings are not a result
+    if tpu:
+        env |= {"TPU_VISIBLE_CHIPS": ",".join(tpu)}
+    return env
+
+
+def fallback_refusal(probe: dict[str, Any], devices: tuple[str, ...], allow_cpu_fallback: bool) -> str | None:
+    """Why this worker must not start, or None: accelerator nodes exist but JAX found only the CPU."""
+    if not devices or probe.get("backend") != "cpu" or allow_cpu_fallback:
+        return None
+    kind = "GPU" if any("nvidia" in d for d in devices) else "TPU"
+    cause = probe.get("backend_error") or (
+        f"no {kind}-enabled jaxlib is installed (for NVIDIA: pip install 'jax[cuda13]')")
+    return (f"This host has {kind} device nodes ({', '.join(devices)}) but JAX started only its CPU backend: "
+            f"{cause}. Fix that, or start the worker with --allow-cpu-fallback to serve CPU runs on purpose.")

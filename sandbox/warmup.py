@@ -1,0 +1,77 @@
+"""What a spare does before its code arrives: start the JAX backend and warm the common paths.
+
+Runs in the spare's run process at low priority, while another run may be
+executing beside it. Everything here is trusted code; the user's program
+starts only after ``prepare`` has returned and the code has been handed over.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from sandbox import compile_cache_mounts as cache_mounts
+
+# Errors of the persistent compilation cache are JAX's to recover from (it compiles instead):
+# a bad or unwritable entry must not alarm the person whose run it is.
+CACHE_WARNINGS = r"Error (reading|writing) persistent compilation cache entry"
+
+
+def _without_cache_chatter(record: logging.LogRecord) -> bool:
+    """JAX reports each persistent-cache hit and miss when cache misses are explained (Inspect turns
+    that on): the program's output is not the place for them."""
+    return "persistent compilation cache" not in record.getMessage().lower()
+
+
+def configure_compile_cache() -> None:
+    import os
+
+    import jax
+
+    if not os.path.isdir(cache_mounts.JAX_CACHE):
+        return  # no sandbox (development mode): no compile caches
+
+    logging.getLogger("jax._src.compilation_cache").setLevel(logging.ERROR)
+    logging.getLogger("jax._src.compiler").addFilter(_without_cache_chatter)
+    jax.config.update("jax_compilation_cache_dir", cache_mounts.JAX_CACHE)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    warnings.filterwarnings("ignore", message=CACHE_WARNINGS)
+
+
+def common_operations() -> None:
+    """The eager operations nearly every program starts with, each compiled once here."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((8,), jnp.float32)
+    m = jnp.arange(16.0).reshape(4, 4)
+    key = jax.random.key(0)
+    results = [x.sum(), x.mean(), x * 2.0 + 1.0, jnp.sin(x), jnp.exp(x), m @ m, m.T, jnp.zeros((3,)),
+               jax.random.normal(key, (4,)), jax.random.uniform(key, (4,)), jax.random.split(key),
+               jnp.linspace(0.0, 1.0, 5), jnp.dot(x, x), jnp.maximum(x, 0.0), float(x[0])]
+    jax.block_until_ready(results)
+
+
+def prepare(initialize_backend: bool) -> None:
+    """Compile cache always; backend and warm operations unless the program configures them itself."""
+    configure_compile_cache()
+    if not initialize_backend:
+        return
+    import jax
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jax.devices()
+        common_operations()
+
+
+def reseed_numpy() -> None:
+    """Fresh OS entropy for NumPy's global generator, as a new process would have.
+
+    Python's ``random`` reseeds itself after fork; NumPy does not, so without this
+    every run forked from one zygote would draw the same "random" numbers.
+    """
+    import numpy
+
+    numpy.random.seed()

@@ -1,0 +1,114 @@
+"""Browser sessions: an unguessable id the server issues and signs, never one a client picks.
+
+A session is one browser (its cookie jar), not one connection: the compile
+cache of the warm engine, fairness between clients and workshop rooms all key
+on it. The id travels in the HttpOnly cookie ``jaxplay_session`` as
+``<id>.<mac>``; the MAC (HMAC-SHA256 with a key kept in the data dir) proves
+the server issued it, so a client can keep its id but cannot choose another
+one. A request without a valid cookie gets a new id (and, on HTTP, the
+cookie); a websocket without one gets a new id for that connection only.
+
+``SessionMiddleware`` puts the id in ``scope["jaxplay.session"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+COOKIE = "jaxplay_session"
+SCOPE_KEY = "jaxplay.session"
+KEY_FILE = "session.key"
+COOKIE_MAX_AGE_S = 30 * 24 * 3600
+ID_BYTES = 16
+
+
+class SessionKeys:
+    """Issues and verifies session ids, and derives per-session names for other stores."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+
+    @classmethod
+    def load_or_create(cls, data_dir: Path) -> SessionKeys:
+        """The signing key survives restarts, so sessions (and their caches) do too."""
+        path = data_dir / KEY_FILE
+        data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            key = path.read_bytes()
+        except FileNotFoundError:
+            key = secrets.token_bytes(32)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(key)
+        if len(key) < 32:
+            raise ValueError(f"{path} holds a key shorter than 32 bytes: delete it to make a new one.")
+        return cls(key)
+
+    def _mac(self, purpose: str, value: str) -> str:
+        return hmac.new(self.key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
+
+    def issue(self) -> tuple[str, str]:
+        """A new session id and its cookie value."""
+        session_id = secrets.token_hex(ID_BYTES)
+        return session_id, f"{session_id}.{self._mac('cookie', session_id)[:32]}"
+
+    def verify(self, cookie_value: str | None) -> str | None:
+        """The session id a cookie carries, or None if the server did not issue it."""
+        if not cookie_value or cookie_value.count(".") != 1:
+            return None
+        session_id, mac = cookie_value.split(".")
+        if len(session_id) != 2 * ID_BYTES or not all(c in "0123456789abcdef" for c in session_id):
+            return None
+        return session_id if hmac.compare_digest(mac, self._mac("cookie", session_id)[:32]) else None
+
+    def derived(self, purpose: str, session_id: str) -> str:
+        """A stable name for ``session_id`` in another store (e.g. the worker's compile cache) that
+        reveals nothing about the id itself."""
+        return self._mac(purpose, session_id)[:32]
+
+
+def cookie_from_headers(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name == b"cookie":
+            jar = SimpleCookie()
+            try:
+                jar.load(value.decode("latin-1"))
+            except Exception:  # a malformed Cookie header is no session, not an error
+                continue
+            if COOKIE in jar:
+                return jar[COOKIE].value
+    return None
+
+
+class SessionMiddleware:
+    def __init__(self, app: ASGIApp, keys: SessionKeys) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        session_id = self.keys.verify(cookie_from_headers(scope.get("headers", [])))
+        new_cookie = None
+        if session_id is None:
+            session_id, new_cookie = self.keys.issue()
+        scope[SCOPE_KEY] = session_id
+        if new_cookie is None or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                cookie = (f"{COOKIE}={new_cookie}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Lax")
+                message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
