@@ -64,8 +64,14 @@ class Settings:
     gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "
                                         "that owns every GPU of the host.")
     gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory one run may use.")
+    trust_remote_results: bool = setting(False, "Let remote workers' results fill the result cache that answers "
+                                                "other users; off, only the server's own local workers do.")
     allow_cpu_fallback: bool = setting(False, "Serve CPU runs on a host whose GPUs or TPUs JAX cannot use, "
                                               "instead of refusing to start.")
+
+    @property
+    def worker_listen_port(self) -> int:
+        return self.worker_port or self.port + 1
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

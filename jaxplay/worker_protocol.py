@@ -17,7 +17,8 @@ browser's ``done``. Messages are JSON text frames named by who sends them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 PROTOCOL_VERSION = 1
@@ -87,17 +88,50 @@ _BY_TYPE: dict[str, type] = {
 }
 
 
+# Field types each message must carry: a frame with a wrong type is refused here, so nothing
+# downstream (the scheduler, /api/backends) ever sees a count that is a string.
+_CHECKS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
+                                        "dict[str, Any]": (dict,), "str | None": (str, type(None)),
+                                        "dict[str, str]": (dict,)}
+MAX_FIELD_CHARS = 1 << 10
+
+
+def _validate(message: Any) -> None:
+    for f in fields(message):
+        value = getattr(message, f.name)
+        expected = _CHECKS.get(str(f.type))
+        if expected is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, expected):
+            raise ValueError(f"field {f.name!r} of {message.type!r} must be {f.type}, not {type(value).__name__}")
+        if isinstance(value, int | float) and not math.isfinite(value):
+            raise ValueError(f"field {f.name!r} of {message.type!r} must be finite")
+        if isinstance(message, WorkerHello) and isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            raise ValueError(f"field {f.name!r} of 'hello' is longer than {MAX_FIELD_CHARS} characters")
+    if isinstance(message, WorkerHello) and not (0 < message.slots <= 4096 and 0 <= message.device_count <= 1 << 16):
+        raise ValueError("'hello' must offer 1 to 4096 slots and a device count from 0 to 65536")
+
+
 def encode(message: Any) -> str:
     return json.dumps(asdict(message), separators=(",", ":"))
 
 
 def decode(text: str | bytes) -> Any:
     """Parse one frame into its dataclass; ValueError names what is wrong."""
-    raw = json.loads(text)
+    try:
+        raw = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("message nested too deeply") from None
     if not isinstance(raw, dict) or raw.get("type") not in _BY_TYPE:
         raise ValueError(f"unknown worker-protocol message: {str(raw)[:200]}")
     cls = _BY_TYPE[raw["type"]]
     try:
-        return cls(**raw)
+        message = cls(**raw)
     except TypeError as exc:
         raise ValueError(f"malformed {raw['type']!r} message: {exc}") from exc
+    _validate(message)
+    return message
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not JSON")

@@ -61,8 +61,6 @@ def configure_logging(level: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from server.app import create_app
 
     settings = settings_from(args)
@@ -70,8 +68,32 @@ def serve(args: argparse.Namespace) -> None:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
     print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level="warning",
-                ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
+    app = create_app(settings)
+    asyncio.run(serve_both(app, settings))
+
+
+async def serve_both(app: Any, settings: Settings) -> None:
+    """The public server and the workers' listener in one event loop; the public one owns the
+    signals and the lifespan, and the workers' listener stops after it."""
+    import contextlib
+
+    import uvicorn
+
+    class WorkerListener(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
+               "timeout_graceful_shutdown": 5}
+    public = uvicorn.Server(uvicorn.Config(app, host=settings.host, port=settings.port, **options))
+    listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,
+                                             port=settings.worker_listen_port, lifespan="off", **options))
+    listening = asyncio.create_task(listener.serve())
+    try:
+        await public.serve()
+    finally:
+        listener.should_exit = True
+        await listening
 
 
 def worker(args: argparse.Namespace) -> None:

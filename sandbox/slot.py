@@ -188,7 +188,7 @@ class Slot:
         message = {"type": "start", "run_id": run_id, "code": code, "options": run_options,
                    "unstarted_backend": jax_config.needs_unstarted_backend(code), "probe": probe}
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
-        relay = OutputRelay(send, self.settings.output_limit_bytes)
+        relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=probe)
         try:
             zp.send(self.control, message, [w for _, w in pipes])
         finally:

@@ -58,8 +58,7 @@ def create_app(settings: Settings) -> Starlette:
         await handle_browser_socket(websocket, state.scheduler, state.interceptors)
 
     async def worker_socket(websocket: WebSocket) -> None:
-        tokens = [state.local_token, settings.worker_token]
-        await handle_worker_socket(websocket, state.scheduler, tokens, settings.worker_token)
+        await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -83,10 +82,11 @@ def create_app(settings: Settings) -> Starlette:
         Route("/api/backends", backends),
         *sharing.routes(),
         WebSocketRoute("/ws", browser_socket),
-        WebSocketRoute("/worker", worker_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    # Workers dial a listener of their own (loopback by default), never the public port.
+    app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
     app.add_middleware(SessionMiddleware, keys=session_keys)

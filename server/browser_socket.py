@@ -28,6 +28,10 @@ from server.sessions import SCOPE_KEY
 
 log = logging.getLogger("jaxplay.server")
 
+# What one connection may have waiting to be sent; beyond it, output-like events are dropped (with a notice).
+OUTBOX_LIMIT_BYTES = 32 << 20
+DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
+                       "notice"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
 RunInterceptor = Callable[[bp.ClientRun, Run], bool]
 
@@ -39,19 +43,35 @@ class BrowserConnection:
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
-        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.outbox_bytes = 0
+        self.dropped = 0
         self.runs: dict[str, Run] = {}
 
     def emit(self, event: dict[str, Any]) -> None:
-        self.outbox.put_nowait(event)
+        text = json.dumps(event, separators=(",", ":"))
+        if self.outbox_bytes + len(text) > OUTBOX_LIMIT_BYTES and event.get("type") in DROPPABLE:
+            self.dropped += 1  # a browser that cannot keep up loses output, never the server's memory
+            return
+        if self.dropped and event.get("type") == "done":
+            self._queue(bp.notice_event(f"{self.dropped} events were dropped because this connection could not "
+                                        "keep up with the run's output.", event.get("id")) | {"level": "warning"})
+            self.dropped = 0
+        self._queue(event, text)
         if event.get("type") == "done":
             run = self.runs.get(event.get("id", ""))
             if run is not None and run.state == "done":
                 del self.runs[event["id"]]
 
+    def _queue(self, event: dict[str, Any], text: str | None = None) -> None:
+        text = text if text is not None else json.dumps(event, separators=(",", ":"))
+        self.outbox_bytes += len(text)
+        self.outbox.put_nowait(text)
+
     async def write_loop(self) -> None:
-        while (event := await self.outbox.get()) is not None:
-            await self.websocket.send_text(json.dumps(event, separators=(",", ":")))
+        while (text := await self.outbox.get()) is not None:
+            self.outbox_bytes -= len(text)
+            await self.websocket.send_text(text)
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self.write_loop())

@@ -63,7 +63,10 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 ancestors = "* file:" if frameable else "'none'"  # '*' alone excludes decks opened from disk
-                headers.append((b"content-security-policy", f"frame-ancestors {ancestors}".encode()))
+                # frame-src 'none': the frames of our pages hold only srcdoc documents (a run's HTML), and
+                # no navigation of theirs may load anything, not even a tracker's pixel.
+                policy = f"frame-ancestors {ancestors}; frame-src 'none'"
+                headers.append((b"content-security-policy", policy.encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 if not frameable:
                     headers.append((b"x-frame-options", b"DENY"))

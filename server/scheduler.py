@@ -64,6 +64,9 @@ class WorkerLink:
     send: Callable[[str], Awaitable[None]]
     free_slots: int = 0
     runs: dict[str, Run] = field(default_factory=dict)
+    # Results the server may keep and replay to others (the result cache): only from its own local
+    # workers, or remote ones the operator vouched for (--trust-remote-results).
+    trusted: bool = False
     id: int = field(default_factory=itertools.count(1).__next__)
 
     def describe(self) -> dict[str, Any]:

@@ -42,9 +42,11 @@ class LiveServer:
         self.port = free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
-        self.worker_url = f"ws://127.0.0.1:{self.port}/worker"
+        self.worker_port = free_port()
+        self.worker_url = f"ws://127.0.0.1:{self.worker_port}/worker"
         jaxplay = command or [sys.executable, "-m", "jaxplay_cli"]
         args = [*jaxplay, "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+                "--worker-port", str(self.worker_port),
                 "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -34,15 +34,3 @@ def test_root_drops_privileges_before_bwrap():
         assert f"setpriv --reuid={bwrap.SANDBOX_UID}" in script and script.index("setpriv") < script.index("bwrap")
     else:
         assert command[0].endswith("bwrap")
-
-
-def test_a_gpu_slot_sees_only_its_own_gpu(tmp_path):
-    for name in ("nvidia0", "nvidia1", "nvidia10", "nvidiactl", "nvidia-uvm", "nvidia-caps"):
-        (tmp_path / name).touch()
-    gpus = bwrap.nvidia_gpus(tmp_path)
-    assert [p.rsplit("/", 1)[1] for p in gpus] == ["nvidia0", "nvidia1", "nvidia10"]
-    args = bwrap.bwrap_args(["python"], {}, {}, ["/dev/nvidia1", "/dev/nvidiactl"])
-    binds = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
-    assert binds == ["/dev/nvidia1", "/dev/nvidiactl"]
-    assert args.index("--dev-bind") > args.index("--dev")  # on top of the minimal /dev, not hidden by it
-    assert "--dev-bind" not in bwrap.bwrap_args(["python"], {}, {})

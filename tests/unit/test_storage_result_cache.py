@@ -46,7 +46,7 @@ class Harness:
         self.storage = Storage(data_dir)
         self.storage.open()
         self.scheduler = Scheduler(Settings(local_workers=0))
-        self.link = WorkerLink(hello=hello(), send=no_send)
+        self.link = WorkerLink(hello=hello(), send=no_send, trusted=True)
         self.scheduler.workers.append(self.link)
         self.cache = ResultCache(self.storage, self.scheduler, limit_bytes)
 
@@ -246,5 +246,16 @@ def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
         harness.storage.write(lambda db: db.execute("UPDATE result_cache SET recorded = x'00ff'"), durable=False)
         run, sent, answered = harness.submit("print(9)")
         assert not answered and sent == [] and run.state == "queued" and len(run.observers) == 1
+
+    asyncio.run(scenario())
+
+
+def test_an_untrusted_workers_result_is_never_cached(harness):
+    """A remote worker (its token could be stolen) answers only its own run, never later users'."""
+    async def scenario():
+        harness.link.trusted = False
+        await harness.execute("print('forged?')")
+        _, _, answered = harness.submit("print('forged?')")
+        assert not answered and entries(harness) == 0
 
     asyncio.run(scenario())
