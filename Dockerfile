@@ -34,7 +34,7 @@ COPY --from=wheel /dist/ /tmp/dist/
 RUN /opt/jaxplay/bin/pip install --no-cache-dir /tmp/dist/jaxplay-*.whl "jax[cuda12]" && rm -rf /tmp/dist
 # The worker runs as root: it stages the sandbox's mounts, then drops to an unprivileged uid.
 ENV PATH=/opt/jaxplay/bin:$PATH
-CMD ["jaxplay", "worker", "--server", "ws://server:8000/worker"]
+CMD ["jaxplay", "worker", "--server", "ws://server:8001/worker"]
 
 FROM python:3.11-slim-bookworm AS cpu
 RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap util-linux \
@@ -45,5 +45,5 @@ COPY --from=wheel /dist/ /tmp/dist/
 RUN /opt/jaxplay/bin/pip install --no-cache-dir /tmp/dist/jaxplay-*.whl && rm -rf /tmp/dist
 ENV PATH=/opt/jaxplay/bin:$PATH JAXPLAY_DATA_DIR=/data
 VOLUME /data
-EXPOSE 8000
+EXPOSE 8000 8001
 CMD ["jaxplay", "serve", "--host", "0.0.0.0", "--port", "8000"]

@@ -126,6 +126,9 @@ def test_compose_without_profiles_runs_server_and_cpu_worker_only():
     server = config["services"]["server"]
     assert server["environment"]["JAXPLAY_WORKER_TOKEN"] == "test-token"
     assert "--no-local-worker" in server["command"]
+    listener = server["command"][server["command"].index("--worker-port") + 1]
+    worker = config["services"]["cpu-worker"]["command"]
+    assert worker[worker.index("--server") + 1] == f"ws://server:{listener}/worker"
 
 
 def test_compose_gpu_profile_adds_a_worker_with_an_nvidia_reservation():
@@ -135,7 +138,7 @@ def test_compose_gpu_profile_adds_a_worker_with_an_nvidia_reservation():
     [device] = gpu["deploy"]["resources"]["reservations"]["devices"]
     assert device["driver"] == "nvidia" and "gpu" in device["capabilities"]
     assert gpu["build"]["target"] == "gpu"
-    assert "ws://server:8000/worker" in gpu["command"]
+    assert "ws://server:8001/worker" in gpu["command"]
 
 
 def test_compose_refuses_to_start_without_a_worker_token():
