@@ -25,6 +25,7 @@ bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/timing_fidelity.py
 	$(BIN)/python bench/inspect_overhead.py
 	$(BIN)/python bench/sharing.py
+	$(BIN)/python bench/workshop.py
 
 # Builds the page only when its sources are newer than frontend/dist and Node >= 20.19
 # is usable; otherwise serves the assets already built, and says which (NODE=... picks a Node).

@@ -21,6 +21,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from jaxplay import json_input
+
 PROTOCOL_VERSION = 1
 REFUSED_CLOSE_CODE = 4401
 
@@ -36,6 +38,7 @@ class WorkerHello:
     jaxlib_version: str
     slots: int
     platform_version: str = ""
+    device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 
@@ -118,10 +121,7 @@ def encode(message: Any) -> str:
 
 def decode(text: str | bytes) -> Any:
     """Parse one frame into its dataclass; ValueError names what is wrong."""
-    try:
-        raw = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError("message nested too deeply") from None
+    raw = json_input.loads(text)
     if not isinstance(raw, dict) or raw.get("type") not in _BY_TYPE:
         raise ValueError(f"unknown worker-protocol message: {str(raw)[:200]}")
     cls = _BY_TYPE[raw["type"]]
@@ -132,6 +132,3 @@ def decode(text: str | bytes) -> Any:
     _validate(message)
     return message
 
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"non-finite number {name} is not JSON")

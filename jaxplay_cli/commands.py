@@ -16,8 +16,8 @@ from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback")
-CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all")}
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -67,9 +67,27 @@ def serve(args: argparse.Namespace) -> None:
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
+    problem = data_dir_problem(settings)
+    if problem:
+        print(f"jaxplay serve: {problem}", file=sys.stderr)
+        sys.exit(2)
     print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
     app = create_app(settings)
     asyncio.run(serve_both(app, settings))
+
+
+def data_dir_problem(settings: Settings) -> str | None:
+    """Why the data dir must not be used: a sandbox could read it (every snippet, every cached output)."""
+    if settings.sandbox == "none" or settings.local_workers == 0:
+        return None
+    from sandbox.bwrap import exposing_folder
+
+    exposed = exposing_folder(settings.data_dir)
+    if exposed is None:
+        return None
+    return (f"the data dir {settings.data_dir} lies inside {exposed}, which every sandbox can read, so user code "
+            f"could read the stored snippets and cached runs. Choose a folder outside it with --data-dir "
+            f"(the default is {Settings.__dataclass_fields__['data_dir'].default}).")
 
 
 async def serve_both(app: Any, settings: Settings) -> None:

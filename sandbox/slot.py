@@ -75,7 +75,7 @@ class Slot:
         inner = bwrap.zygote_command(child_end.fileno(), isolated)
         env = self.zygote_environment()
         if isolated:
-            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)
+            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []

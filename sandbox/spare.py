@@ -164,6 +164,7 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
                 return 0  # the zygote has gone, or dropped this spare
             if isolated:
                 session = cache_mounts.mount_for_run(message.get("options", {}).get("compile_cache"))
+            _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             zp.send(init_end, message, fds)
             for fd in fds:
                 os.close(fd)
@@ -234,7 +235,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     sock.close()
     if message is None:
         return 0
-    _restore_priority()
+    _restore_priority(os.getpid())
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
     return execute(message, fds)
 
@@ -262,13 +263,17 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     return runner.execute(message["code"], options)
 
 
-def _restore_priority() -> None:
+def _restore_priority(pid: int) -> None:
     """Back to normal priority, every thread: the backend's threads were made while niced.
 
     Raising priority back to nice 0 is allowed because the worker set RLIMIT_NICE
     for the sandbox; where it could not, the run keeps the spare's priority.
     """
-    for tid in os.listdir("/proc/self/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tids:
         try:
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except OSError:

@@ -108,6 +108,9 @@ class Zygote:
             _signal(self.running[1].pid, signal.SIGTERM)
 
     def start(self, message: dict[str, Any], fds: list[int]) -> None:
+        if self.spare is not None and not _alive(self.spare):
+            self.spare.control.close()  # killed just now; its exit is reaped as a stranger's
+            self.spare = None
         if message.get("unstarted_backend") or self.spare is None:
             spare = self.fork_spare(warm=False)
         else:
@@ -154,6 +157,12 @@ class Zygote:
         self.spare_failures += 1
         time.sleep(delay if self.spare_failures > 1 else 0)
         self.spare = self.fork_spare(warm=True)
+
+
+def _alive(spare: Spare) -> bool:
+    """The spare's init still waits for its run: its end of the control socket is open."""
+    readable, _, _ = select.select([spare.control], [], [], 0)
+    return not readable  # the init never writes: readable means it has gone
 
 
 def _signal(pid: int, number: int) -> None:

@@ -22,8 +22,12 @@ from starlette.websockets import WebSocket
 from jaxplay import __version__
 from jaxplay.settings import Settings
 from server import pages
+from server.api_index import ApiIndex
 from server.browser_socket import RunInterceptor, handle_browser_socket
 from server.local_workers import LocalWorkers
+from server.room_pages import room_routes
+from server.room_store import RoomStore
+from server.rooms import RoomHub
 from server.scheduler import Scheduler
 from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
@@ -39,6 +43,7 @@ class AppState:
     local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     interceptors: list[RunInterceptor] = field(default_factory=list)
     sharing: Sharing | None = None
+    rooms: RoomHub | None = None
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -46,6 +51,7 @@ def create_app(settings: Settings) -> Starlette:
     state = AppState(settings=settings, scheduler=Scheduler(settings, session_keys))
     state.sharing = sharing = Sharing(settings, state.scheduler)
     state.interceptors.append(sharing.cache.intercept)
+    state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"ok": True, "version": __version__, "workers": len(state.scheduler.workers),
@@ -55,7 +61,7 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})
 
     async def browser_socket(websocket: WebSocket) -> None:
-        await handle_browser_socket(websocket, state.scheduler, state.interceptors)
+        await handle_browser_socket(websocket, state.scheduler, state.interceptors, rooms)
 
     async def worker_socket(websocket: WebSocket) -> None:
         await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)
@@ -68,12 +74,14 @@ def create_app(settings: Settings) -> Starlette:
             log.warning("Use this only for development on a machine you do not care about.")
             log.warning("!" * 72)
         sharing.open()
+        rooms.start()
         workers = LocalWorkers(settings, state.local_token)
         workers.start()
         try:
             yield
         finally:
             await workers.stop()
+            await rooms.stop()
             await sharing.close()
 
     routes = [
@@ -81,6 +89,8 @@ def create_app(settings: Settings) -> Starlette:
         Route("/healthz", healthz),
         Route("/api/backends", backends),
         *sharing.routes(),
+        *room_routes(rooms),
+        *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]

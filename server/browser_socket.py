@@ -8,7 +8,10 @@ Tasks and ownership per connection::
       └─ writer task: sends every event from ``outbox`` in order, so a slow
          browser never blocks a worker's event stream
 
-When the browser goes away its runs in flight are cancelled.
+When the browser goes away its runs in flight are cancelled and it leaves
+its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
+(server/rooms.py), which may also send pre-encoded frames through ``outbox``
+(one ``json.dumps`` for a whole room).
 """
 
 from __future__ import annotations
@@ -16,15 +19,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
+from jaxplay import json_input
 from server.scheduler import Run, Scheduler
 from server.sessions import SCOPE_KEY
+
+if TYPE_CHECKING:
+    from server.rooms import RoomHub
 
 log = logging.getLogger("jaxplay.server")
 
@@ -37,16 +45,33 @@ RunInterceptor = Callable[[bp.ClientRun, Run], bool]
 
 
 class BrowserConnection:
-    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor]) -> None:
+    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor],
+                 rooms: RoomHub | None = None) -> None:
         self.websocket = websocket
-        self.session_id: str = websocket.scope.get(SCOPE_KEY) or ""
+        # The client this connection counts against (fairness, limits, room counts): its browser session.
+        # A socket without a session cookie gets a fresh one from the middleware; "" only in-process.
+        self.session_id: str = websocket.scope.get(SCOPE_KEY) or uuid.uuid4().hex
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
+        self.rooms = rooms
+        self.address = websocket.client.host if websocket.client else ""
         self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
         self.outbox_bytes = 0
         self.dropped = 0
         self.runs: dict[str, Run] = {}
+
+    def send_encoded(self, frame: str, droppable: bool) -> None:
+        """A frame already encoded as JSON (a room broadcast encodes once for every follower).
+
+        A droppable frame (a room's edit or run output) is dropped when this browser cannot keep up,
+        like a run's own output; the next edit carries the whole program again.
+        """
+        if droppable and self.outbox_bytes + len(frame) > OUTBOX_LIMIT_BYTES:
+            self.dropped += 1
+            return
+        self.outbox_bytes += len(frame)
+        self.outbox.put_nowait(frame)
 
     def emit(self, event: dict[str, Any]) -> None:
         text = json.dumps(event, separators=(",", ":"))
@@ -84,6 +109,8 @@ class BrowserConnection:
         except WebSocketDisconnect:
             pass
         finally:
+            if self.rooms is not None:
+                self.rooms.leave(self)
             for run in list(self.runs.values()):
                 self.scheduler.cancel(run)
             self.outbox.put_nowait(None)
@@ -95,6 +122,12 @@ class BrowserConnection:
                                               max_code_bytes=self.settings.max_code_bytes)
         except bp.ProtocolError as exc:
             self.refuse(exc, is_run=_looks_like_run(text))
+            return
+        if isinstance(message, bp.RoomMessage):
+            if self.rooms is None:
+                self.emit(bp.notice_event("Workshop rooms are not available on this server."))
+            else:
+                self.rooms.handle(self, message)
             return
         if isinstance(message, bp.ClientCancel):
             run = self.runs.get(message.id)
@@ -133,6 +166,8 @@ class BrowserConnection:
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
                   options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
+        if self.rooms is not None:
+            self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run
         for intercept in self.interceptors:
             if intercept(message, run):
@@ -146,7 +181,7 @@ class BrowserConnection:
 
 def _looks_like_run(text: str | None) -> bool:
     try:
-        return isinstance(text, str) and json.loads(text).get("type") == "run"
+        return isinstance(text, str) and json_input.loads(text).get("type") == "run"
     except (ValueError, AttributeError):
         return False
 
@@ -163,10 +198,20 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
 
 
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
-                                interceptors: list[RunInterceptor]) -> None:
+                                interceptors: list[RunInterceptor], rooms: RoomHub | None = None) -> None:
     if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host")):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return
     await websocket.accept()
-    await BrowserConnection(websocket, scheduler, interceptors).serve()
+    connection = BrowserConnection(websocket, scheduler, interceptors, rooms)
+    try:
+        scheduler.attach_client(connection.session_id)
+    except bp.ProtocolError as exc:
+        await websocket.send_text(json.dumps(bp.notice_event(str(exc))))
+        await websocket.close(code=1008)
+        return
+    try:
+        await connection.serve()
+    finally:
+        scheduler.detach_client(connection.session_id)

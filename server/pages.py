@@ -29,6 +29,7 @@ NOT_BUILT = (
 )
 # Embeds (/e/...) may be framed anywhere; every other page refuses to be framed.
 FRAMEABLE_PREFIXES = ("/e/",)
+FRAME_SRC = "frame-src 'none'"
 
 
 def asset_version() -> str:
@@ -63,9 +64,11 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 ancestors = "* file:" if frameable else "'none'"  # '*' alone excludes decks opened from disk
-                # frame-src 'none': the frames of our pages hold only srcdoc documents (a run's HTML), and
-                # no navigation of theirs may load anything, not even a tracker's pixel.
-                policy = f"frame-ancestors {ancestors}; frame-src 'none'"
+                policy = f"frame-ancestors {ancestors}"
+                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers):
+                    # The frames of our pages hold only srcdoc documents (a run's HTML), and no
+                    # navigation of theirs may load anything, not even a tracker's pixel.
+                    policy += f"; {FRAME_SRC}"
                 headers.append((b"content-security-policy", policy.encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 if not frameable:

@@ -1,4 +1,4 @@
-"""The server's one SQLite database: snippets and the result cache, in one file.
+"""The server's one SQLite database: snippets, the result cache and workshop rooms, in one file.
 
 Threads and ownership::
 
@@ -70,6 +70,19 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         -- Covers both the eviction order and the total size, without touching the blobs.
         CREATE INDEX result_cache_last_used ON result_cache(last_used, size);
+    """),
+    Migration(3, "rooms: workshop rooms' code, deck and position, so a restart keeps the class where it was", """
+        CREATE TABLE rooms (
+            code               TEXT PRIMARY KEY,    -- jax-XXXXXX (server/room_codes.py)
+            secret_digest      TEXT NOT NULL,       -- sha256 hex of the presenter secret, never the secret
+            created_at         TEXT NOT NULL,       -- ISO 8601, UTC
+            last_active        REAL NOT NULL,       -- unix time of the last presenter action or join
+            program            TEXT NOT NULL,       -- the presenter's editor text
+            deck               TEXT NOT NULL,       -- JSON list of snippet ids
+            position           INTEGER NOT NULL,    -- index into deck (0 when the deck is empty)
+            attendee_timeout_s REAL NOT NULL
+        );
+        CREATE INDEX rooms_last_active ON rooms(last_active);
     """),
 )
 

@@ -13,6 +13,8 @@ import pytest
 
 from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
 
+pytest_plugins = ["tests.containment"]
+
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: Playwright's sync API keeps an event loop running in the main

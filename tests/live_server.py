@@ -37,9 +37,10 @@ def free_port() -> int:
 
 class LiveServer:
     def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 command: list[str] | None = None, cwd: Path = PROJECT_ROOT) -> None:
-        """``command`` is the ``jaxplay`` to start (default: this checkout's, with this interpreter)."""
-        self.port = free_port()
+                 port: int | None = None, command: list[str] | None = None, cwd: Path = PROJECT_ROOT) -> None:
+        # `port`: the one a stopped server had, to bring "the same server" back in outage tests.
+        # `command`: the `jaxplay` to start (default: this checkout's, with this interpreter).
+        self.port = port or free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.worker_port = free_port()

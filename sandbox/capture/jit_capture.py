@@ -5,8 +5,9 @@
 get it) with a function that returns a ``CapturedJit`` around JAX's own
 jitted object. A call with concrete arguments:
 
-1. runs the real jitted function inside a per-thread *call frame* and blocks
-   until its outputs are ready (so the time is execution, not dispatch);
+1. runs the real jitted function inside a per-thread *call frame*, never
+   blocking on its outputs (``jit_ready`` times dispatch-to-ready in a
+   watcher thread, so asynchronous dispatch stays as the program made it);
 2. the frame collects what happened during the call: phase durations from
    ``jax.monitoring`` (trace, lower, compile) and JAX's cache-miss
    explanation (``jax_explain_cache_misses``, whose log records are taken
@@ -50,6 +51,7 @@ from typing import Any
 
 from sandbox import events
 from sandbox.capture import jit_artifacts, jit_render
+from sandbox.capture.jit_ready import ReadyWatcher
 
 USER_FILENAME = "<playground>"
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
@@ -64,6 +66,8 @@ EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "j
 EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
 FN_TIMING_INTERVAL_S = 1.0
 MAX_TIMING_SAMPLES = 100_000
+READY_DRAIN_S = 5.0
+_ready = ReadyWatcher()
 
 logger = logging.getLogger("jaxplay.sandbox.inspect")
 
@@ -71,12 +75,14 @@ logger = logging.getLogger("jaxplay.sandbox.inspect")
 class CallFrame:
     """What JAX reported while one top-level jitted call ran on this thread."""
 
-    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit")
+    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "record", "compiling_sent")
 
-    def __init__(self) -> None:
+    def __init__(self, record: FunctionRecord | None = None) -> None:
         self.phases_ms: dict[str, float] = {}
         self.explanations: list[str] = []
         self.persistent_cache_hit = False
+        self.record = record
+        self.compiling_sent = False
 
 
 class FunctionRecord:
@@ -89,6 +95,7 @@ class FunctionRecord:
         self.total_s = 0.0
         self.samples: list[float] = []
         self.first_call_ms: float | None = None
+        self.first_call_pending = False
         self.traced_calls = 0
         self.compile_calls = 0
         self.changed = False
@@ -136,8 +143,20 @@ def _on_duration(event: str, duration_s: float, **_: Any) -> None:
         return
     stack = getattr(_state.local, "frames", None)
     if stack:
-        phases = stack[-1].phases_ms
-        phases[phase] = phases.get(phase, 0.0) + duration_s * 1e3
+        frame = stack[-1]
+        frame.phases_ms[phase] = frame.phases_ms.get(phase, 0.0) + duration_s * 1e3
+        if phase == "trace" and not frame.compiling_sent:
+            _announce_compiling(frame)
+
+
+def _announce_compiling(frame: CallFrame) -> None:
+    """Traced: lowering and XLA's compile come next, and may take seconds. The page says so meanwhile."""
+    frame.compiling_sent = True
+    record = frame.record
+    if record is None:
+        return
+    events.emit({"type": "compiling", "fn_id": record.fn_id, "fn": record.fn, "line": record.line,
+                 "compile_index": len(record.compiles) + 1})
 
 
 def _on_event(event: str, **_: Any) -> None:
@@ -231,18 +250,17 @@ class CapturedJit:
         if not _trace_state_clean():
             self._record.traced_calls += 1
             return self._jitted(*args, **kwargs)
-        frame = CallFrame()
+        frame = CallFrame(self._record)
         stack = _frames()
         stack.append(frame)
         start = time.perf_counter()
         try:
             out = self._jitted(*args, **kwargs)
-            _block_until_ready(out)
         finally:
             stack.pop()
         elapsed_s = time.perf_counter() - start
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
-        self._count_call(elapsed_s, compiled_now)
+        self._count_call(start, out, compiled_now)
         if compiled_now:
             try:
                 self._queue_compilation(frame, elapsed_s, args, kwargs)
@@ -250,16 +268,15 @@ class CapturedJit:
                 logger.debug("could not capture a compilation of %s", self._record.fn, exc_info=True)
         return out
 
-    def _count_call(self, elapsed_s: float, compiled_now: bool) -> None:
+    def _count_call(self, start: float, out: Any, compiled_now: bool) -> None:
         record = self._record
         record.calls += 1
-        record.total_s += elapsed_s
-        if record.first_call_ms is None:
-            record.first_call_ms = elapsed_s * 1e3
         if compiled_now:  # compile time is reported in phases_ms, not as execution
             record.compile_calls += 1
-        elif len(record.samples) < MAX_TIMING_SAMPLES:
-            record.samples.append(elapsed_s)
+        first = record.first_call_ms is None and not record.first_call_pending
+        if first or (not compiled_now and len(record.samples) < MAX_TIMING_SAMPLES):
+            record.first_call_pending = record.first_call_pending or first
+            _ready.watch(functools.partial(_record_ready, record, first, compiled_now), start, out)
         record.changed = True
         now = time.monotonic()
         if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
@@ -324,14 +341,15 @@ def _explanation_of(explanations: list[str], name: str | None) -> str | None:
     return explanations[0]
 
 
-def _block_until_ready(out: Any) -> None:
-    method = getattr(out, "block_until_ready", None)
-    if method is not None:
-        method()
-    else:
-        import jax
-
-        jax.block_until_ready(out)
+def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, elapsed_s: float) -> None:
+    """In the watcher thread: one call's time from dispatch to a ready result."""
+    with _state.lock:
+        if first:
+            record.first_call_ms = elapsed_s * 1e3
+        if not compiled_now:
+            record.samples.append(elapsed_s)
+            record.total_s += elapsed_s
+        record.changed = True
 
 
 @contextlib.contextmanager
@@ -405,6 +423,7 @@ def install(options: dict[str, Any]) -> None:
 def finish() -> None:
     if not _state.capturing:
         return
+    _ready.drain(READY_DRAIN_S)
     _renderer.drain()
     emit_fn_timing(final=True)
     uninstall()

@@ -135,6 +135,7 @@ Promise.all(pending).then(() => parent.postMessage({ probe: results }, "*"));
 """
 
 
+@pytest.mark.attack("frame escape")
 def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: str) -> None:
     page = page_at("/")
     page.evaluate("document.cookie = 'secret=page-cookie; path=/'")
@@ -164,6 +165,7 @@ def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: 
     assert page.evaluate("document.cookie").startswith("secret=page-cookie")
 
 
+@pytest.mark.attack("frame escape")
 def test_only_a_frames_own_height_message_is_accepted_and_clamped(page_at: PageAt) -> None:
     page = page_at("/")
     run_ok(page, """
@@ -235,6 +237,7 @@ LEAVE_THE_FRAME = """
 """
 
 
+@pytest.mark.attack("frame escape")
 def test_user_html_cannot_navigate_its_frame_anywhere(page_at: PageAt) -> None:
     """location, a link, <meta refresh>, a form, window.open: none reaches the network or shows a foreign page."""
     import http.server

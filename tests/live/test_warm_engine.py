@@ -115,6 +115,7 @@ print(float(jax.jit(my_marker_fn)(jnp.ones(3)).sum()))
 """
 
 
+@pytest.mark.attack("state between runs")
 def test_a_sessions_compile_cache_carries_over_and_is_private(live):
     a, b = _session_cookie(live), _session_cookie(live)
     assert a != b
@@ -126,6 +127,7 @@ def test_a_sessions_compile_cache_carries_over_and_is_private(live):
     assert output_text(other[0]).strip() == "0"  # B sees none of A's entries
 
 
+@pytest.mark.attack("state between runs")
 def test_session_caches_are_unreachable_and_the_shared_cache_read_only(live):
     out = asyncio.run(_session_runs(live, ["""
 import os
@@ -144,6 +146,7 @@ except OSError as exc:
     assert "sessions denied" in text and "WROTE" not in text and "shared read-only" in text, text
 
 
+@pytest.mark.attack("state between runs")
 def test_a_poisoned_session_cache_costs_only_a_recompile(live):
     cookie = _session_cookie(live)
     poison = """
@@ -159,3 +162,54 @@ for name in os.listdir("/var/cache/jaxplay/jax"):
     assert "poisoned" in output_text(runs[1])
     assert output_text(runs[2]) == output_text(runs[0]) == output_text(runs[3])
     assert output_text(runs[2], "stderr") == ""  # nothing alarming
+
+
+def test_killing_the_prepared_spares_loses_nothing(live):
+    """From the host, kill every process the zygotes made while idle: the next runs still get warm spares."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    assert output_text(live.run("print('before')")).strip() == "before"
+    time.sleep(1.0)
+    zygotes = [p.name for p in Path("/proc").iterdir() if p.name.isdigit()
+               and _cmdline(p).startswith(sys.executable + " -s -P -m sandbox.zygote")
+               and _is_descendant(int(p.name), live.process.pid)]
+    assert zygotes
+    killed = 0
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and _parent(proc) in zygotes:
+            os.kill(int(proc.name), signal.SIGKILL)
+            killed += 1
+    assert killed >= 1
+    for _ in range(4):
+        events = live.run("import jax.numpy as jnp; print(float(jnp.ones(2).sum()))")
+        assert output_text(events).strip() == "2.0", (events[-1].get("message"), output_text(events, "stderr"))
+
+
+def _cmdline(proc) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def _parent(proc) -> str:
+    try:
+        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+    except (OSError, IndexError):
+        return ""
+
+
+def _is_descendant(pid: int, ancestor: int) -> bool:
+    from pathlib import Path
+
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        parent = _parent(Path(f"/proc/{pid}"))
+        if not parent:
+            return False
+        pid = int(parent)
+    return False

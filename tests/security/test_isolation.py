@@ -79,6 +79,7 @@ def run(live, code: str) -> str:
     return output_text(events) + output_text(events, "stderr")
 
 
+@pytest.mark.attack("state between runs")
 def test_nothing_a_run_plants_is_seen_by_the_next_runs(live):
     marker = f"jaxplay-plant-{time.time_ns()}"
     out = run(live, HOSTILE_PLANT.format(marker=marker))
@@ -90,6 +91,7 @@ def test_nothing_a_run_plants_is_seen_by_the_next_runs(live):
     assert host == []
 
 
+@pytest.mark.attack("state between runs")
 def test_sys_path_holds_no_writable_folder_and_no_current_directory(live):
     out = run(live, """
 import os, sys
@@ -99,6 +101,7 @@ print(sys.flags.no_user_site, sys.flags.safe_path)
     assert out.splitlines() == ["[]", "1 True"]
 
 
+@pytest.mark.attack("state between runs")
 def test_the_only_writable_places_are_the_runs_own(live):
     out = run(live, """
 import os
@@ -167,6 +170,7 @@ print("HITS", hits)
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.attack("keys and privileges")
 def test_no_secret_of_the_server_or_worker_is_reachable_from_a_run():
     marker = f"jaxplay-secret-{time.time_ns()}"
     with tempfile.TemporaryDirectory() as data_dir:

@@ -67,3 +67,15 @@ def test_version_flag_prints_the_package_version(capsys):
         cli.build_parser().parse_args(["--version"])
     assert exited.value.code == 0
     assert capsys.readouterr().out.strip() == f"jaxplay {jaxplay.__version__}"
+
+
+def test_serve_refuses_a_data_dir_that_a_sandbox_could_read(tmp_path):
+    from sandbox.bwrap import PROJECT_ROOT
+
+    # A folder inside one the sandbox binds (our own package); the checkout itself is not exposed.
+    inside = Settings(data_dir=PROJECT_ROOT / "sandbox" / "data")
+    problem = cli.data_dir_problem(inside)
+    assert problem and "every sandbox can read" in problem and "--data-dir" in problem
+    assert cli.data_dir_problem(Settings(data_dir=tmp_path / "data")) is None
+    assert cli.data_dir_problem(inside.replace(sandbox="none")) is None  # nothing is sandboxed then
+    assert not Settings().data_dir.resolve().is_relative_to(PROJECT_ROOT)  # the default is safe

@@ -250,6 +250,7 @@ def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
     asyncio.run(scenario())
 
 
+@pytest.mark.attack("keys and privileges")
 def test_an_untrusted_workers_result_is_never_cached(harness):
     """A remote worker (its token could be stolen) answers only its own run, never later users'."""
     async def scenario():
