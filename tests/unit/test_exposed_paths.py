@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import sysconfig
 from importlib import metadata
@@ -69,3 +70,13 @@ def test_the_base_installs_own_site_packages_stays_hidden():
 
 def normalized(dist: metadata.Distribution) -> str:
     return exposed_paths.normalize(dist.metadata["Name"])
+
+
+def test_root_staging_binds_each_folder_once_and_fits_one_argument():
+    if os.geteuid() != 0:
+        pytest.skip("staging happens only when the worker runs as root")
+    script = bwrap.sandbox_command(["python"], {}, [])[-1]
+    paths = exposed_paths.exposed_paths()
+    folders = {p.resolve().parent for p in paths}
+    assert script.count("mount --rbind ") == len(folders) < len(paths)
+    assert len(script.encode()) < 128 * 1024  # MAX_ARG_STRLEN: the script is one argument of sh -c
