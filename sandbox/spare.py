@@ -101,10 +101,14 @@ def fresh_writable_places() -> None:
     by holding them open across the new tmpfs and binding them back.
     """
     kept = _mounts_under("/tmp")
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}
+    held = {path: os.open(path, os.O_PATH) for path in kept}
     ns.mount_tmpfs("/tmp", TMP_SIZE_BYTES)
     for path, fd in held.items():
-        os.makedirs(path, exist_ok=True)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:  # a single exposed file (a venv's python, a one-module distribution)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o444))
         ns.bind(f"/proc/self/fd/{fd}", path, read_only=True)
         os.close(fd)
     ns.remount_read_only("/dev")

@@ -58,7 +58,7 @@ def create_app(settings: Settings) -> Starlette:
                              "backends": [b["name"] for b in state.scheduler.backends()]})
 
     async def backends(request: Request) -> JSONResponse:
-        return JSONResponse({"backends": state.scheduler.backends()})
+        return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})
 
     async def browser_socket(websocket: WebSocket) -> None:
         await handle_browser_socket(websocket, state.scheduler, state.interceptors, rooms)

@@ -1,6 +1,6 @@
 """Worker processes the server starts on its own host and owns.
 
-Each is ``python -m jaxplay.cli worker`` dialing this server over loopback
+Each is ``python -m jaxplay_cli worker`` dialing this server over loopback
 with a token made for this server's lifetime. The supervisor restarts one
 that dies (with backoff) and, at shutdown, terminates them all, then kills
 any that linger. Their sandboxes die with them (bwrap's --die-with-parent).
@@ -57,7 +57,7 @@ class LocalWorkers:
         failures = 0
         while not self.stopping:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", f"local-{index}",
+                sys.executable, "-m", "jaxplay_cli", "worker", "--server", url, "--name", f"local-{index}",
                 env=self.environment(), stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_server,
             )
             self.processes[index] = process

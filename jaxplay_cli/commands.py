@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from jaxplay import __version__
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
@@ -41,6 +42,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
+    parser.add_argument("--version", action="version", version=f"jaxplay {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
     add_setting_flags(serve)
@@ -69,7 +71,7 @@ def serve(args: argparse.Namespace) -> None:
     if problem:
         print(f"jaxplay serve: {problem}", file=sys.stderr)
         sys.exit(2)
-    print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
+    print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
     app = create_app(settings)
     asyncio.run(serve_both(app, settings))
 
@@ -137,7 +139,3 @@ def worker(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     {"serve": serve, "worker": worker}[args.command](args)
-
-
-if __name__ == "__main__":
-    main()
