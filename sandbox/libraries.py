@@ -16,6 +16,7 @@ import difflib
 import functools
 import importlib.metadata
 import importlib.util
+import os
 import re
 
 PROJECT = "jaxplay"
@@ -27,8 +28,16 @@ WITHOUT_METADATA = ("jax", "jaxlib", "numpy")
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
+LISTED_VARIABLE = "JAXPLAY_LIBRARIES"
+
+
 def listed_distributions() -> list[str]:
-    """Distribution names from the project's metadata: core dependencies and the worker extra."""
+    """Distribution names from the project's metadata: core dependencies and the worker extra.
+
+    Inside the sandbox the project's own metadata is not visible (only what runs import is):
+    the worker computes the list and passes it in ``JAXPLAY_LIBRARIES``."""
+    if os.environ.get(LISTED_VARIABLE):
+        return os.environ[LISTED_VARIABLE].split(",")
     try:
         requirements = importlib.metadata.requires(PROJECT) or []
     except importlib.metadata.PackageNotFoundError:

@@ -24,7 +24,7 @@ from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
 from jaxplay.settings import Settings
-from sandbox import bwrap, gpu, jax_config
+from sandbox import bwrap, gpu, jax_config, libraries
 from sandbox import zygote_protocol as zp
 from sandbox.cgroups import SlotCgroup
 from sandbox.compile_cache import CompileCaches
@@ -111,6 +111,7 @@ class Slot:
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
                "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
         env.update(gpu.gpu_environment(self.gpus, self.settings))
+        env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())
         return env
 
     def fill_environment(self) -> dict[str, str]:

@@ -161,7 +161,12 @@ class Zygote:
 
 
 def _alive(spare: Spare) -> bool:
-    """The spare's init still waits for its run: its end of the control socket is open."""
+    """The spare's keeper has not exited and its init still waits for its run."""
+    try:
+        if os.waitpid(spare.pid, os.WNOHANG)[0] != 0:
+            return False  # reaped here: it died just now
+    except ChildProcessError:
+        return False
     readable, _, _ = select.select([spare.control], [], [], 0)
     return not readable  # the init never writes: readable means it has gone
 
