@@ -8,6 +8,7 @@ starts only after ``prepare`` has returned and the code has been handed over.
 from __future__ import annotations
 
 import logging
+import threading
 import warnings
 
 from sandbox import compile_cache_mounts as cache_mounts
@@ -52,17 +53,26 @@ def common_operations() -> None:
     jax.block_until_ready(results)
 
 
-def prepare(initialize_backend: bool) -> None:
-    """Compile cache always; backend and warm operations unless the program configures them itself."""
+def prepare(initialize_backend: bool) -> threading.Thread | None:
+    """Compile cache always; the backend and the warm operations unless the program configures
+    them itself. The backend starts here; the operations warm in a thread, so a run that arrives
+    before they are done starts at once (a program that needs no JAX never waits for them)."""
     configure_compile_cache()
     if not initialize_backend:
-        return
+        return None
     import jax
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        jax.devices()
+    jax.devices()
+    thread = threading.Thread(target=_warm_quietly, name="jaxplay-warmup", daemon=True)
+    thread.start()
+    return thread
+
+
+def _warm_quietly() -> None:
+    try:
         common_operations()
+    except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
+        pass
 
 
 def reseed_numpy() -> None:
