@@ -29,6 +29,13 @@ _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 LISTED_VARIABLE = "JAXPLAY_LIBRARIES"
+_listed_by_worker: list[str] = []
+
+
+def take_list_from_environment() -> None:
+    """In the zygote: keep the worker's list and take it out of the environment runs will see."""
+    value = os.environ.pop(LISTED_VARIABLE, "")
+    _listed_by_worker[:] = [name for name in value.split(",") if name]
 
 
 def listed_distributions() -> list[str]:
@@ -36,6 +43,8 @@ def listed_distributions() -> list[str]:
 
     Inside the sandbox the project's own metadata is not visible (only what runs import is):
     the worker computes the list and passes it in ``JAXPLAY_LIBRARIES``."""
+    if _listed_by_worker:
+        return list(_listed_by_worker)
     if os.environ.get(LISTED_VARIABLE):
         return os.environ[LISTED_VARIABLE].split(",")
     try:

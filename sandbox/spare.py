@@ -103,6 +103,12 @@ def fresh_writable_places() -> None:
     kept = _mounts_under("/tmp")
     held = {path: os.open(path, os.O_PATH) for path in kept}
     ns.mount_tmpfs("/tmp", TMP_SIZE_BYTES)
+    # The folders leading to those binds (/tmp/checkout, its .venv, ...) get a tmpfs of their
+    # own, made read-only once the binds are in place: nothing on sys.path may be writable.
+    skeletons = sorted({"/tmp/" + path[len("/tmp/"):].split("/", 1)[0] for path in kept if path.count("/") > 2})
+    for top in skeletons:
+        os.mkdir(top)
+        ns.mount_tmpfs(top, 1 << 20, mode="0755")
     for path, fd in held.items():
         if os.path.isdir(f"/proc/self/fd/{fd}"):
             os.makedirs(path, exist_ok=True)
@@ -111,6 +117,8 @@ def fresh_writable_places() -> None:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o444))
         ns.bind(f"/proc/self/fd/{fd}", path, read_only=True)
         os.close(fd)
+    for top in skeletons:
+        ns.remount_read_only(top)
     ns.remount_read_only("/dev")
     ns.mount_tmpfs("/dev/shm", SHM_SIZE_BYTES)
     cache_mounts.mount_for_spare()

@@ -42,7 +42,9 @@ def preload() -> dict[str, str]:
     import jax.numpy  # noqa: F401
     import jaxlib
 
-    from sandbox import capture, runner, warmup  # noqa: F401
+    from sandbox import capture, libraries, runner, warmup  # noqa: F401
+
+    libraries.take_list_from_environment()
 
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)
