@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,25 +49,38 @@ class Spare:
     warm: bool
 
 
+def _fork(role: str, main: Callable[[], int], before: Callable[[], None] = lambda: None) -> int:
+    """Fork; the child runs ``before`` then ``main`` and exits with its status, never returning.
+
+    A failure is one line on stderr (the worker's log) and exit status EXIT_SPARE_FAILED.
+    """
+    pid = os.fork()
+    if pid == 0:
+        status = EXIT_SPARE_FAILED
+        try:
+            before()
+            status = main()
+        except BaseException as exc:  # noqa: BLE001 - the reason goes to the worker's log
+            print(f"spare {role}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(status)
+    return pid
+
+
 def fork_spare(warm: bool, isolated: bool, zygote_fds: list[int]) -> Spare:
     """In the zygote: fork a keeper; it prepares the spare in the background.
 
     ``isolated`` is False only without a sandbox (development mode): then no namespaces are made.
     """
     zygote_end, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:
-        status = EXIT_SPARE_FAILED
-        try:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in (*zygote_fds, zygote_end.fileno()):
-                os.close(fd)
-            status = keeper_main(init_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001 - the reason goes to the worker's log
-            print(f"spare: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+
+    def leave_the_zygote() -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (*zygote_fds, zygote_end.fileno()):
+            os.close(fd)
+
+    pid = _fork("keeper", lambda: keeper_main(init_end, warm, isolated), leave_the_zygote)
     init_end.close()
     return Spare(pid, zygote_end, warm)
 
@@ -77,15 +91,7 @@ def keeper_main(init_end: socket.socket, warm: bool, isolated: bool) -> int:
     if isolated:
         ns.unshare_run_namespaces(os.getuid(), os.getgid())
         fresh_writable_places()
-    init_pid = os.fork()
-    if init_pid == 0:
-        status = EXIT_SPARE_FAILED
-        try:
-            status = init_main(init_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001
-            print(f"spare init: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+    init_pid = _fork("init", lambda: init_main(init_end, warm, isolated))
     init_end.close()
     # The zygote's kill: the init is pid 1 of the run's namespace, so killing it ends every process
     # there; without a sandbox, the process group is the best there is.
@@ -142,17 +148,8 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
         ns.mount_proc()
         ns.set_dumpable(False)
     init_end, run_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    run_pid = os.fork()
-    if run_pid == 0:
-        zygote_end.close()
-        init_end.close()
-        status = EXIT_SPARE_FAILED
-        try:
-            status = run_main(run_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001
-            print(f"spare run: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+    run_pid = _fork("run", lambda: run_main(run_end, warm, isolated),
+                    lambda: (zygote_end.close(), init_end.close()) and None)
     run_end.close()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
