@@ -238,6 +238,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     warmup.prepare(initialize_backend=warm)
     message, fds = zp.receive(sock)
     sock.close()
+    warmup.run_arrived.set()
     if message is None:
         return 0
     _restore_priority(os.getpid())

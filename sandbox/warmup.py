@@ -53,22 +53,30 @@ def common_operations() -> None:
     jax.block_until_ready(results)
 
 
+# A spare warms only once it has sat idle this long: in a burst, runs take spares the moment
+# they are ready, and warming then would only take CPU from the runs.
+IDLE_BEFORE_WARMING_S = 0.3
+run_arrived = threading.Event()
+
+
 def prepare(initialize_backend: bool) -> threading.Thread | None:
     """Compile cache always; the backend and the warm operations unless the program configures
-    them itself. The backend starts here; the operations warm in a thread, so a run that arrives
-    before they are done starts at once (a program that needs no JAX never waits for them)."""
+    them itself. The backend starts here; the operations warm in a thread, after a short idle
+    wait, so a run that arrives first starts at once and a burst of runs is not slowed."""
     configure_compile_cache()
     if not initialize_backend:
         return None
     import jax
 
     jax.devices()
-    thread = threading.Thread(target=_warm_quietly, name="jaxplay-warmup", daemon=True)
+    thread = threading.Thread(target=_warm_when_idle, name="jaxplay-warmup", daemon=True)
     thread.start()
     return thread
 
 
-def _warm_quietly() -> None:
+def _warm_when_idle() -> None:
+    if run_arrived.wait(IDLE_BEFORE_WARMING_S):
+        return
     try:
         common_operations()
     except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
