@@ -4,18 +4,20 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+NODE ?= node
+VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' jaxplay/__init__.py)
 HOST ?= 127.0.0.1
 APT_RUN := bubblewrap python3-venv
-APT_TEST := chromium fonts-dejavu-core postgresql redis-server
+APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: run test lint bench frontend system-deps system-test-deps clean
+.PHONY: run test lint bench frontend dist image image-gpu system-deps system-test-deps clean
 
 run: system-deps $(VENV)/.installed frontend
 	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT)
 
 test: system-deps system-test-deps $(VENV)/.installed-test frontend
-	$(BIN)/ruff check jaxplay server sandbox tests bench
+	$(BIN)/ruff check jaxplay jaxplay_cli server sandbox tests bench setup.py
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test frontend
@@ -24,13 +26,31 @@ bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/inspect_overhead.py
 	$(BIN)/python bench/sharing.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/workshop.py
+	$(BIN)/python bench/libraries.py
 
-frontend: frontend/dist/assets/app.js
+# Builds the page only when its sources are newer than frontend/dist and Node >= 20.19
+# is usable; otherwise serves the assets already built, and says which (NODE=... picks a Node).
+frontend:
+	@NODE=$(NODE) ./scripts/frontend-build frontend
+
+# A wheel and an sdist in dist/, both carrying the built page (setup.py copies it in).
+dist: $(VENV)/.installed-test frontend
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+
+# Container images (need a Docker engine): the CPU image, and the GPU worker image.
+image:
+	docker build -t jaxplay:$(VERSION) -t jaxplay:latest .
+
+image-gpu:
+	docker build --target gpu -t jaxplay-gpu:$(VERSION) -t jaxplay-gpu:latest .
 
 # Debian packages, installed only when missing (needs root; otherwise prints the command to run).
+# Node is not among them: Debian 12's nodejs (18) cannot build the page; scripts/frontend-build
+# checks the version and says what to install.
 system-deps:
 	@./scripts/apt-ensure $(APT_RUN)
-	@command -v npm >/dev/null || ./scripts/apt-ensure nodejs npm
 
 system-test-deps:
 	@./scripts/apt-ensure $(APT_TEST)
@@ -40,20 +60,13 @@ $(VENV)/.created:
 	$(PYTHON) -m venv $(VENV)
 	touch $@
 
-$(VENV)/.installed: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e .
+$(VENV)/.installed: $(VENV)/.created pyproject.toml setup.py
+	$(BIN)/pip install -q -e '.[worker-libs]'
 	touch $@
 
-$(VENV)/.installed-test: $(VENV)/.created pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+$(VENV)/.installed-test: $(VENV)/.created pyproject.toml setup.py
+	$(BIN)/pip install -q -e '.[test,worker-libs]'
 	touch $@ $(VENV)/.installed
 
-frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
-	cd frontend && npm ci --no-audit --no-fund
-	touch $@
-
-frontend/dist/assets/app.js: frontend/node_modules/.installed $(shell find frontend/src -type f 2>/dev/null) frontend/vite.config.ts frontend/tsconfig.json
-	cd frontend && npm run build
-
 clean:
-	rm -rf $(VENV) frontend/node_modules frontend/dist
+	rm -rf $(VENV) frontend/node_modules frontend/dist dist build

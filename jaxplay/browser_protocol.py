@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from jaxplay import json_input
+
 MAX_RUN_ID_CHARS = 128
 
 
@@ -53,16 +55,52 @@ class ClientCancel:
     id: str
 
 
-ClientMessage = ClientRun | ClientCancel
+# --- workshop rooms (server/rooms.py) ---------------------------------------
+
+MAX_ROOM_FIELD_CHARS = 64
+MAX_DECK_SNIPPETS = 200
+DECK_ACTIONS = ("next", "prev", "goto", "set")
+
+
+@dataclass(frozen=True)
+class RoomJoin:
+    """Follow a room; with the presenter ``secret``, present it."""
+    room: str
+    secret: str | None = None
+
+
+@dataclass(frozen=True)
+class RoomLeave:
+    pass
+
+
+@dataclass(frozen=True)
+class RoomEdit:
+    """The presenter's editor: the whole program (or None when only the selection moved)."""
+    code: str | None
+    selection: tuple[int, int] | None  # (anchor, head), character offsets
+
+
+@dataclass(frozen=True)
+class RoomDeck:
+    action: str
+    position: int | None = None
+    snippets: tuple[str, ...] | None = None
+
+
+RoomMessage = RoomJoin | RoomLeave | RoomEdit | RoomDeck
+ClientMessage = ClientRun | ClientCancel | RoomMessage
 
 
 def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> ClientMessage:
     if not isinstance(text, str):
         raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.")
     try:
-        raw = json.loads(text)
+        raw = json_input.loads(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.") from None
+    except ValueError as exc:
+        raise ProtocolError(f"Malformed JSON ({exc}): send one JSON object per frame.") from None
     if not isinstance(raw, dict):
         raise ProtocolError("Each message must be a JSON object with a 'type' field.")
     run_id = raw.get("id") if isinstance(raw.get("id"), str) else None
@@ -71,7 +109,60 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
         return _parse_run(raw, run_id, max_code_bytes)
     if kind == "cancel":
         return ClientCancel(id=_run_id(raw, run_id))
-    raise ProtocolError(f"Unknown message type {kind!r}: use 'run' or 'cancel'.", run_id)
+    if isinstance(kind, str) and kind.startswith("room_"):
+        return _parse_room(kind, raw, max_code_bytes)
+    raise ProtocolError(f"Unknown message type {kind!r}: use 'run' or 'cancel' (or a room message: "
+                        "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
+
+
+def _short_string(raw: dict[str, Any], name: str, kind: str, required: bool) -> str | None:
+    value = raw.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value or len(value) > MAX_ROOM_FIELD_CHARS:
+        raise ProtocolError(f"'{kind}': field '{name}' must be a string of 1 to {MAX_ROOM_FIELD_CHARS} characters.")
+    return value
+
+
+def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMessage:
+    if kind == "room_join":
+        return RoomJoin(room=str(_short_string(raw, "room", kind, True)),
+                        secret=_short_string(raw, "secret", kind, False))
+    if kind == "room_leave":
+        return RoomLeave()
+    if kind == "room_edit":
+        code = raw.get("code")
+        if code is not None:
+            if not isinstance(code, str):
+                raise ProtocolError("'room_edit': field 'code' must be the editor's text, or left out.")
+            if len(code.encode("utf-8", "surrogatepass")) > max_code_bytes:
+                raise ProtocolError(f"'room_edit': the code is over the limit of {max_code_bytes} bytes.")
+        selection = raw.get("selection")
+        if selection is not None:
+            if (not isinstance(selection, list) or len(selection) != 2
+                    or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in selection)):
+                raise ProtocolError("'room_edit': field 'selection' must be [anchor, head], two offsets >= 0.")
+            selection = (selection[0], selection[1])
+        if code is None and selection is None:
+            raise ProtocolError("'room_edit' needs 'code', 'selection' or both.")
+        return RoomEdit(code=code, selection=selection)
+    if kind == "room_deck":
+        action = raw.get("action")
+        if action not in DECK_ACTIONS:
+            raise ProtocolError(f"'room_deck': field 'action' must be one of {', '.join(DECK_ACTIONS)}.")
+        position = raw.get("position")
+        if action == "goto" and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+            raise ProtocolError("'room_deck' with action 'goto' needs 'position', a slide index >= 0.")
+        snippets = raw.get("snippets")
+        if action == "set":
+            if (not isinstance(snippets, list) or len(snippets) > MAX_DECK_SNIPPETS
+                    or not all(isinstance(x, str) and 0 < len(x) <= MAX_ROOM_FIELD_CHARS for x in snippets)):
+                raise ProtocolError(f"'room_deck' with action 'set' needs 'snippets', a list of at most "
+                                    f"{MAX_DECK_SNIPPETS} snippet ids.")
+            snippets = tuple(snippets)
+        return RoomDeck(action=action, position=position if action == "goto" else None,
+                        snippets=snippets if action == "set" else None)
+    raise ProtocolError(f"Unknown room message {kind!r}: use 'room_join', 'room_leave', 'room_edit' or 'room_deck'.")
 
 
 def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
@@ -113,8 +204,10 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
 
 # --- server events --------------------------------------------------------
 
-def queued_event(run_id: str, position: int) -> dict[str, Any]:
-    return {"type": "queued", "id": run_id, "position": position}
+def queued_event(run_id: str, position: int, estimated_wait_s: float | None = None) -> dict[str, Any]:
+    """``estimated_wait_s``: from recent run durations on this backend; None before any run finished."""
+    wait = None if estimated_wait_s is None else round(estimated_wait_s, 1)
+    return {"type": "queued", "id": run_id, "position": position, "estimated_wait_s": wait}
 
 
 def started_event(run_id: str, backend: str, devices: dict[str, Any], jax_version: str) -> dict[str, Any]:
@@ -136,3 +229,26 @@ def rejected(run_id: str, message: str) -> dict[str, Any]:
 def notice_event(message: str, run_id: str | None = None) -> dict[str, Any]:
     """A problem with a message that names no run (malformed JSON, binary frames)."""
     return {"type": "notice", "id": run_id, "level": "error", "message": message}
+
+
+# --- workshop room events ----------------------------------------------------
+
+def room_edit_event(room: str, version: int, code: str | None, selection: tuple[int, int] | None) -> dict[str, Any]:
+    event: dict[str, Any] = {"type": "room_edit", "room": room, "version": version,
+                             "selection": list(selection) if selection else None}
+    if code is not None:
+        event["code"] = code
+    return event
+
+
+def room_run_event(room: str, event: dict[str, Any]) -> dict[str, Any]:
+    """One event of the presenter's run, for followers (``event.id`` is the presenter's run id)."""
+    return {"type": "room_run", "room": room, "event": event}
+
+
+def room_counts_event(room: str, people: int, ran: int, errors: int) -> dict[str, Any]:
+    return {"type": "room_counts", "room": room, "people": people, "ran": ran, "errors": errors}
+
+
+def room_closed_event(room: str, message: str) -> dict[str, Any]:
+    return {"type": "room_closed", "room": room, "message": message}

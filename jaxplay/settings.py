@@ -2,7 +2,7 @@
 
 Every field has a default, help text and a ``JAXPLAY_<NAME>`` environment
 variable; ``jaxplay serve`` and ``jaxplay worker`` expose the same fields as
-flags (see ``jaxplay/cli.py``), and docs/settings.md lists them.
+flags (see ``jaxplay_cli/commands.py``), and docs/settings.md lists them.
 """
 
 from __future__ import annotations
@@ -49,6 +49,15 @@ class Settings:
     max_code_bytes: int = setting(256 * 1024, "Largest program a run may carry, in bytes.")
     max_runs_per_connection: int = setting(4, "Runs one browser connection may have in flight.")
     queue_limit: int = setting(200, "Runs waiting per backend before new ones are rejected.")
+    max_connections_per_client: int = setting(8, "Open /ws connections one client (browser session) may hold.")
+    max_runs_per_client: int = setting(8, "Runs one client (browser session) may have waiting or running, over all "
+                                          "its connections.")
+    room_attendee_timeout_s: float = setting(10.0, "Wall-clock limit of a run an attendee starts in a workshop room, "
+                                                   "in seconds (a room may set less).")
+    room_idle_expiry_s: float = setting(6 * 3600.0, "A workshop room nobody used for this many seconds is deleted.")
+    room_join_failures_per_minute: int = setting(20, "Unknown room codes one address may try per minute before its "
+                                                     "attempts are refused.")
+    max_room_followers: int = setting(1000, "People who may follow one workshop room at once.")
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
@@ -64,6 +73,10 @@ class Settings:
     gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "
                                         "that owns every GPU of the host.")
     gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory one run may use.")
+    cgroups: str = setting("auto", "'auto': cap each slot's memory and processes with a cgroup where the host "
+                                   "allows; 'off': use the rlimit fallback only.")
+    trust_remote_results: bool = setting(False, "Let remote workers' results fill the result cache that answers "
+                                                "other users; off, only the server's own local workers do.")
     allow_cpu_fallback: bool = setting(False, "Serve CPU runs on a host whose GPUs or TPUs JAX cannot use, "
                                               "instead of refusing to start.")
     metrics: str = setting("loopback", "Who may read GET /metrics: 'off', 'loopback' (only this host, not "
@@ -76,6 +89,10 @@ class Settings:
                               "replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
                                     "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.")
+
+    @property
+    def worker_listen_port(self) -> int:
+        return self.worker_port or self.port + 1
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

@@ -3,7 +3,7 @@
 A worker dials the server and speaks first::
 
     worker -> server  hello     {token, name, backend, device_kind, device_count,
-                                 jax_version, jaxlib_version, slots, devices}
+                                 jax_version, jaxlib_version, slots, devices, libraries}
     server -> worker  welcome   {}                      or refused {message}, then close
     server -> worker  job       {run_id, code, timeout_s, options}
     server -> worker  cancel    {run_id}
@@ -21,8 +21,11 @@ browser's ``done``. Messages are JSON text frames named by who sends them.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from jaxplay import json_input
 
 PROTOCOL_VERSION = 1
 REFUSED_CLOSE_CODE = 4401
@@ -39,6 +42,9 @@ class WorkerHello:
     jaxlib_version: str
     slots: int
     platform_version: str = ""
+    device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
+    # {import name: version} of the libraries a run can import (sandbox/libraries.py).
+    libraries: dict[str, str] = field(default_factory=dict)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 
@@ -101,17 +107,47 @@ _BY_TYPE: dict[str, type] = {
 }
 
 
+# Field types each message must carry: a frame with a wrong type is refused here, so nothing
+# downstream (the scheduler, /api/backends) ever sees a count that is a string.
+_CHECKS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
+                                        "dict[str, Any]": (dict,), "str | None": (str, type(None)),
+                                        "dict[str, str]": (dict,)}
+MAX_FIELD_CHARS = 1 << 10
+
+
+def _validate(message: Any) -> None:
+    for f in fields(message):
+        value = getattr(message, f.name)
+        expected = _CHECKS.get(str(f.type))
+        if expected is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, expected):
+            raise ValueError(f"field {f.name!r} of {message.type!r} must be {f.type}, not {type(value).__name__}")
+        if isinstance(value, int | float) and not math.isfinite(value):
+            raise ValueError(f"field {f.name!r} of {message.type!r} must be finite")
+        if isinstance(message, WorkerHello) and isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+            raise ValueError(f"field {f.name!r} of 'hello' is longer than {MAX_FIELD_CHARS} characters")
+    if isinstance(message, WorkerHello) and not (0 < message.slots <= 4096 and 0 <= message.device_count <= 1 << 16):
+        raise ValueError("'hello' must offer 1 to 4096 slots and a device count from 0 to 65536")
+    if isinstance(message, WorkerSlots) and not (0 <= message.busy <= message.total <= 4096
+                                                  and message.oom_kills >= 0 and message.crashes >= 0):
+        raise ValueError("'slots' must count 0 <= busy <= total <= 4096 slots, and no negative kills or crashes")
+
+
 def encode(message: Any) -> str:
     return json.dumps(asdict(message), separators=(",", ":"))
 
 
 def decode(text: str | bytes) -> Any:
     """Parse one frame into its dataclass; ValueError names what is wrong."""
-    raw = json.loads(text)
+    raw = json_input.loads(text)
     if not isinstance(raw, dict) or raw.get("type") not in _BY_TYPE:
         raise ValueError(f"unknown worker-protocol message: {str(raw)[:200]}")
     cls = _BY_TYPE[raw["type"]]
     try:
-        return cls(**raw)
+        message = cls(**raw)
     except TypeError as exc:
         raise ValueError(f"malformed {raw['type']!r} message: {exc}") from exc
+    _validate(message)
+    return message
+

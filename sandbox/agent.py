@@ -119,6 +119,7 @@ class WorkerAgent:
             token=self.token, name=self.name, backend=d["backend"], device_kind=d["device_kind"],
             device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
             slots=len(self.slots), platform_version=d.get("platform_version", ""),
+            device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
         )
 
     async def serve_forever(self) -> None:

@@ -2,7 +2,8 @@
 
 What the sandbox is: every namespace unshared (no network at all, loopback
 included; its own pids, IPC, UTS, cgroup and user namespace), a read-only
-root made of /usr and the Python install and project, a private size-capped
+root made of /usr, the interpreter, our own packages and the distributions user
+code imports (sandbox/exposed_paths.py), a private size-capped
 /tmp, a non-root uid inside and out, no capabilities, a cleared environment,
 and ``--die-with-parent`` so the worker's death ends it.
 
@@ -20,9 +21,9 @@ import os
 import shlex
 import shutil
 import sys
-import sysconfig
 from pathlib import Path
 
+from sandbox.exposed_paths import exposed_paths
 from sandbox.gpu import ACCELERATOR_SYSFS
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
@@ -32,6 +33,9 @@ TMP_SIZE_BYTES = 512 << 20
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
+
+# (bwrap flag, host source or None, path inside): e.g. ("--ro-bind", "/var/cache/x", "/var/cache/jaxplay/shared")
+Bind = tuple[str, str | None, str]
 
 # The whole environment of the processes that start the sandbox: nothing of the worker's.
 LAUNCH_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -57,18 +61,6 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot create namespaces here."""
 
 
-def exposed_paths() -> list[Path]:
-    """Folders the sandbox needs besides /usr: the project, the venv, the Python install."""
-    candidates = [PROJECT_ROOT, Path(sys.prefix), Path(sys.base_prefix),
-                  Path(sysconfig.get_paths()["purelib"]), Path(sysconfig.get_paths()["platlib"])]
-    chosen: list[Path] = []
-    for path in sorted({p.resolve() for p in candidates}, key=lambda p: len(p.parts)):
-        if path.parts[:2] == ("/", "usr") or any(path.is_relative_to(c) for c in chosen):
-            continue
-        chosen.append(path)
-    return chosen
-
-
 def require_bwrap() -> str:
     path = shutil.which("bwrap")
     if path is None:
@@ -80,10 +72,10 @@ def require_bwrap() -> str:
 
 
 def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
-               devices: list[str] | tuple[str, ...] = (), extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+               devices: list[str] | tuple[str, ...] = (), extra: list[Bind] | tuple[Bind, ...] = ()) -> list[str]:
     """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it;
     ``devices`` are device nodes (a slot's GPU) added to the minimal /dev; ``extra``
-    are further binds (the compile caches)."""
+    are further binds (the compile caches), their sources already staged."""
     args = [
         require_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID), "--hostname", "playground",
@@ -108,7 +100,8 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
     if devices:
         for path in ACCELERATOR_SYSFS:
             args += ["--ro-bind-try", path, path]
-    args += list(extra)
+    for flag, source, target in extra:
+        args += [flag, source, target] if source else [flag, target]
     args += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -116,7 +109,7 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
 
 
 def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path],
-                    devices: list[str] | tuple[str, ...] = (), extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+                    devices: list[str] | tuple[str, ...] = (), extra: list[Bind] | tuple[Bind, ...] = ()) -> list[str]:
     """The full command: as root, stage paths and drop privileges first; else bwrap directly.
 
     Start it with ``LAUNCH_ENVIRONMENT`` only: bwrap's own init (pid 1 of the sandbox)
@@ -125,12 +118,21 @@ def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Pa
     paths = exposed_paths()
     if os.geteuid() != 0:
         return bwrap_args(inner, env, {p: str(p) for p in paths}, devices, extra)
-    staged = {p: f"{STAGING}/jaxplay/{i}" for i, p in enumerate(paths)}
+    # Stage each source's folder once (hundreds of entries share a few folders, and the
+    # whole script is one argument, capped at 128 KiB); bwrap then binds only the entries.
+    # Sources are resolved here, as root: bwrap, already unprivileged, could not follow a
+    # symlink (the venv's python) into a folder it cannot enter.
+    sources = {p: p.resolve() for p in [*paths, *(Path(source) for _, source, _ in extra if source)]}
+    folders = {f: f"{STAGING}/jaxplay/{i}" for i, f in enumerate(sorted({s.parent for s in sources.values()}))}
+    staged = {p: f"{folders[s.parent]}/{s.name}" for p, s in sources.items()}
+    extra = [(flag, staged[Path(source)] if source else None, target) for flag, source, target in extra]
     script = [f"mount -t tmpfs -o mode=755,size=1m jaxplay {STAGING}"]
-    for path, target in staged.items():
-        script += [f"mkdir -p {target}", f"mount --bind {shlex.quote(str(path))} {target}"]
+    for folder, target in folders.items():
+        # --rbind: an exposed entry may itself be a mount point below its folder.
+        script += [f"mkdir -p {target}", f"mount --rbind {shlex.quote(str(folder))} {target}"]
     for procs in cgroup_procs:
         script.append(f"echo $$ > {shlex.quote(str(procs))}")
     drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
-    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, staged, devices, extra)))
+    exposed = {p: staged[p] for p in paths}
+    script.append("exec " + shlex.join(drop + bwrap_args(inner, env, exposed, devices, extra)))
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", " && ".join(script)]

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from jaxplay.settings import Settings
 from sandbox import compile_cache_mounts as mounts
+from sandbox.bwrap import Bind
 
 log = logging.getLogger("jaxplay.sandbox")
 
@@ -65,9 +66,9 @@ class CompileCaches:
             os.chown(self.sessions, self.sandbox_uid, self.sandbox_uid)
         self.sessions.chmod(0o700)
 
-    def bwrap_binds(self) -> list[str]:
-        return ["--ro-bind", str(self.shared), mounts.SHARED, "--bind", str(self.sessions), mounts.SESSIONS,
-                "--dir", mounts.JAX_CACHE, "--dir", mounts.RUN_LAYER]
+    def bwrap_binds(self) -> list[Bind]:
+        return [("--ro-bind", str(self.shared), mounts.SHARED), ("--bind", str(self.sessions), mounts.SESSIONS),
+                ("--dir", None, mounts.JAX_CACHE), ("--dir", None, mounts.RUN_LAYER)]
 
     # --- keeping sessions small ------------------------------------------------
 

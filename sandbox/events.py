@@ -64,24 +64,24 @@ def wait_for_output_read(limit_s: float = OUTPUT_DRAIN_LIMIT_S) -> None:
             stream.flush()
         except Exception:
             pass
-    pipes = [fd for fd in (1, 2) if _is_pipe(fd)]
+    pipes = [fd for fd in (1, 2) if is_pipe(fd)]
     deadline = time.monotonic() + limit_s
     pause = 0.0002
     while pipes and time.monotonic() < deadline:
-        pipes = [fd for fd in pipes if _unread_bytes(fd) > 0]
+        pipes = [fd for fd in pipes if unread_bytes(fd) > 0]
         if pipes:
             time.sleep(pause)
             pause = min(pause * 2, 0.005)
 
 
-def _is_pipe(fd: int) -> bool:
+def is_pipe(fd: int) -> bool:
     try:
         return stat.S_ISFIFO(os.fstat(fd).st_mode)
     except OSError:
         return False
 
 
-def _unread_bytes(fd: int) -> int:
+def unread_bytes(fd: int) -> int:
     try:
         return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
     except OSError:

@@ -1,27 +1,43 @@
-"""Per-run resource limits applied inside the run's child, before user code.
+"""Per-run resource limits applied inside the run's process, before user code.
 
 Memory is capped by the slot's memory cgroup when the host offers one (see
-``sandbox/cgroups.py``); without it, an address-space rlimit is the fallback.
-Address space overstates use (XLA reserves thread stacks and arenas), so the
-rlimit adds ``ADDRESS_SPACE_SLACK`` to the configured limit.
+``sandbox/cgroups.py``). Without one, the fallback is RLIMIT_DATA, not an
+address-space limit: CUDA and XLA reserve huge virtual ranges (PROT_NONE)
+that RLIMIT_AS counts and RLIMIT_DATA does not, so a GPU backend can start
+and thread stacks can be made. The slack covers those stacks, which scale
+with the host's cores (XLA starts threads per core).
 """
 
 from __future__ import annotations
 
+import os
 import resource
 from typing import Any
 
-ADDRESS_SPACE_SLACK = 3 << 30
-MAX_PROCESSES = 4096  # threads count too; JAX starts ~20-60 (pids cgroup is the tighter bound)
+DATA_SLACK_BYTES = 1 << 30
+STACK_SLACK_PER_CORE = 64 << 20
+
+
+def cores() -> int:
+    return os.cpu_count() or 1
+
+
+def max_processes() -> int:
+    """Threads count as processes: JAX starts a few per core, and a run may have a spare beside it."""
+    return max(4096, 256 * cores())
+
+
+def data_limit(memory_limit_bytes: int) -> int:
+    return memory_limit_bytes + DATA_SLACK_BYTES + STACK_SLACK_PER_CORE * cores()
 
 
 def apply_in_child(options: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if options.get("memory_rlimit_bytes"):
-        limit = int(options["memory_rlimit_bytes"]) + ADDRESS_SPACE_SLACK
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit = data_limit(int(options["memory_rlimit_bytes"]))
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
     if options.get("limit_processes"):
-        resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCESSES, MAX_PROCESSES))
+        resource.setrlimit(resource.RLIMIT_NPROC, (max_processes(), max_processes()))
 
 
 def format_bytes(n: int) -> str:

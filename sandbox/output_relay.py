@@ -15,23 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import json
 import logging
 import os
 from collections.abc import Callable
 from typing import Any
 
+from sandbox import event_channel
 from sandbox.limits import format_bytes
 
 log = logging.getLogger("jaxplay.sandbox")
 
 SendEvent = Callable[[dict[str, Any]], None]
 READ_CHUNK = 64 * 1024
-MAX_EVENT_LINE = 256 << 20
 
 
 class OutputRelay:
-    def __init__(self, send: SendEvent, output_limit: int) -> None:
+    def __init__(self, send: SendEvent, output_limit: int, allow_probe: bool = False) -> None:
         self.send = send
         self.output_limit = output_limit
         self.output_bytes = 0
@@ -41,6 +40,9 @@ class OutputRelay:
         self._fds: dict[str, int] = {}
         self._decoders = {kind: codecs.getincrementaldecoder("utf-8")(errors="replace") for kind in ("stdout", "stderr")}
         self._event_buffer = bytearray()
+        self._skipping_line = False
+        self._refusals: set[str] = set()
+        self.gate = event_channel.EventGate(allow_probe)
         self._all_closed = asyncio.Event()
 
     def start(self, stdout_fd: int, stderr_fd: int, events_fd: int) -> None:
@@ -127,25 +129,42 @@ class OutputRelay:
                               "the rest was dropped. Print less, or print summaries."})
 
     def _event_bytes(self, chunk: bytes) -> None:
+        # Scan only the new bytes for a newline: a huge line costs its length once, not once per read.
+        start = len(self._event_buffer)
         self._event_buffer += chunk
-        while (newline := self._event_buffer.find(b"\n")) >= 0:
-            line = bytes(self._event_buffer[:newline])
-            del self._event_buffer[:newline + 1]
-            self._structured(line)
-        if len(self._event_buffer) > MAX_EVENT_LINE:
-            log.warning("dropping an event line over %d bytes", MAX_EVENT_LINE)
+        begin = 0
+        while (newline := self._event_buffer.find(b"\n", max(start, begin))) >= 0:
+            self._structured(bytes(self._event_buffer[begin:newline]))
+            begin = start = newline + 1
+        if begin:
+            del self._event_buffer[:begin]
+        if len(self._event_buffer) > event_channel.MAX_EVENT_BYTES:
+            self._skipping_line = True  # the rest of this line is dropped as it arrives
+            self._refuse(event_channel.EventRefused("an event over the size limit"))
             self._event_buffer.clear()
 
     def _structured(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            log.debug("unreadable event line dropped (%d bytes)", len(line))
+        if self._skipping_line:
+            self._skipping_line = False  # this was the tail of an oversized line
             return
-        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        try:
+            event = self.gate.admit(line)
+        except event_channel.EventRefused as refused:
+            self._refuse(refused)
             return
         if event["type"] == "error":
+            if self.error_sent:
+                return  # one error per run
             self.error_sent = True
             self._held.append(event)  # shown after the output that led to it
             return
         self.send(event)
+
+    def _refuse(self, refused: event_channel.EventRefused) -> None:
+        reason = str(refused).split(" (")[0]
+        if reason in self._refusals:
+            return
+        self._refusals.add(reason)
+        log.debug("run event refused: %s", refused)
+        self.send({"type": "notice", "level": "warning",
+                   "message": f"The run sent {reason}; it was dropped."})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import platform
 
-from sandbox import events
+from sandbox import events, libraries
 
 
 def describe() -> dict:
@@ -18,7 +18,10 @@ def describe() -> dict:
     devices = jax.devices()
     backend = jax.default_backend()
     client = devices[0].client
+    stats = devices[0].memory_stats() if backend != "cpu" else None
     return {
+        "backend_error": accelerator_error() if backend == "cpu" else None,
+        "device_memory_bytes": int((stats or {}).get("bytes_limit") or 0),
         "type": "probe",
         "backend": backend,
         "device_kind": devices[0].device_kind,
@@ -26,7 +29,24 @@ def describe() -> dict:
         "jax_version": jax.__version__,
         "jaxlib_version": jaxlib.__version__,
         "platform_version": str(getattr(client, "platform_version", "")) or platform.platform(),
+        "libraries": libraries.installed(),
     }
+
+
+def accelerator_error() -> str | None:
+    """Why JAX did not start an accelerator backend on a host that has accelerator nodes."""
+    from sandbox import gpu
+
+    platform = "cuda" if gpu.nvidia_gpus() else "tpu" if gpu.tpu_chips() else None
+    if platform is None:
+        return None
+    import jax
+
+    try:
+        jax.devices(platform)
+    except RuntimeError as exc:
+        return f"{platform}: {str(exc).splitlines()[0][:300]}"
+    return None
 
 
 def report() -> None:

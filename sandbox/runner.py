@@ -14,30 +14,42 @@ import io
 import linecache
 import os
 import sys
+import tokenize
 import traceback
 import types
 from typing import Any
 
-from sandbox import capture, events
+from sandbox import capture, error_hints, events, libraries, oom_message
+from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
+QUIET_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+                          tokenize.ENDMARKER})
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
-OOM_MESSAGE = (
-    "The run used more memory than its limit of {limit}. "
-    "Use smaller arrays, fewer intermediate copies, or split the work."
-)
 
 
 def reopen_std_streams() -> None:
-    """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed."""
-    sys.stdout = io.TextIOWrapper(os.fdopen(1, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
-    sys.stderr = io.TextIOWrapper(os.fdopen(2, "wb"), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed,
+    and the two streams in the order they were written (sandbox.ordered_output)."""
+    sys.stdout, sys.stderr = ordered_text_streams(1, 2)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
+
+
+def ends_with_semicolon(code: str) -> bool:
+    """IPython's rule: the last token that is not a comment or whitespace is ``;`` (``x;  # note`` too)."""
+    last = None
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type not in QUIET_TOKENS:
+                last = token
+    except (tokenize.TokenError, SyntaxError):
+        return code.rstrip().endswith(";")
+    return last is not None and last.type == tokenize.OP and last.string == ";"
 
 
 def split_last_expression(tree: ast.Module, code: str) -> tuple[ast.Module, ast.Expression | None]:
     """Like a notebook cell: a final bare expression is evaluated for display (a trailing ';' hides it)."""
-    if tree.body and isinstance(tree.body[-1], ast.Expr) and not code.rstrip().endswith(";"):
+    if tree.body and isinstance(tree.body[-1], ast.Expr) and not ends_with_semicolon(code):
         last = tree.body.pop()
         return tree, ast.Expression(body=last.value)  # type: ignore[attr-defined]
     return tree, None
@@ -50,18 +62,23 @@ def user_frames(tb: types.TracebackType | None) -> list[traceback.FrameSummary]:
 def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     frames = user_frames(exc.__traceback__)
     line: int | None = frames[-1].lineno if frames else None
+    if frames and error_hints.full_traceback_wanted():
+        frames = error_hints.frames_from_program(exc.__traceback__)
     if isinstance(exc, SyntaxError) and exc.filename == USER_FILENAME:
         line = exc.lineno
         frames = []
     message = str(exc)
     ename = type(exc).__name__
-    if isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in message and "memory" in message.lower():
+    if isinstance(exc, ModuleNotFoundError):  # not installed on this worker: say so and list what is
+        message = libraries.missing_module_message(exc) or message
+    if oom_message.is_out_of_memory(exc, message):
         ename = "MemoryError"
-        message = OOM_MESSAGE.format(limit=memory_limit) + (f" ({message})" if message else "")
+        message = oom_message.out_of_memory_text(message, memory_limit)
     tb_text = "".join(traceback.format_list(frames)) if frames else ""
     tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
     tb_text += "".join(traceback.format_exception_only(type(exc), exc))
-    return {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+    event = {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+    return error_hints.refine(event, exc)
 
 
 def execute(code: str, options: dict[str, Any]) -> int:
@@ -76,6 +93,7 @@ def execute(code: str, options: dict[str, Any]) -> int:
     namespace = main_module.__dict__
     memory_limit = options.get("memory_limit_text", "the configured limit")
     capture.install(options)
+    error_hints.install()
     status = 0
     try:
         tree = ast.parse(code, USER_FILENAME)

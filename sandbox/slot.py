@@ -24,7 +24,7 @@ from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
 from jaxplay.settings import Settings
-from sandbox import bwrap, gpu, jax_config
+from sandbox import bwrap, gpu, jax_config, libraries
 from sandbox import zygote_protocol as zp
 from sandbox.cgroups import SlotCgroup
 from sandbox.compile_cache import CompileCaches
@@ -76,7 +76,7 @@ class Slot:
         inner = bwrap.zygote_command(child_end.fileno(), isolated)
         env = self.zygote_environment()
         if isolated:
-            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes)
+            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []
@@ -112,6 +112,7 @@ class Slot:
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
                "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
         env.update(gpu.gpu_environment(self.gpus, self.settings))
+        env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())
         return env
 
     def fill_environment(self) -> dict[str, str]:
@@ -189,7 +190,7 @@ class Slot:
         message = {"type": "start", "run_id": run_id, "code": code, "options": run_options,
                    "unstarted_backend": jax_config.needs_unstarted_backend(code), "probe": probe}
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
-        relay = OutputRelay(send, self.settings.output_limit_bytes)
+        relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=probe)
         try:
             zp.send(self.control, message, [w for _, w in pipes])
         finally:

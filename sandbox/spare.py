@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,25 +49,38 @@ class Spare:
     warm: bool
 
 
+def _fork(role: str, main: Callable[[], int], before: Callable[[], None] = lambda: None) -> int:
+    """Fork; the child runs ``before`` then ``main`` and exits with its status, never returning.
+
+    A failure is one line on stderr (the worker's log) and exit status EXIT_SPARE_FAILED.
+    """
+    pid = os.fork()
+    if pid == 0:
+        status = EXIT_SPARE_FAILED
+        try:
+            before()
+            status = main()
+        except BaseException as exc:  # noqa: BLE001 - the reason goes to the worker's log
+            print(f"spare {role}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(status)
+    return pid
+
+
 def fork_spare(warm: bool, isolated: bool, zygote_fds: list[int]) -> Spare:
     """In the zygote: fork a keeper; it prepares the spare in the background.
 
     ``isolated`` is False only without a sandbox (development mode): then no namespaces are made.
     """
     zygote_end, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pid = os.fork()
-    if pid == 0:
-        status = EXIT_SPARE_FAILED
-        try:
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            for fd in (*zygote_fds, zygote_end.fileno()):
-                os.close(fd)
-            status = keeper_main(init_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001 - the reason goes to the worker's log
-            print(f"spare: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+
+    def leave_the_zygote() -> None:
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for fd in (*zygote_fds, zygote_end.fileno()):
+            os.close(fd)
+
+    pid = _fork("keeper", lambda: keeper_main(init_end, warm, isolated), leave_the_zygote)
     init_end.close()
     return Spare(pid, zygote_end, warm)
 
@@ -77,15 +91,7 @@ def keeper_main(init_end: socket.socket, warm: bool, isolated: bool) -> int:
     if isolated:
         ns.unshare_run_namespaces(os.getuid(), os.getgid())
         fresh_writable_places()
-    init_pid = os.fork()
-    if init_pid == 0:
-        status = EXIT_SPARE_FAILED
-        try:
-            status = init_main(init_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001
-            print(f"spare init: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+    init_pid = _fork("init", lambda: init_main(init_end, warm, isolated))
     init_end.close()
     # The zygote's kill: the init is pid 1 of the run's namespace, so killing it ends every process
     # there; without a sandbox, the process group is the best there is.
@@ -101,12 +107,24 @@ def fresh_writable_places() -> None:
     by holding them open across the new tmpfs and binding them back.
     """
     kept = _mounts_under("/tmp")
-    held = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in kept}
+    held = {path: os.open(path, os.O_PATH) for path in kept}
     ns.mount_tmpfs("/tmp", TMP_SIZE_BYTES)
+    # The folders leading to those binds (/tmp/checkout, its .venv, ...) get a tmpfs of their
+    # own, made read-only once the binds are in place: nothing on sys.path may be writable.
+    skeletons = sorted({"/tmp/" + path[len("/tmp/"):].split("/", 1)[0] for path in kept if path.count("/") > 2})
+    for top in skeletons:
+        os.mkdir(top)
+        ns.mount_tmpfs(top, 1 << 20, mode="0755")
     for path, fd in held.items():
-        os.makedirs(path, exist_ok=True)
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:  # a single exposed file (a venv's python, a one-module distribution)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o444))
         ns.bind(f"/proc/self/fd/{fd}", path, read_only=True)
         os.close(fd)
+    for top in skeletons:
+        ns.remount_read_only(top)
     ns.remount_read_only("/dev")
     ns.mount_tmpfs("/dev/shm", SHM_SIZE_BYTES)
     cache_mounts.mount_for_spare()
@@ -130,17 +148,8 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
         ns.mount_proc()
         ns.set_dumpable(False)
     init_end, run_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    run_pid = os.fork()
-    if run_pid == 0:
-        zygote_end.close()
-        init_end.close()
-        status = EXIT_SPARE_FAILED
-        try:
-            status = run_main(run_end, warm, isolated)
-        except BaseException as exc:  # noqa: BLE001
-            print(f"spare run: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        finally:
-            os._exit(status)
+    run_pid = _fork("run", lambda: run_main(run_end, warm, isolated),
+                    lambda: (zygote_end.close(), init_end.close()) and None)
     run_end.close()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -160,6 +169,7 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
                 return 0  # the zygote has gone, or dropped this spare
             if isolated:
                 session = cache_mounts.mount_for_run(message.get("options", {}).get("compile_cache"))
+            _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             zp.send(init_end, message, fds)
             for fd in fds:
                 os.close(fd)
@@ -228,9 +238,10 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     warmup.prepare(initialize_backend=warm)
     message, fds = zp.receive(sock)
     sock.close()
+    warmup.run_arrived.set()
     if message is None:
         return 0
-    _restore_priority()
+    _restore_priority(os.getpid())
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
     return execute(message, fds)
 
@@ -258,13 +269,17 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     return runner.execute(message["code"], options)
 
 
-def _restore_priority() -> None:
+def _restore_priority(pid: int) -> None:
     """Back to normal priority, every thread: the backend's threads were made while niced.
 
     Raising priority back to nice 0 is allowed because the worker set RLIMIT_NICE
     for the sandbox; where it could not, the run keeps the spare's priority.
     """
-    for tid in os.listdir("/proc/self/task"):
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return
+    for tid in tids:
         try:
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except OSError:

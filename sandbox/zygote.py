@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from sandbox import namespaces
+from sandbox import library_preload, namespaces
 from sandbox import zygote_protocol as zp
 from sandbox.spare import Spare, fork_spare
 
@@ -42,11 +42,14 @@ def preload() -> dict[str, str]:
     import jax.numpy  # noqa: F401
     import jaxlib
 
-    from sandbox import capture, runner, warmup  # noqa: F401
+    from sandbox import capture, libraries, runner, warmup  # noqa: F401
+
+    libraries.take_list_from_environment()
 
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)
     preload_rich_display()
+    library_preload.preload_libraries()
     return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
 
 
@@ -108,6 +111,9 @@ class Zygote:
             _signal(self.running[1].pid, signal.SIGTERM)
 
     def start(self, message: dict[str, Any], fds: list[int]) -> None:
+        if self.spare is not None and not _alive(self.spare):
+            self.spare.control.close()  # killed just now; its exit is reaped as a stranger's
+            self.spare = None
         if message.get("unstarted_backend") or self.spare is None:
             spare = self.fork_spare(warm=False)
         else:
@@ -154,6 +160,17 @@ class Zygote:
         self.spare_failures += 1
         time.sleep(delay if self.spare_failures > 1 else 0)
         self.spare = self.fork_spare(warm=True)
+
+
+def _alive(spare: Spare) -> bool:
+    """The spare's keeper has not exited and its init still waits for its run."""
+    try:
+        if os.waitpid(spare.pid, os.WNOHANG)[0] != 0:
+            return False  # reaped here: it died just now
+    except ChildProcessError:
+        return False
+    readable, _, _ = select.select([spare.control], [], [], 0)
+    return not readable  # the init never writes: readable means it has gone
 
 
 def _signal(pid: int, number: int) -> None:

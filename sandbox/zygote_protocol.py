@@ -4,12 +4,12 @@ The worker created the socketpair before starting the sandbox, so it works
 across the sandbox's namespaces (no network is involved). Messages, named by
 who sends them::
 
-    zygote -> worker  ready    {pid, jax_version, jaxlib_version}   imported jax, child pre-forked
-    worker -> zygote  start    {run_id, code, options, env}  + fds [stdout, stderr, events]
-    zygote -> worker  started  {run_id, pid}
-    worker -> zygote  kill     {run_id}
+    zygote -> worker  ready    {pid, jax_version, jaxlib_version}   imported jax, first spare forked
+    worker -> zygote  start    {run_id, code, options, unstarted_backend, probe}
+                               + fds [stdout, stderr, events]; the zygote hands them to a spare
+    zygote -> worker  started  {run_id, pid}                         pid: the run's keeper
+    worker -> zygote  kill     {run_id}                              ends the run's pid namespace
     zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}
-    zygote -> worker  cleaned  {}                                    the sandbox is ready again
 
 Kept to the standard library: the zygote imports this before jax.
 """

@@ -2,7 +2,7 @@
 
 Shutdown runs in numbered phases (server/shutdown.py): stop accepting, drain,
 tell browsers, then this lifespan's exit: stop local workers (their sandboxes
-die with them) and close storage.
+die with them), save rooms and close storage.
 """
 
 from __future__ import annotations
@@ -20,13 +20,18 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
+from jaxplay import __version__
 from jaxplay.settings import Settings
 from server import metrics_access, pages
+from server.api_index import ApiIndex
 from server.brokered_scheduler import BrokeredScheduler
 from server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
 from server.health import health_routes
 from server.local_workers import LocalWorkers
 from server.metrics import CONTENT_TYPE, PlaygroundMetrics
+from server.room_pages import room_routes
+from server.room_store import RoomStore
+from server.rooms import RoomHub
 from server.scheduler import Scheduler
 from server.sessions import SessionKeys, SessionMiddleware
 from server.sharing import Sharing
@@ -45,6 +50,7 @@ class AppState:
     sharing: Sharing | None = None
     metrics: PlaygroundMetrics | None = None
     draining: bool = False
+    rooms: RoomHub | None = None
 
 
 def create_app(settings: Settings) -> Starlette:
@@ -59,9 +65,10 @@ def create_app(settings: Settings) -> Starlette:
     metrics.sharing = sharing
     # Metrics first: it must watch every run, including those the cache answers.
     state.interceptors.extend([metrics.intercept, sharing.cache.intercept])
+    state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)
 
     async def backends(request: Request) -> JSONResponse:
-        return JSONResponse({"backends": state.scheduler.backends()})
+        return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})
 
     async def metrics_page(request: Request) -> Response:
         refused = metrics_access.refusal(request, settings)
@@ -71,11 +78,10 @@ def create_app(settings: Settings) -> Starlette:
         return Response(metrics.scrape(), media_type=CONTENT_TYPE)
 
     async def browser_socket(websocket: WebSocket) -> None:
-        await handle_browser_socket(websocket, state.scheduler, state.interceptors, state.browser_hooks)
+        await handle_browser_socket(websocket, state.scheduler, state.interceptors, rooms, state.browser_hooks)
 
     async def worker_socket(websocket: WebSocket) -> None:
-        tokens = [state.local_token, settings.worker_token]
-        await handle_worker_socket(websocket, state.scheduler, tokens, settings.worker_token)
+        await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -90,12 +96,14 @@ def create_app(settings: Settings) -> Starlette:
             await broker.start()
             state.browser_hooks.connected.append(
                 lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
+        rooms.start()
         workers = LocalWorkers(settings, state.local_token)
         workers.start()
         try:
             yield
         finally:
             await workers.stop()
+            await rooms.stop()
             if broker is not None:
                 await broker.stop()
             await sharing.close()
@@ -107,11 +115,14 @@ def create_app(settings: Settings) -> Starlette:
         Route("/metrics", metrics_page),
         Route("/api/backends", backends),
         *sharing.routes(),
+        *room_routes(rooms),
+        *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
-        WebSocketRoute("/worker", worker_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    # Workers dial a listener of their own (loopback by default), never the public port.
+    app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
     app.state.playground = state
     app.add_middleware(pages.SecurityHeaders)
     app.add_middleware(SessionMiddleware, keys=session_keys)

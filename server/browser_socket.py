@@ -8,9 +8,11 @@ Tasks and ownership per connection::
       └─ writer task: sends every event from ``outbox`` in order, so a slow
          browser never blocks a worker's event stream
 
-When the browser goes away its runs in flight are cancelled. ``BrowserHooks``
-is what the server as a whole watches: the open connections (told of a
-shutdown) and refused runs (counted by reason in the metrics).
+When the browser goes away its runs in flight are cancelled and it leaves
+its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
+(server/rooms.py), which may also send pre-encoded frames through ``outbox``
+(one ``json.dumps`` for a whole room). ``BrowserHooks`` is what the server as a whole watches: the open connections
+(told of a shutdown) and refused runs (counted by reason in the metrics).
 """
 
 from __future__ import annotations
@@ -18,19 +20,28 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
+from jaxplay import json_input
 from server.scheduler import Run, Scheduler
 from server.sessions import SCOPE_KEY
 
+if TYPE_CHECKING:
+    from server.rooms import RoomHub
+
 log = logging.getLogger("jaxplay.server")
 
+# What one connection may have waiting to be sent; beyond it, output-like events are dropped (with a notice).
+OUTBOX_LIMIT_BYTES = 32 << 20
+DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
+                       "notice"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
 RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
 
@@ -44,27 +55,59 @@ class BrowserHooks:
 
 class BrowserConnection:
     def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor],
-                 hooks: BrowserHooks | None = None) -> None:
+                 rooms: RoomHub | None = None, hooks: BrowserHooks | None = None) -> None:
         self.hooks = hooks or BrowserHooks()
         self.websocket = websocket
-        self.session_id: str = websocket.scope.get(SCOPE_KEY) or ""
+        # The client this connection counts against (fairness, limits, room counts): its browser session.
+        # A socket without a session cookie gets a fresh one from the middleware; "" only in-process.
+        self.session_id: str = websocket.scope.get(SCOPE_KEY) or uuid.uuid4().hex
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
-        self.outbox: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self.rooms = rooms
+        self.address = websocket.client.host if websocket.client else ""
+        self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self.outbox_bytes = 0
+        self.dropped = 0
         self.runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
 
+    def send_encoded(self, frame: str, droppable: bool) -> None:
+        """A frame already encoded as JSON (a room broadcast encodes once for every follower).
+
+        A droppable frame (a room's edit or run output) is dropped when this browser cannot keep up,
+        like a run's own output; the next edit carries the whole program again.
+        """
+        if droppable and self.outbox_bytes + len(frame) > OUTBOX_LIMIT_BYTES:
+            self.dropped += 1
+            return
+        self.outbox_bytes += len(frame)
+        self.outbox.put_nowait(frame)
+
     def emit(self, event: dict[str, Any]) -> None:
-        self.outbox.put_nowait(event)
+        text = json.dumps(event, separators=(",", ":"))
+        if self.outbox_bytes + len(text) > OUTBOX_LIMIT_BYTES and event.get("type") in DROPPABLE:
+            self.dropped += 1  # a browser that cannot keep up loses output, never the server's memory
+            return
+        if self.dropped and event.get("type") == "done":
+            self._queue(bp.notice_event(f"{self.dropped} events were dropped because this connection could not "
+                                        "keep up with the run's output.", event.get("id")) | {"level": "warning"})
+            self.dropped = 0
+        self._queue(event, text)
         if event.get("type") == "done":
             run = self.runs.get(event.get("id", ""))
             if run is not None and run.state == "done":
                 del self.runs[event["id"]]
 
+    def _queue(self, event: dict[str, Any], text: str | None = None) -> None:
+        text = text if text is not None else json.dumps(event, separators=(",", ":"))
+        self.outbox_bytes += len(text)
+        self.outbox.put_nowait(text)
+
     async def write_loop(self) -> None:
-        while (event := await self.outbox.get()) is not None:
-            await self.websocket.send_text(json.dumps(event, separators=(",", ":")))
+        while (text := await self.outbox.get()) is not None:
+            self.outbox_bytes -= len(text)
+            await self.websocket.send_text(text)
 
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` alongside this connection (a hook's lookup), keeping it referenced until it ends."""
@@ -87,6 +130,8 @@ class BrowserConnection:
             pass
         finally:
             self.hooks.open.discard(self)
+            if self.rooms is not None:
+                self.rooms.leave(self)
             for run in list(self.runs.values()):
                 self.scheduler.cancel(run)
             self.outbox.put_nowait(None)
@@ -98,6 +143,12 @@ class BrowserConnection:
                                               max_code_bytes=self.settings.max_code_bytes)
         except bp.ProtocolError as exc:
             self.refuse(exc, is_run=_looks_like_run(text))
+            return
+        if isinstance(message, bp.RoomMessage):
+            if self.rooms is None:
+                self.emit(bp.notice_event("Workshop rooms are not available on this server."))
+            else:
+                await self.rooms.handle(self, message)
             return
         if isinstance(message, bp.ClientCancel):
             run = self.runs.get(message.id)
@@ -142,6 +193,8 @@ class BrowserConnection:
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
                   options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
+        if self.rooms is not None:
+            self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run
         for intercept in self.interceptors:
             if await intercept(message, run):
@@ -155,7 +208,7 @@ class BrowserConnection:
 
 def _looks_like_run(text: str | None) -> bool:
     try:
-        return isinstance(text, str) and json.loads(text).get("type") == "run"
+        return isinstance(text, str) and json_input.loads(text).get("type") == "run"
     except (ValueError, AttributeError):
         return False
 
@@ -172,10 +225,21 @@ def origin_allowed(origin: str | None, host: str | None) -> bool:
 
 
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
-                                interceptors: list[RunInterceptor], hooks: BrowserHooks | None = None) -> None:
+                                interceptors: list[RunInterceptor], rooms: RoomHub | None = None,
+                                hooks: BrowserHooks | None = None) -> None:
     if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host")):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return
     await websocket.accept()
-    await BrowserConnection(websocket, scheduler, interceptors, hooks).serve()
+    connection = BrowserConnection(websocket, scheduler, interceptors, rooms, hooks)
+    try:
+        scheduler.attach_client(connection.session_id)
+    except bp.ProtocolError as exc:
+        await websocket.send_text(json.dumps(bp.notice_event(str(exc))))
+        await websocket.close(code=1008)
+        return
+    try:
+        await connection.serve()
+    finally:
+        scheduler.detach_client(connection.session_id)

@@ -1,6 +1,6 @@
 """Worker processes the server starts on its own host and owns.
 
-Each is ``python -m jaxplay.cli worker`` dialing this server over loopback
+Each is ``python -m jaxplay_cli worker`` dialing this server over loopback
 with a token made for this server's lifetime. The supervisor restarts one
 that dies (with backoff) and, at shutdown, terminates them all, then kills
 any that linger. Their sandboxes die with them (bwrap's --die-with-parent).
@@ -9,8 +9,10 @@ any that linger. Their sandboxes die with them (bwrap's --die-with-parent).
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
+import signal
 import sys
 from dataclasses import asdict
 
@@ -18,8 +20,15 @@ from jaxplay.settings import ENV_PREFIX, Settings
 
 log = logging.getLogger("jaxplay.server")
 
+PR_SET_PDEATHSIG = 1
 RESTART_DELAYS_S = (1, 2, 5, 10, 30)
 STOP_GRACE_S = 5.0
+
+
+def _die_with_server() -> None:
+    """In the worker's process before exec: SIGTERM when this server dies, even by SIGKILL,
+    so a local worker never redials a dead server forever."""
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class LocalWorkers:
@@ -43,13 +52,13 @@ class LocalWorkers:
             self.tasks.append(asyncio.create_task(self._supervise(index)))
 
     async def _supervise(self, index: int) -> None:
-        host = "127.0.0.1" if self.settings.host in ("0.0.0.0", "::", "") else self.settings.host
-        url = f"ws://{host}:{self.settings.port}/worker"
+        host = "127.0.0.1" if self.settings.worker_host in ("0.0.0.0", "::", "") else self.settings.worker_host
+        url = f"ws://{host}:{self.settings.worker_listen_port}/worker"
         failures = 0
         while not self.stopping:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", f"local-{index}",
-                env=self.environment(), stdin=asyncio.subprocess.DEVNULL,
+                sys.executable, "-m", "jaxplay_cli", "worker", "--server", url, "--name", f"local-{index}",
+                env=self.environment(), stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_server,
             )
             self.processes[index] = process
             code = await process.wait()

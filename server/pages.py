@@ -1,7 +1,8 @@
 """HTML pages: the editor at ``/``, rendered from one template with boot data.
 
-The built frontend lives in frontend/dist/assets; if it is missing the page
-says how to build it instead of serving a broken editor.
+The built frontend is package data in an installed wheel (server/frontend_dist,
+copied there by setup.py's build hook) and frontend/dist in a checkout; if
+neither is built the page says how to build it instead of serving a broken editor.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-ASSETS_DIR = PROJECT_ROOT / "frontend" / "dist" / "assets"
+PACKAGED_ASSETS = Path(__file__).resolve().parent / "frontend_dist" / "assets"
+CHECKOUT_ASSETS = PROJECT_ROOT / "frontend" / "dist" / "assets"
+# An installed wheel has only the packaged copy; a checkout has only frontend/dist.
+ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else CHECKOUT_ASSETS
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                         autoescape=select_autoescape(["html"]))
 NOT_BUILT = (
@@ -25,6 +29,7 @@ NOT_BUILT = (
 )
 # Embeds (/e/...) may be framed anywhere; every other page refuses to be framed.
 FRAMEABLE_PREFIXES = ("/e/",)
+FRAME_SRC = "frame-src 'none'"
 
 
 def asset_version() -> str:
@@ -59,7 +64,12 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 ancestors = "* file:" if frameable else "'none'"  # '*' alone excludes decks opened from disk
-                headers.append((b"content-security-policy", f"frame-ancestors {ancestors}".encode()))
+                policy = f"frame-ancestors {ancestors}"
+                if any(k == b"content-type" and v.startswith(b"text/html") for k, v in headers):
+                    # The frames of our pages hold only srcdoc documents (a run's HTML), and no
+                    # navigation of theirs may load anything, not even a tracker's pixel.
+                    policy += f"; {FRAME_SRC}"
+                headers.append((b"content-security-policy", policy.encode()))
                 headers.append((b"x-content-type-options", b"nosniff"))
                 if not frameable:
                     headers.append((b"x-frame-options", b"DENY"))

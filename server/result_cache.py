@@ -177,7 +177,7 @@ class ResultCache:
             recording.events.append(recorded)
             return
         if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
-                or not self.storage.is_open):
+                or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
             return
         key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}

@@ -7,6 +7,11 @@ socket handler. The scheduler hands queued runs to free worker slots, relays
 worker events (adding the browser's run id), and guarantees exactly one
 ``done`` per run, last: from the worker's ``finished``, a cancel while
 queued, a lost worker, or the server's own deadline.
+
+Fairness lives in ``server/fair_queue.py``: each backend's queue serves
+clients (browser sessions) in turn, presenters of workshop rooms first, and
+tells each waiting run its position and an estimated wait. Limits per client
+(connections, runs waiting or running) are counted here.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections import deque
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +29,7 @@ from typing import Any
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
+from server.fair_queue import FairQueue, RunDurations
 from server.sessions import SessionKeys
 
 log = logging.getLogger("jaxplay.server")
@@ -43,12 +49,17 @@ class Run:
     timeout_s: float
     options: dict[str, Any]
     emit: Emit
-    session_id: str = ""  # the browser session (server/sessions.py); "" for in-process callers
+    # The browser session (server/sessions.py): the client it counts against for fairness and limits.
+    session_id: str = ""
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
     submitted_at: float = field(default_factory=time.monotonic)
     position: int = 0
+    # Room presenters' runs go ahead of everyone else's (server/fair_queue.py).
+    priority: bool = False
+    started_at: float | None = None
+    counted: bool = False  # against its client's limit, from submit to done
     observers: list[RunObserver] = field(default_factory=list)
     _deadline: asyncio.TimerHandle | None = None
 
@@ -65,6 +76,9 @@ class WorkerLink:
     send: Callable[[str], Awaitable[None]]
     free_slots: int = 0
     runs: dict[str, Run] = field(default_factory=dict)
+    # Results the server may keep and replay to others (the result cache): only from its own local
+    # workers, or remote ones the operator vouched for (--trust-remote-results).
+    trusted: bool = False
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
@@ -77,7 +91,11 @@ class Scheduler:
         self.settings = settings
         self.session_keys = session_keys
         self.workers: list[WorkerLink] = []
-        self.queues: dict[str, deque[Run]] = {}
+        self.queues: dict[str, FairQueue[Run]] = {}
+        self.durations: dict[str, RunDurations] = {}
+        # Per client: runs waiting or running, and open connections.
+        self.active_runs: Counter[str] = Counter()
+        self.connections: Counter[str] = Counter()
         self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
         self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
         self.accepting = True  # False from the first phase of shutdown on
@@ -95,8 +113,10 @@ class Scheduler:
                 "name": name,
                 "device_kind": first.device_kind if first else None,
                 "device_count": first.device_count if first else None,
+                "device_memory_bytes": first.device_memory_bytes if first else None,
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
+                "libraries": first.libraries if first else {},
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),
@@ -122,21 +142,54 @@ class Scheduler:
                                    reason="unknown_backend")
         return requested
 
+    # --- clients -----------------------------------------------------------
+
+    def attach_client(self, session_id: str) -> None:
+        """Count one more connection of ``session_id``; refuse it beyond the per-client limit."""
+        limit = self.settings.max_connections_per_client
+        if self.connections[session_id] >= limit:
+            raise bp.ProtocolError(
+                f"This browser already has {self.connections[session_id]} connections open to the playground (the "
+                f"limit is {limit}); close some tabs and reload.")
+        self.connections[session_id] += 1
+
+    def detach_client(self, session_id: str) -> None:
+        self.connections[session_id] -= 1
+        if self.connections[session_id] <= 0:
+            del self.connections[session_id]
+
     # --- runs --------------------------------------------------------------
 
     def submit(self, run: Run) -> None:
         if not self.accepting:
             raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
                                    "(the page reconnects on its own).", reason="shutting_down")
-        queue = self.queues.setdefault(run.backend, deque())
-        if len(queue) >= self.settings.queue_limit:
+        queue = self.queues.setdefault(run.backend, FairQueue())
+        if len(queue) >= self.settings.queue_limit and not self._make_room(queue, run):
             raise bp.ProtocolError(
                 f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.",
                 reason="queue_full")
+        limit = self.settings.max_runs_per_client
+        if self.active_runs[run.session_id] >= limit:
+            raise bp.ProtocolError(
+                f"You already have {self.active_runs[run.session_id]} runs waiting or running (the limit is {limit} "
+                "per browser); wait for one to finish or stop one.", reason="client_limit")
+        self.active_runs[run.session_id] += 1
+        run.counted = True
         queue.append(run)
-        run.position = len(queue)
-        run.send(bp.queued_event(run.client_id, run.position))
+        self._announce_positions(run.backend)
         self.dispatch(run.backend)
+
+    def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
+        """A full queue sheds the newest run of the client holding the most, if that client holds
+        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        victim = queue.heaviest()
+        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+            return False
+        queue.remove(victim)
+        self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
+                                                   "newest one was dropped to let another user's run in.")
+        return True
 
     def cancel(self, run: Run) -> None:
         if run.state == "queued":
@@ -158,6 +211,13 @@ class Scheduler:
                **extra: Any) -> None:
         if run.state == "done":
             return
+        if run.started_at is not None and not extra.get("cached"):
+            self.durations.setdefault(run.backend, RunDurations()).record(time.monotonic() - run.started_at)
+        if run.counted:
+            run.counted = False
+            self.active_runs[run.session_id] -= 1
+            if self.active_runs[run.session_id] <= 0:
+                del self.active_runs[run.session_id]
         run.state = "done"
         if run._deadline:
             run._deadline.cancel()
@@ -180,6 +240,7 @@ class Scheduler:
             link.free_slots -= 1
             link.runs[run.key] = run
             run.worker, run.state = link, "running"
+            run.started_at = time.monotonic()
             run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
             run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
                      | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox})
@@ -209,10 +270,19 @@ class Scheduler:
         self.finish(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
     def _announce_positions(self, backend: str) -> None:
-        for position, run in enumerate(self.queues.get(backend, ()), start=1):
+        """Tell each waiting run whose place changed its new position and estimated wait."""
+        queue = self.queues.get(backend)
+        if not queue:
+            return
+        now = time.monotonic()
+        links = [w for w in self.workers if w.hello.backend == backend]
+        running_for = [now - r.started_at for w in links for r in w.runs.values() if r.started_at is not None]
+        durations = self.durations.get(backend) or RunDurations()
+        waits = durations.waits(len(queue), sum(w.hello.slots for w in links), running_for)
+        for position, (run, wait_s) in enumerate(zip(list(queue), waits, strict=True), start=1):
             if run.position != position:
                 run.position = position
-                run.send(bp.queued_event(run.client_id, position))
+                run.send(bp.queued_event(run.client_id, position, wait_s))
 
     # --- workers -----------------------------------------------------------
 

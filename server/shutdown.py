@@ -10,7 +10,9 @@
    away; uvicorn then closes the sockets (1012, service restart) and the
    page reconnects, to another replica where there is one.
 4. Close storage: the app's lifespan stops the local workers, waits for the
-   result cache's writes and closes the database.
+   result cache's writes and closes the database; then the workers' own
+   listener closes (``PhasedServer.last_phase``: workers stay connected while
+   runs drain).
 
 A second signal skips what is left of the drain (uvicorn's own handling).
 """
@@ -21,6 +23,7 @@ import asyncio
 import logging
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -80,10 +83,19 @@ class PhasedServer(uvicorn.Server):
         self.grace_s = grace_s
         self.draining: asyncio.Task[None] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        # Run after uvicorn's own shutdown and the lifespan's exit, before the captured signal is re-raised.
+        self.last_phase: list[Callable[[], Awaitable[None]]] = []
 
     async def serve(self, sockets: list | None = None) -> None:  # type: ignore[override]
         self.loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def shutdown(self, sockets: list | None = None) -> None:  # type: ignore[override]
+        try:
+            await super().shutdown(sockets)
+        finally:
+            for close in self.last_phase:
+                await close()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.draining is not None or self.loop is None or sig not in (signal.SIGTERM, signal.SIGINT):

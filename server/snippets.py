@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from jaxplay import json_input
 from jaxplay.settings import Settings
 from server.storage import Storage, Transaction, utc_timestamp
 
@@ -77,7 +78,7 @@ def json_size(value: Any) -> int:
 def parse_content(raw: bytes, settings: Settings) -> SnippetContent:
     """Validate a POST body; every problem is a ``SnippetError`` naming the field to change."""
     try:
-        body = json.loads(raw)
+        body = json_input.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise SnippetError(400, f"The body is not valid JSON ({exc}); send one JSON object.") from None
     if not isinstance(body, dict):

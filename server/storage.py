@@ -1,4 +1,4 @@
-"""Storage of snippets and the result cache: what both database engines share.
+"""Storage of snippets, the result cache and workshop rooms: what both database engines share.
 
 ``--database-url`` picks the engine (``open_storage``):
 
@@ -7,7 +7,8 @@
 - ``postgresql://USER:PASSWORD@HOST:PORT/DB``: PostgreSQL through psycopg 3,
   async (server/storage_postgres.py). Several server replicas share it.
 
-Both offer the same small interface, used by snippets.py and result_cache.py:
+Both offer the same small interface, used by snippets.py, result_cache.py
+and room_store.py:
 reads (``fetch_one``, ``fetch_all``) and ``transaction(work, durable=...)``,
 where ``work`` is an async function of a ``Transaction`` that awaits nothing
 but that transaction's own methods. The SQL is written once, in the subset
@@ -80,6 +81,31 @@ MIGRATIONS: tuple[Migration, ...] = (
             recorded   BYTEA NOT NULL
         );
         CREATE INDEX result_cache_last_used ON result_cache(last_used, size);
+    """),
+    Migration(3, "rooms: workshop rooms' code, deck and position, so a restart keeps the class where it was", """
+        CREATE TABLE rooms (
+            code               TEXT PRIMARY KEY,    -- jax-XXXXXX (server/room_codes.py)
+            secret_digest      TEXT NOT NULL,       -- sha256 hex of the presenter secret, never the secret
+            created_at         TEXT NOT NULL,       -- ISO 8601, UTC
+            last_active        REAL NOT NULL,       -- unix time of the last presenter action or join
+            program            TEXT NOT NULL,       -- the presenter's editor text
+            deck               TEXT NOT NULL,       -- JSON list of snippet ids
+            position           INTEGER NOT NULL,    -- index into deck (0 when the deck is empty)
+            attendee_timeout_s REAL NOT NULL
+        );
+        CREATE INDEX rooms_last_active ON rooms(last_active);
+    """, """
+        CREATE TABLE rooms (
+            code               TEXT PRIMARY KEY,
+            secret_digest      TEXT NOT NULL,
+            created_at         TEXT NOT NULL,
+            last_active        DOUBLE PRECISION NOT NULL,   -- REAL (4 bytes) would round unix times to minutes
+            program            TEXT NOT NULL,
+            deck               TEXT NOT NULL,
+            position           INTEGER NOT NULL,
+            attendee_timeout_s DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX rooms_last_active ON rooms(last_active);
     """),
 )
 

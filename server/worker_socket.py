@@ -8,12 +8,14 @@ A worker speaks first (``hello`` with its token); a wrong token gets a
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import worker_protocol as wp
+from jaxplay.settings import Settings
 from server.scheduler import Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.server")
@@ -27,31 +29,45 @@ WRONG_TOKEN = (
 )
 
 
-def token_accepted(offered: str, accepted: list[str]) -> bool:
-    return any(t and hmac.compare_digest(offered.encode(), t.encode()) for t in accepted)
+def token_accepted(offered: str, accepted: str) -> bool:
+    return bool(accepted) and hmac.compare_digest(offered.encode(), accepted.encode())
 
 
-async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, accepted_tokens: list[str],
-                               remote_token: str) -> None:
+async def _receive_text(websocket: WebSocket) -> str:
+    """The next text frame; a binary frame or a close ends the conversation (ValueError / disconnect)."""
+    frame = await websocket.receive()
+    if frame["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(frame.get("code", 1000))
+    text = frame.get("text")
+    if not isinstance(text, str):
+        raise ValueError("binary frames are not part of the worker protocol; send JSON text frames")
+    return text
+
+
+async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, local_token: str,
+                               settings: Settings) -> None:
     await websocket.accept()
     try:
-        hello = wp.decode(await websocket.receive_text())
-    except (ValueError, KeyError, WebSocketDisconnect) as exc:
+        hello = wp.decode(await _receive_text(websocket))
+    except (ValueError, WebSocketDisconnect) as exc:
         log.info("worker handshake failed: %s", exc)
-        await websocket.close(code=1002)
+        with contextlib.suppress(Exception):
+            await websocket.close(code=1002, reason=str(exc)[:120])
         return
-    if not isinstance(hello, wp.WorkerHello) or not token_accepted(hello.token, accepted_tokens):
-        reason = WRONG_TOKEN if remote_token else NO_REMOTE_WORKERS
+    local = isinstance(hello, wp.WorkerHello) and token_accepted(hello.token, local_token)
+    remote = isinstance(hello, wp.WorkerHello) and token_accepted(hello.token, settings.worker_token)
+    if not (local or remote):
+        reason = WRONG_TOKEN if settings.worker_token else NO_REMOTE_WORKERS
         log.warning("refused a worker (%s): wrong token", getattr(hello, "name", "?"))
         await websocket.send_text(wp.encode(wp.ServerRefused(message=reason)))
         await websocket.close(code=wp.REFUSED_CLOSE_CODE, reason="token refused")
         return
     await websocket.send_text(wp.encode(wp.ServerWelcome()))
-    link = WorkerLink(hello=hello, send=websocket.send_text)
+    link = WorkerLink(hello=hello, send=websocket.send_text, trusted=local or settings.trust_remote_results)
     scheduler.add_worker(link)
     try:
         while True:
-            message = wp.decode(await websocket.receive_text())
+            message = wp.decode(await _receive_text(websocket))
             if isinstance(message, wp.WorkerEvent):
                 scheduler.worker_event(link, message)
             elif isinstance(message, wp.WorkerFinished):
@@ -62,6 +78,7 @@ async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, accep
         pass
     except ValueError as exc:
         log.warning("worker %s sent a malformed frame (%s); dropping it", hello.name, exc)
-        await websocket.close(code=1002)
+        with contextlib.suppress(Exception):
+            await websocket.close(code=1002, reason=str(exc)[:120])
     finally:
         scheduler.remove_worker(link)

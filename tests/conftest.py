@@ -16,6 +16,8 @@ from tests.live_server import LiveServer, collect, collect_many, done_of, output
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
+pytest_plugins = ["tests.containment"]
+
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: Playwright's sync API keeps an event loop running in the main

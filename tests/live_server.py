@@ -36,17 +36,23 @@ def free_port() -> int:
 
 
 class LiveServer:
-    def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
+    def __init__(self, data_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 port: int | None = None, command: list[str] | None = None, cwd: Path = PROJECT_ROOT) -> None:
+        # `port`: the one a stopped server had, to bring "the same server" back in outage tests.
+        # `command`: the `jaxplay` to start (default: this checkout's, with this interpreter).
+        self.port = port or free_port()
         self.http_url = f"http://127.0.0.1:{self.port}"
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
-        self.worker_url = f"ws://127.0.0.1:{self.port}/worker"
-        args = [sys.executable, "-m", "jaxplay.cli", "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+        self.worker_port = free_port()
+        self.worker_url = f"ws://127.0.0.1:{self.worker_port}/worker"
+        jaxplay = command or [sys.executable, "-m", "jaxplay_cli"]
+        args = [*jaxplay, "serve", "--port", str(self.port), "--data-dir", str(data_dir),
+                "--worker-port", str(self.worker_port),
                 "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)
         self.log = open(self.log_path, "w")
-        self.process = subprocess.Popen(args, cwd=PROJECT_ROOT, stdout=self.log, stderr=subprocess.STDOUT,
+        self.process = subprocess.Popen(args, cwd=cwd, stdout=self.log, stderr=subprocess.STDOUT,
                                         env={**os.environ, **(env or {})}, start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 120.0, workers: int = 1) -> None:

@@ -17,3 +17,41 @@ def events_on_fd3(fd: int) -> Callable[[], None]:
         else:
             os.dup2(fd, 3)
     return move
+
+
+FORKING_RUNNER = r"""
+import json, os, sys
+import jax, jax.numpy  # imported once, as the zygote does; each program runs in a fork of this process
+from sandbox import events, runner
+
+programs = json.load(sys.stdin)
+results = []
+for code in programs:
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        runner.reopen_std_streams()
+        events.open_channel(write_fd)
+        os._exit(runner.execute(code, {}))
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        lines = pipe.read().splitlines()
+    os.waitpid(pid, 0)
+    results.append([json.loads(line) for line in lines])
+json.dump(results, sys.__stdout__)
+"""
+
+
+def run_programs(programs: list[str], cwd: str, timeout: float = 300) -> list[list[dict]]:
+    """Each program's events, run by the real runner in a fork of one process that imported JAX."""
+    import json
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", FORKING_RUNNER], input=json.dumps(programs), cwd=cwd,
+                            capture_output=True, text=True, timeout=timeout, check=True)
+    return json.loads(result.stdout)

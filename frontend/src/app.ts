@@ -7,31 +7,45 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
+import { apiHelp } from "./api_help";
+import { ApiIndex } from "./api_index";
 import { BackendPicker } from "./backends";
 import type { Boot } from "./boot";
 import { Connection, type ConnectionState, socketUrl } from "./connection";
-import { el, runShortcutLabel } from "./dom";
+import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
+import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
 import defaultExample from "./examples/default.py?raw";
-import { type Panel, type PanelContext, PANELS } from "./panels/index";
+import { PANELS } from "./panels/index";
+import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
+import { syntaxMarks } from "./syntax_marks";
 import { Tabs } from "./tabs";
 
-const DRAFT_KEY = "jaxplay.draft";
-const DRAFT_SAVE_MS = 400;
+/** How long the page waits for the server before saying it cannot be reached. */
+const UNREACHABLE_AFTER_MS = 1500;
+const UNREACHABLE_MESSAGE =
+  "The server cannot be reached. The page keeps trying to reconnect; a run you start now waits and starts when it is back.";
+/** Tabs that show no run: running from one of them brings the Output tab forward. */
+const PICKER_TABS = new Set(["gallery"]);
 
 interface ActiveRun {
   id: string;
   sentAt: number;
+  /** False for a run this page only shows (a room presenter's): it cannot be cancelled from here. */
+  own?: boolean;
 }
 
 export class App {
   readonly editor: PlaygroundEditor;
   readonly panels: Panel[] = [];
-  private readonly connection: Connection;
+  readonly connection: Connection;
+  /** Listeners for every server event (rooms use these), called before the run on screen sees it. */
+  readonly eventListeners: Array<(ev: ServerEvent) => void> = [];
+  readonly connectionListeners: Array<(state: ConnectionState) => void> = [];
   private readonly status = new StatusLine();
   private readonly backends: BackendPicker;
   private readonly tabs = new Tabs();
@@ -42,6 +56,12 @@ export class App {
   private active: ActiveRun | null = null;
   private runCounter = 0;
   private readonly share: ShareController;
+  private readonly drafts = new Drafts();
+  readonly apiIndex = new ApiIndex();
+  /** The page the editor's text belongs to: a snippet's id (with its shared code) or the blank editor. */
+  private snippetId: string | null;
+  private sharedCode: string | null;
+  private unreachableShown = false;
 
   constructor(
     root: HTMLElement,
@@ -52,6 +72,10 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
+    // Completion and help follow the JAX of the backend the code will run on.
+    this.backends.onSelect = (backend) => {
+      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -61,10 +85,15 @@ export class App {
     );
     this.stopButton = el(
       "button",
-      { class: "btn btn-stop", type: "button", title: "Stop the run", disabled: true, "data-testid": "stop" },
+      { class: "btn btn-stop", type: "button", title: `Stop the run (${stopShortcutLabel})`, disabled: true, "data-testid": "stop" },
       el("span", { class: "btn-icon", "aria-hidden": "true" }, "■"),
       "Stop",
     );
+    document.addEventListener("keydown", (e) => {
+      if (!isStopShortcut(e) || !this.active) return;
+      e.preventDefault();
+      this.stop();
+    }, true);
     this.runButton.addEventListener("click", () => this.run());
     this.stopButton.addEventListener("click", () => this.stop());
 
@@ -80,6 +109,8 @@ export class App {
       ),
       embed ? null : this.exampleButton(),
       el("div", { class: "topbar-spacer" }),
+      // On phones the header is two rows: this ends the first (name, Stop, Run).
+      el("div", { class: "topbar-break", "aria-hidden": "true" }),
       this.backends.element,
       this.stopButton,
       this.runButton,
@@ -90,16 +121,17 @@ export class App {
     const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
     root.replaceChildren(header, main, footer);
 
-    const draft = !embed && !boot.snippet ? localStorage.getItem(DRAFT_KEY) : null;
-    let saveTimer: number | null = null;
+    this.snippetId = typeof boot.snippet?.id === "string" ? boot.snippet.id : null;
+    this.sharedCode = boot.snippet?.code ?? null;
+    // A room's editor holds the presenter's code: it must neither load nor overwrite this browser's draft.
+    const keepsDraft = !embed && !boot.room;
+    const draft = keepsDraft ? this.drafts.load(this.snippetId, this.sharedCode) : null;
     this.editor = createEditor({
       parent: editorPane,
-      doc: boot.snippet?.code ?? draft ?? defaultExample.trimEnd(),
+      doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: embed || boot.snippet ? undefined : (code) => {
-        if (saveTimer !== null) window.clearTimeout(saveTimer);
-        saveTimer = window.setTimeout(() => localStorage.setItem(DRAFT_KEY, code), DRAFT_SAVE_MS);
-      },
+      onChange: !keepsDraft ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
     for (const factory of PANELS) {
@@ -108,6 +140,7 @@ export class App {
         editor: this.editor,
         setBadge: (value, tone) => slot.setBadge(value, tone),
         activate: () => slot.activate(),
+        showPanel: (id) => this.tabs.show(id),
         isActive: () => slot.isActive(),
         boot,
       };
@@ -130,7 +163,12 @@ export class App {
       runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
+      restoredDraft: draft !== null && this.snippetId !== null,
+      linked: (id, code) => this.onLinked(id, code),
     });
+    window.setTimeout(() => {
+      if (this.connection.state !== "open") this.showUnreachable();
+    }, UNREACHABLE_AFTER_MS);
     // An embed taking focus would scroll the page that frames it.
     if (!embed) this.editor.focus();
   }
@@ -139,7 +177,8 @@ export class App {
   run(extra: Partial<ClientRun> = {}): void {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
-    this.active = { id, sentAt: performance.now() };
+    this.active = { id, sentAt: performance.now(), own: true };
+    if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
@@ -147,10 +186,15 @@ export class App {
     if (backend) message.backend = backend;
     Object.assign(message, extra);
     this.share.onRunStart(message);
-    this.status.set({ kind: "sending" });
     this.runInfo.textContent = "";
     this.setRunning(true);
     this.connection.send(message);
+    if (this.connection.state === "open") {
+      this.status.set({ kind: "sending" });
+    } else {
+      this.status.set({ kind: "waiting" });
+      this.route({ type: "notice", id: null, level: "warning", message: "The server cannot be reached; your run will start when it is back." });
+    }
   }
 
   /** Shows a recorded run (a shared snippet's) through the same path as a live run's events. */
@@ -162,11 +206,30 @@ export class App {
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
 
+  /** Shows another's run live (a room presenter's) through the same path as this page's own runs. */
+  showRun(id: string, events: readonly ServerEvent[] = []): void {
+    if (this.active) this.cancel(this.active.id);
+    this.active = { id, sentAt: performance.now(), own: false };
+    for (const panel of this.panels) panel.onRunStart(id);
+    this.setRunning(true);
+    for (const ev of events) this.onEvent(ev);
+  }
+
+  /** An event of a run shown with `showRun`. */
+  showEvent(ev: ServerEvent): void {
+    this.onEvent(ev);
+  }
+
   stop(): void {
     if (this.active) this.cancel(this.active.id);
   }
 
   private cancel(id: string): void {
+    if (this.active?.id === id && this.active.own === false) {
+      this.active = null;
+      this.setRunning(false);
+      return;
+    }
     // A run still waiting in the outbox was never seen by the server: end it here.
     let unsent = false;
     this.connection.unsend((m) => {
@@ -182,6 +245,8 @@ export class App {
   }
 
   private onEvent(ev: ServerEvent): void {
+    for (const listener of this.eventListeners) listener(ev);
+    if (!("id" in ev)) return; // room events: their listeners handle them
     if (ev.type === "notice" && ev.id === null) {
       this.route(ev);
       return;
@@ -190,11 +255,18 @@ export class App {
     this.share.onEvent(ev);
     switch (ev.type) {
       case "queued":
-        this.status.set({ kind: "queued", position: ev.position });
+        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s });
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
         this.runInfo.textContent = describeStarted(ev);
+        break;
+      case "compiling":
+      case "compiled":
+        if (this.status.state.kind === "running") {
+          const compiling = ev.type === "compiling" ? { fn: ev.fn, line: ev.line } : undefined;
+          this.status.set({ kind: "running", since: this.status.state.since, compiling });
+        }
         break;
       case "done":
         this.finish(ev);
@@ -233,9 +305,40 @@ export class App {
   }
 
   private onConnectionState(state: ConnectionState): void {
+    for (const listener of this.connectionListeners) listener(state);
     this.connectionBadge.dataset.state = state;
     this.connectionBadge.textContent =
       state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";
+    document.body.classList.toggle("is-offline", state !== "open");
+    this.runButton.title = state === "open"
+      ? `Run (${runShortcutLabel})`
+      : `The server cannot be reached: a run waits and starts when it is back (${runShortcutLabel})`;
+    if (state === "reconnecting") {
+      this.showUnreachable();
+    } else if (state === "open") {
+      this.backends.setReachable(true);
+      if (this.unreachableShown) {
+        this.unreachableShown = false;
+        this.route({ type: "notice", id: null, level: "info", message: "Connected to the server again." });
+      }
+      if (this.active && this.status.state.kind === "waiting") this.status.set({ kind: "sending" });
+    }
+  }
+
+  /** Says so once per outage, in the output area where a person looks for a run's result. */
+  private showUnreachable(): void {
+    this.backends.setReachable(false);
+    if (this.unreachableShown || this.connection.state === "open") return;
+    this.unreachableShown = true;
+    this.route({ type: "notice", id: null, level: "warning", message: UNREACHABLE_MESSAGE });
+  }
+
+  /** The editor's text now belongs to snippet `id` (just shared): its drafts are kept under that link. */
+  private onLinked(id: string, code: string): void {
+    if (this.snippetId !== null) this.drafts.forget(this.snippetId);
+    else this.drafts.flush();
+    this.snippetId = id;
+    this.sharedCode = code;
   }
 
   private setRunning(running: boolean): void {

@@ -3,6 +3,7 @@
  * per browser; a remembered backend that is gone falls back to the first.
  */
 
+import { LibrariesPopover } from "./backend_libraries";
 import { el } from "./dom";
 import type { BackendInfo, BackendsResponse } from "./protocol";
 
@@ -16,15 +17,26 @@ export class BackendPicker {
     title: "Where the code runs",
     "data-testid": "backend",
   });
-  readonly element = el("label", { class: "backend" }, el("span", { class: "backend-label" }, "Backend"), this.select);
+  private readonly libraries = new LibrariesPopover();
+  readonly element = el(
+    "span",
+    { class: "backend" },
+    el("label", { class: "backend-picker" }, el("span", { class: "backend-label" }, "Backend"), this.select),
+    this.libraries.element,
+  );
   private backends: BackendInfo[] = [];
   private preferred: string | null;
+  private reachable = true;
+  /** Told the chosen backend whenever the list or the choice changes. */
+  onSelect: ((backend: BackendInfo | undefined) => void) | null = null;
 
   constructor(preferred: string | null = null) {
     this.preferred = preferred ?? localStorage.getItem(STORAGE_KEY);
     this.select.addEventListener("change", () => {
       this.preferred = this.select.value || null;
       if (this.preferred) localStorage.setItem(STORAGE_KEY, this.preferred);
+      this.onSelect?.(this.selected);
+      this.libraries.show(this.selected);
     });
     this.select.append(el("option", { value: "" }, "loading…"));
     void this.refresh();
@@ -38,6 +50,16 @@ export class BackendPicker {
 
   get selected(): BackendInfo | undefined {
     return this.backends.find((b) => b.name === this.select.value);
+  }
+
+  /** While the server cannot be reached the choice stays (a waiting run keeps it) but cannot change. */
+  setReachable(reachable: boolean): void {
+    if (reachable === this.reachable) return;
+    this.reachable = reachable;
+    this.element.classList.toggle("offline", !reachable);
+    this.element.title = reachable ? "" : "The server cannot be reached";
+    if (reachable) void this.refresh();
+    else this.select.disabled = true;
   }
 
   async refresh(): Promise<void> {
@@ -64,22 +86,33 @@ export class BackendPicker {
         el(
           "option",
           { value: b.name, selected: b.name === want, title: describeLoad(b) },
-          `${b.name} · ${b.device_count}× ${b.device_kind}${b.sandbox === "none" ? " · UNSANDBOXED" : ""}`,
+          describeBackend(b),
         ),
       ),
     );
     // Code running without a sandbox is never something to miss.
     this.element.classList.toggle("unsandboxed", backends.some((b) => b.sandbox === "none"));
     this.select.value = want;
-    this.select.disabled = false;
+    this.select.disabled = !this.reachable;
+    this.onSelect?.(this.selected);
     this.element.title = this.selected ? `${describeLoad(this.selected)}\njax ${this.selected.jax_version}` : "";
+    this.libraries.show(this.selected);
   }
 
   private renderUnavailable(reason: string): void {
     // Leave the backend out of runs: the server then answers with its own message.
     this.select.replaceChildren(el("option", { value: "" }, reason));
     this.select.disabled = true;
+    this.libraries.show(undefined);
   }
+}
+
+/** "cpu · 8× cpu"; a backend whose workers are all gone says so instead of inventing devices. */
+function describeBackend(b: BackendInfo): string {
+  const devices = b.workers > 0 && typeof b.device_count === "number"
+    ? `${b.device_count}× ${b.device_kind}`
+    : "no worker connected";
+  return `${b.name} · ${devices}${b.sandbox === "none" ? " · UNSANDBOXED" : ""}`;
 }
 
 function describeLoad(b: BackendInfo): string {

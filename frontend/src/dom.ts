@@ -44,3 +44,10 @@ export function formatDuration(ms: number): string {
 /** True on macOS/iOS, where the run shortcut is Cmd rather than Ctrl. */
 export const isApple = /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent);
 export const runShortcutLabel = isApple ? "⌘ Enter" : "Ctrl Enter";
+export const stopShortcutLabel = isApple ? "⌘ ." : "Ctrl .";
+
+/** Ctrl+. (Cmd+. on a Mac): the conventional "stop" key, free in the editor and the browser. */
+export function isStopShortcut(e: KeyboardEvent): boolean {
+  const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
+  return mod && !e.altKey && !e.shiftKey && e.key === ".";
+}

@@ -37,7 +37,7 @@ import {
   rectangularSelection,
 } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
-import type { EditorAccess, LineMark, LineMarkKind } from "./panels/index";
+import type { EditorAccess, LineMark, LineMarkKind } from "./panels/types";
 
 // --- line marks -------------------------------------------------------------
 
@@ -192,6 +192,8 @@ export interface EditorOptions {
   onRun: () => void;
   onChange?: (code: string) => void;
   readOnly?: boolean;
+  /** More behaviour (completion from the API index, syntax marks, ...). */
+  extensions?: Extension[];
 }
 
 export interface PlaygroundEditor extends EditorAccess {
@@ -243,6 +245,7 @@ export function createEditor(options: EditorOptions): PlaygroundEditor {
     ]),
     EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "editor" }),
     EditorState.readOnly.of(options.readOnly ?? false),
+    ...(options.extensions ?? []),
   ];
   if (options.onChange) {
     const onChange = options.onChange;

@@ -4,9 +4,15 @@ import "./styles/base.css";
 import "./styles/layout.css";
 import { App } from "./app";
 import { readBoot } from "./boot";
+import { mountRoomPage } from "./room";
+import { mountRoomEntry } from "./room_home";
 
 const root = document.getElementById("app") ?? document.body.appendChild(document.createElement("div"));
 root.id = "app";
-const app = new App(root, readBoot());
+const boot = readBoot();
+const app = new App(root, boot);
+const room = mountRoomPage(app, boot);
+const topbar = root.querySelector<HTMLElement>("header.topbar");
+if (!room && boot.mode === "editor" && !boot.snippet && topbar) mountRoomEntry(topbar, app.editor);
 // For debugging from the console and for browser tests that need the live editor.
 (window as unknown as { jaxplay: App }).jaxplay = app;

@@ -33,7 +33,37 @@ export interface ClientCancel {
   id: string;
 }
 
-export type ClientMessage = ClientRun | ClientCancel;
+// Workshop rooms (server/rooms.py): follow a presenter's editor and runs.
+
+export interface RoomJoin {
+  type: "room_join";
+  room: string;
+  /** The presenter secret: present the room instead of following it. */
+  secret?: string;
+}
+
+export interface RoomLeave {
+  type: "room_leave";
+}
+
+/** Presenter only: the whole program (left out when only the selection moved), selection as [anchor, head]. */
+export interface RoomEdit {
+  type: "room_edit";
+  code?: string;
+  selection?: [number, number];
+}
+
+/** Presenter only: move every follower through the deck, or set the deck (snippet ids). */
+export interface RoomDeck {
+  type: "room_deck";
+  action: "next" | "prev" | "goto" | "set";
+  position?: number;
+  snippets?: string[];
+}
+
+export type RoomMessage = RoomJoin | RoomLeave | RoomEdit | RoomDeck;
+
+export type ClientMessage = ClientRun | ClientCancel | RoomMessage;
 
 // --- server -> client -------------------------------------------------------
 
@@ -46,6 +76,8 @@ export interface QueuedEvent extends RunEventBase {
   type: "queued";
   /** 1 = next to start. */
   position: number;
+  /** Seconds until it starts, from recent runs' durations; null before any run finished. */
+  estimated_wait_s?: number | null;
 }
 
 export interface StartedEvent extends RunEventBase {
@@ -71,8 +103,10 @@ export interface ErrorEvent extends RunEventBase {
   message: string;
   /** 1-based line in the user's code, or null when the error is not in it. */
   line: number | null;
-  /** The user's frames only, formatted like Python's traceback. */
+  /** The user's frames only (every frame from the program's first with JAX_TRACEBACK_FILTERING=off), formatted like Python's traceback. */
   traceback: string;
+  /** A short hint for a removed or moved JAX API, or "Did you mean ...?"; shown under the error. */
+  hint?: string;
 }
 
 export interface DisplayEvent extends RunEventBase {
@@ -104,6 +138,64 @@ export interface NoticeEvent {
   message: string;
 }
 
+/** Everything a member needs to show a room now: on join, reconnect and slide changes. */
+export interface RoomStateEvent {
+  type: "room_state";
+  room: string;
+  /** "join": the answer to room_join (also after a reconnect); "deck": the presenter changed slide. */
+  reason: "join" | "deck";
+  role: "presenter" | "attendee";
+  code: string;
+  selection: [number, number] | null;
+  version: number;
+  deck: string[];
+  position: number;
+  attendee_timeout_s: number;
+  presenter_online: boolean;
+  /** The presenter's latest run's events (ending with `done` once it ended), or null. */
+  run: ServerEvent[] | null;
+  people: number;
+  ran: number;
+  errors: number;
+}
+
+export interface RoomEditEvent {
+  type: "room_edit";
+  room: string;
+  version: number;
+  /** Left out when only the selection moved. */
+  code?: string;
+  selection: [number, number] | null;
+}
+
+/** One event of the presenter's run; `event.id` is the presenter's run id. */
+export interface RoomRunEvent {
+  type: "room_run";
+  room: string;
+  event: ServerEvent;
+}
+
+/** People following; of them, how many ran since the presenter last ran or changed slide, and how many failed. */
+export interface RoomCountsEvent {
+  type: "room_counts";
+  room: string;
+  people: number;
+  ran: number;
+  errors: number;
+}
+
+export interface RoomPresenceEvent {
+  type: "room_presence";
+  room: string;
+  presenter_online: boolean;
+}
+
+export interface RoomClosedEvent {
+  type: "room_closed";
+  room: string;
+  message: string;
+}
+
 /** Every server event by `type`; features extend this by declaration merging. */
 export interface EventMap {
   queued: QueuedEvent;
@@ -114,6 +206,12 @@ export interface EventMap {
   display: DisplayEvent;
   done: DoneEvent;
   notice: NoticeEvent;
+  room_state: RoomStateEvent;
+  room_edit: RoomEditEvent;
+  room_run: RoomRunEvent;
+  room_counts: RoomCountsEvent;
+  room_presence: RoomPresenceEvent;
+  room_closed: RoomClosedEvent;
 }
 
 export type ServerEventType = keyof EventMap;
@@ -133,6 +231,8 @@ export interface BackendInfo {
   queued: number;
   /** "bwrap", or "none" when the server runs code unsandboxed (development only). */
   sandbox: string;
+  /** {import name: version} of what a program can import there. */
+  libraries?: Record<string, string>;
 }
 
 export interface BackendsResponse {

@@ -52,6 +52,10 @@ export interface ShareContext {
   run(extra?: Partial<ClientRun>): void;
   /** Shows recorded events through the same path as a live run's. */
   replay(events: ServerEvent[]): void;
+  /** The editor opened with kept edits of this snippet rather than its shared code. */
+  restoredDraft: boolean;
+  /** The editor's text was just stored as snippet `id`. */
+  linked(id: string, code: string): void;
 }
 
 interface SharedSnippet {
@@ -122,6 +126,7 @@ export class ShareController {
   );
   private includeRun = true;
   private busy = false;
+  private draftNote: HTMLElement | null = null;
 
   constructor(private readonly ctx: ShareContext) {
     this.embed = ctx.boot.mode === "embed";
@@ -132,6 +137,7 @@ export class ShareController {
     if (this.embed) {
       lockUntilEdit(ctx.editor.view, ctx.topbar);
     } else {
+      if (ctx.restoredDraft && this.snippet) this.draftNote = this.draftNoteFor(this.snippet.code);
       this.mountControls();
     }
     if (this.snippet?.recorded_run?.length) {
@@ -229,6 +235,12 @@ export class ShareController {
       return;
     }
     if (answer.id !== this.link?.id) this.link = { id: answer.id, forkedFrom: this.link?.id ?? null };
+    this.draftNote = null;
+    this.ctx.linked(answer.id, code);
+    // The address bar names what is on screen, so a reload or a copied URL gives this snippet;
+    // the page it came from stays one Back away.
+    const path = `/s/${answer.id}`;
+    if (window.location.pathname !== path) window.history.pushState({ snippet: answer.id }, "", path);
     this.renderOrigin();
     const urlInput = el("input", { class: "share-url", type: "text", readonly: true, value: answer.url, "aria-label": "Link", "data-testid": "share-url" });
     const copied = el("span", { class: "share-copied", "data-testid": "share-copied" });
@@ -284,6 +296,8 @@ export class ShareController {
     topbar.querySelector(".brand")?.after(this.origin);
     this.renderOrigin();
     this.shareButton.addEventListener("click", () => void this.share());
+    // Back and Forward move between pages this one pushed (`/`, `/s/{id}`): load the one now named.
+    window.addEventListener("popstate", () => window.location.reload());
     document.addEventListener("keydown", (e) => {
       const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
       if (mod && !e.altKey && !e.shiftKey && e.key.toLowerCase() === "s") {
@@ -316,6 +330,26 @@ export class ShareController {
         ? [el("span", { class: "share-forked" }, " · forked from ",
             el("a", { href: `/s/${forkedFrom}`, "data-testid": "forked-from" }, forkedFrom))]
         : []),
+      ...(this.draftNote ? [this.draftNote] : []),
+    );
+  }
+
+  /** "· unsaved edits [revert]": the editor holds kept edits, not the link's code. */
+  private draftNoteFor(sharedCode: string): HTMLElement {
+    return el(
+      "span",
+      { class: "share-draft", "data-testid": "draft-note", title: "Your edits of this snippet, kept in this browser; Share makes them a new link" },
+      " · unsaved edits ",
+      el("button", {
+        class: "share-draft-revert",
+        type: "button",
+        "data-testid": "draft-revert",
+        onclick: () => {
+          this.ctx.editor.setCode(sharedCode);
+          this.draftNote = null;
+          this.renderOrigin();
+        },
+      }, "revert"),
     );
   }
 
@@ -332,8 +366,15 @@ export class ShareController {
     );
     toggle.addEventListener("click", () => {
       menu.hidden = !menu.hidden;
+      toggle.setAttribute("aria-expanded", String(!menu.hidden));
     });
     const wrapper = el("span", { class: "share-anchor" }, toggle, menu);
+    document.addEventListener("keydown", (e) => {
+      if (e.key !== "Escape" || menu.hidden) return;
+      menu.hidden = true;
+      toggle.setAttribute("aria-expanded", "false");
+      if (wrapper.contains(document.activeElement)) toggle.focus();
+    }, true);
     document.addEventListener("mousedown", (e) => {
       if (!menu.hidden && !wrapper.contains(e.target as Node)) menu.hidden = true;
     });

@@ -9,8 +9,9 @@ import type { RunStatus } from "./protocol";
 export type StatusState =
   | { kind: "idle" }
   | { kind: "sending" }
-  | { kind: "queued"; position: number }
-  | { kind: "running"; since: number }
+  | { kind: "waiting" }
+  | { kind: "queued"; position: number; waitS?: number | null }
+  | { kind: "running"; since: number; compiling?: { fn: string; line: number | null } }
   | { kind: "done"; status: RunStatus; elapsedMs: number; message?: string }
   | { kind: "lost" };
 
@@ -53,10 +54,18 @@ export function describe(s: StatusState): string {
       return "ready";
     case "sending":
       return "starting…";
+    case "waiting":
+      return "waiting for the server…";
     case "queued":
-      return `queued (position ${s.position})`;
-    case "running":
-      return `running ${formatRunning(performance.now() - s.since)}`;
+      return s.waitS != null && s.waitS >= 1
+        ? `queued (position ${s.position}, about ${Math.round(s.waitS)} s)`
+        : `queued (position ${s.position})`;
+    case "running": {
+      const time = formatRunning(performance.now() - s.since);
+      if (!s.compiling) return `running ${time}`;
+      const where = s.compiling.line !== null ? ` (line ${s.compiling.line})` : "";
+      return `compiling ${s.compiling.fn}${where}… · running ${time}`;
+    }
     case "lost":
       return "lost: the connection dropped during the run";
     case "done": {

@@ -5,7 +5,7 @@
  */
 
 import { el } from "./dom";
-import type { Panel } from "./panels/index";
+import type { Panel } from "./panels/types";
 
 export class TabSlot {
   readonly button = el("button", { class: "tab", type: "button", role: "tab", "aria-selected": "false", tabindex: "-1" });
@@ -63,6 +63,16 @@ export class Tabs {
     this.panes.append(slot.pane);
     if (!this.active) this.activate(slot);
     return slot;
+  }
+
+  /** Brings the tab of panel `id` to the front; unknown ids are ignored. */
+  show(id: string): void {
+    const slot = this.slots.find((s) => s.panel?.id === id);
+    if (slot) this.activate(slot);
+  }
+
+  get activeId(): string | null {
+    return this.active?.panel?.id ?? null;
   }
 
   activate(slot: TabSlot): void {

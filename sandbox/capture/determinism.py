@@ -12,9 +12,13 @@ What counts, and how it is seen:
 
 - the clock: ``time.time``/``monotonic``/``perf_counter``/... (and their
   ``_ns`` forms), ``time.sleep``, ``time.localtime``/``gmtime``/``ctime``/
-  ``asctime``/``strftime`` without an explicit time, ``uuid.uuid1``: wrapped
-  here; ``datetime``'s ``now()``/``today()``/``utcnow()`` are C methods that
-  cannot be wrapped, so calls of those names are found in the source instead;
+  ``asctime``/``strftime`` without an explicit time, ``uuid.uuid1``,
+  ``os.times``: wrapped here; ``timeit``'s timer too, which its module bound
+  (``default_timer`` and the ``timer=`` defaults) when it was first imported,
+  possibly before this module wrapped ``time`` (the zygote's matplotlib
+  imports ``timeit``); ``datetime``'s ``now()``/``today()``/``utcnow()`` are
+  C methods that cannot be wrapped, so calls of those names are found in the
+  source instead;
 - OS randomness: ``os.urandom``/``getrandom``, ``random``'s module functions
   unless ``random.seed(x)`` was called with a value, ``random.Random()`` and
   ``SystemRandom``/``secrets`` (through ``random._urandom``), NumPy's legacy
@@ -53,6 +57,7 @@ EVENT_TYPE = "nondeterministic"
 PLUMBING = frozenset({
     "jax", "jaxlib", "sandbox", "logging", "threading", "queue", "asyncio", "concurrent", "selectors",
     "subprocess", "socket", "ssl", "importlib", "tempfile", "multiprocessing", "weakref",
+    "equinox",  # eqx.filter_jit reads os.urandom on every call, only to tag its own errors
 })
 MAX_STACK_WALK = 200
 CLOCK_FUNCTIONS = ("time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
@@ -70,6 +75,7 @@ _reported: set[str] = set()
 # Whether the global generators' state was set by a seed (then their draws are reproducible).
 _seeded = {"random": False, "numpy": False}
 _originals: list[tuple[Any, str, Any]] = []
+_original_defaults: list[tuple[Any, tuple[Any, ...]]] = []
 _audit_hook_added = False
 
 
@@ -128,6 +134,18 @@ def uninstall() -> None:
     while _originals:
         owner, name, original = _originals.pop()
         setattr(owner, name, original)
+    while _original_defaults:
+        function, defaults = _original_defaults.pop()
+        function.__defaults__ = defaults
+
+
+def _replace_default(function: Any, original: Any, wrapped: Any) -> None:
+    """A ``def f(timer=default_timer)`` keeps the object it was given at definition: swap that default."""
+    defaults = getattr(function, "__defaults__", None)
+    if not defaults or not any(d is original for d in defaults):
+        return
+    _original_defaults.append((function, defaults))
+    function.__defaults__ = tuple(wrapped if d is original else d for d in defaults)
 
 
 # --- the clock ----------------------------------------------------------------
@@ -156,6 +174,19 @@ def _wrap_clock() -> None:
     for name, index in CLOCK_WHEN_NO_TIME:
         _replace(time, name, lambda f, n=name, i=index: _clock_wrapper_when_no_time(f"time.{n}", f, i))
     _replace(uuid, "uuid1", lambda f: _clock_wrapper("uuid.uuid1", f))
+    _replace(os, "times", lambda f: _clock_wrapper("os.times", f))
+    _wrap_timeit()
+
+
+def _wrap_timeit() -> None:
+    """``timeit`` bound ``time.perf_counter`` at its import; a program timing itself must still count."""
+    timeit = sys.modules.get("timeit")
+    if timeit is None:
+        return  # imported later, it binds the wrapped time.perf_counter
+    bound = timeit.default_timer
+    _replace(timeit, "default_timer", lambda f: _clock_wrapper("timeit", f))
+    for function in (timeit.Timer.__init__, timeit.timeit, timeit.repeat):
+        _replace_default(function, bound, timeit.default_timer)
 
 
 def _report_datetime_calls_in_source() -> None:

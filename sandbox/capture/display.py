@@ -19,10 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox import events
-from sandbox.capture import display_figures, display_render
+from sandbox.capture import display_event, display_figures, display_render
 from sandbox.capture.display_budget import Budget
-from sandbox.capture.display_render import Rendered
 
 MAX_DISPLAYS = 200
 MAX_DISPLAY_BYTES = 16 * 1024 * 1024
@@ -57,13 +55,5 @@ def show(value: Any, role: str) -> None:
         return
     rendered = display_render.render(value)
     if budget.admit(len(rendered.data)):
-        emit_rendered(rendered, role)
+        display_event.emit(rendered, role)
 
-
-def emit_rendered(rendered: Rendered, role: str) -> None:
-    event: dict[str, Any] = {"type": "display", "mime": rendered.mime, "data": rendered.data, "role": role}
-    if rendered.notice:
-        event["notice"] = rendered.notice
-    if rendered.width is not None and rendered.height is not None:
-        event["width"], event["height"] = rendered.width, rendered.height
-    events.emit(event)

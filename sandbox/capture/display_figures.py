@@ -23,8 +23,9 @@ import tempfile
 import weakref
 from typing import Any
 
+from sandbox.capture import display_event
 from sandbox.capture.display_budget import Budget
-from sandbox.capture.display_render import Rendered
+from sandbox.capture.display_event import Rendered
 
 BACKEND = "module://sandbox.capture.display_backend"
 MAX_FIGURES = 20
@@ -147,8 +148,6 @@ def figure_image(fig: Any) -> Rendered:
 
 
 def send_figure(fig: Any, role: str) -> None:
-    from sandbox.capture import display
-
     # Out of budget: the figure is not even drawn.
     if budget.exhausted():
         budget.refuse(0)
@@ -160,7 +159,7 @@ def send_figure(fig: Any, role: str) -> None:
     size = len(rendered.data)
     if not budget.admit(size):
         return
-    display.emit_rendered(rendered, role)
+    display_event.emit(rendered, role)
 
 
 def show_open_figures(close: bool = True) -> None:

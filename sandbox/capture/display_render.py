@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from sandbox.capture.display_event import Rendered
+
 RENDER_TIME_LIMIT_S = 3.0
 MAX_HTML_BYTES = 1024 * 1024
 MAX_TEXT_CHARS = 100_000
@@ -32,17 +34,6 @@ MAX_TREE_LEAVES = 2_000
 # Each heat-map is a few KiB of HTML and ~1 ms of work; beyond this many the
 # arrays are shown by their summaries only.
 MAX_HEATMAP_ARRAYS = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class Rendered:
-    mime: str
-    data: str
-    # Why the value is shown in a smaller form than asked, for the person.
-    notice: str | None = None
-    # Size in CSS pixels, for images.
-    width: int | None = None
-    height: int | None = None
 
 
 class RenderTooSlow(Exception):

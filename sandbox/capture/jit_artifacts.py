@@ -52,7 +52,7 @@ class _Shown:
         return self.text
 
 
-def _short(text: str, limit: int) -> str:
+def short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -76,7 +76,7 @@ def tree_type_text(value: Any) -> str:
         shown = jax.tree.map(lambda leaf: _Shown(aval_text(leaf)), value)
     except Exception:
         return type(value).__name__
-    return _short(repr(shown), MAX_TYPE_TEXT_CHARS)
+    return short(repr(shown), MAX_TYPE_TEXT_CHARS)
 
 
 def positional_names(fun: Any) -> tuple[list[str], str | None]:
@@ -101,7 +101,7 @@ def describe_arguments(
 
     def add(name: str, value: Any, static: bool) -> None:
         if static:
-            described.append({"name": name, "static": _short(repr(value), MAX_STATIC_REPR_CHARS)})
+            described.append({"name": name, "static": short(repr(value), MAX_STATIC_REPR_CHARS)})
         else:
             described.append({"name": name, "type": tree_type_text(value)})
 
@@ -123,12 +123,17 @@ def signature_text(arguments: list[dict[str, str]]) -> str:
 
 def outputs_text(traced: Any) -> str | None:
     try:
-        import jax
-
-        shown = jax.tree.map(lambda aval: _Shown(aval.str_short(short_dtypes=True)), traced.out_avals)
-        return _short(repr(shown), MAX_TYPE_TEXT_CHARS)
+        return avals_text(traced.out_avals)
     except Exception:
         return None
+
+
+def avals_text(avals: Any) -> str:
+    """A pytree of abstract values as types: ``(f32[3], {'a': i32[]})``."""
+    import jax
+
+    shown = jax.tree.map(lambda aval: _Shown(aval.str_short(short_dtypes=True)), avals)
+    return short(repr(shown), MAX_TYPE_TEXT_CHARS)
 
 
 _STATIC_DIFF = re.compile(

@@ -5,8 +5,9 @@
 get it) with a function that returns a ``CapturedJit`` around JAX's own
 jitted object. A call with concrete arguments:
 
-1. runs the real jitted function inside a per-thread *call frame* and blocks
-   until its outputs are ready (so the time is execution, not dispatch);
+1. runs the real jitted function inside a per-thread *call frame*, never
+   blocking on its outputs (``jit_ready`` times dispatch-to-ready in a
+   watcher thread, so asynchronous dispatch stays as the program made it);
 2. the frame collects what happened during the call: phase durations from
    ``jax.monitoring`` (trace, lower, compile) and JAX's cache-miss
    explanation (``jax_explain_cache_misses``, whose log records are taken
@@ -49,7 +50,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from sandbox import events
-from sandbox.capture import jit_artifacts, jit_render
+from sandbox.capture import jit_artifacts, jit_libraries, jit_render
+from sandbox.capture.jit_ready import ReadyWatcher
 
 USER_FILENAME = "<playground>"
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
@@ -64,6 +66,8 @@ EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "j
 EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
 FN_TIMING_INTERVAL_S = 1.0
 MAX_TIMING_SAMPLES = 100_000
+READY_DRAIN_S = 5.0
+_ready = ReadyWatcher()
 
 logger = logging.getLogger("jaxplay.sandbox.inspect")
 
@@ -71,12 +75,14 @@ logger = logging.getLogger("jaxplay.sandbox.inspect")
 class CallFrame:
     """What JAX reported while one top-level jitted call ran on this thread."""
 
-    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit")
+    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "record", "compiling_sent")
 
-    def __init__(self) -> None:
+    def __init__(self, record: FunctionRecord | None = None) -> None:
         self.phases_ms: dict[str, float] = {}
         self.explanations: list[str] = []
         self.persistent_cache_hit = False
+        self.record = record
+        self.compiling_sent = False
 
 
 class FunctionRecord:
@@ -89,6 +95,7 @@ class FunctionRecord:
         self.total_s = 0.0
         self.samples: list[float] = []
         self.first_call_ms: float | None = None
+        self.first_call_pending = False
         self.traced_calls = 0
         self.compile_calls = 0
         self.changed = False
@@ -136,8 +143,20 @@ def _on_duration(event: str, duration_s: float, **_: Any) -> None:
         return
     stack = getattr(_state.local, "frames", None)
     if stack:
-        phases = stack[-1].phases_ms
-        phases[phase] = phases.get(phase, 0.0) + duration_s * 1e3
+        frame = stack[-1]
+        frame.phases_ms[phase] = frame.phases_ms.get(phase, 0.0) + duration_s * 1e3
+        if phase == "trace" and not frame.compiling_sent:
+            _announce_compiling(frame)
+
+
+def _announce_compiling(frame: CallFrame) -> None:
+    """Traced: lowering and XLA's compile come next, and may take seconds. The page says so meanwhile."""
+    frame.compiling_sent = True
+    record = frame.record
+    if record is None:
+        return
+    events.emit({"type": "compiling", "fn_id": record.fn_id, "fn": record.fn, "line": record.line,
+                 "compile_index": len(record.compiles) + 1})
 
 
 def _on_event(event: str, **_: Any) -> None:
@@ -228,55 +247,60 @@ class CapturedJit:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not _state.capturing or getattr(_state.local, "paused", False):
             return self._jitted(*args, **kwargs)
+        user_call = jit_libraries.current()  # eqx.filter_jit / nnx.jit: the user's function and arguments
+        record = self._record if user_call is None else _record_for(user_call.fun)
         if not _trace_state_clean():
-            self._record.traced_calls += 1
+            record.traced_calls += 1
             return self._jitted(*args, **kwargs)
-        frame = CallFrame()
+        frame = CallFrame(record)
         stack = _frames()
         stack.append(frame)
         start = time.perf_counter()
         try:
             out = self._jitted(*args, **kwargs)
-            _block_until_ready(out)
         finally:
             stack.pop()
         elapsed_s = time.perf_counter() - start
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
-        self._count_call(elapsed_s, compiled_now)
+        self._count_call(record, start, out, compiled_now)
         if compiled_now:
             try:
-                self._queue_compilation(frame, elapsed_s, args, kwargs)
+                self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
             except Exception:  # capture must never fail the user's call
-                logger.debug("could not capture a compilation of %s", self._record.fn, exc_info=True)
+                logger.debug("could not capture a compilation of %s", record.fn, exc_info=True)
         return out
 
-    def _count_call(self, elapsed_s: float, compiled_now: bool) -> None:
-        record = self._record
+    def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool) -> None:
         record.calls += 1
-        record.total_s += elapsed_s
-        if record.first_call_ms is None:
-            record.first_call_ms = elapsed_s * 1e3
         if compiled_now:  # compile time is reported in phases_ms, not as execution
             record.compile_calls += 1
-        elif len(record.samples) < MAX_TIMING_SAMPLES:
-            record.samples.append(elapsed_s)
+        first = record.first_call_ms is None and not record.first_call_pending
+        if first or (not compiled_now and len(record.samples) < MAX_TIMING_SAMPLES):
+            record.first_call_pending = record.first_call_pending or first
+            _ready.watch(functools.partial(_record_ready, record, first, compiled_now), start, out)
         record.changed = True
         now = time.monotonic()
         if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
             _state.last_timing_emit = now
             emit_fn_timing(final=False)
 
-    def _queue_compilation(self, frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
+    def _queue_compilation(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
+                           frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
         # Cache hits only: the user's call just traced, lowered and compiled these.
         traced = self._jitted.trace(*args, **kwargs)
         lowered = traced.lower()
         compiled = lowered.compile()
-        if self._names is None:
-            self._names = jit_artifacts.positional_names(self._fun)
-        arguments = jit_artifacts.describe_arguments(
-            self._names, getattr(self._jitted, "_jit_info", None), args, kwargs
-        )
-        record = self._record
+        jit_info = getattr(self._jitted, "_jit_info", None)
+        if user_call is not None:
+            names = jit_artifacts.positional_names(user_call.fun)
+            arguments = user_call.arguments(jit_info)
+            outputs = user_call.outputs_text(traced)
+        else:
+            if self._names is None:
+                self._names = jit_artifacts.positional_names(self._fun)
+            names = self._names
+            arguments = jit_artifacts.describe_arguments(names, jit_info, args, kwargs)
+            outputs = jit_artifacts.outputs_text(traced)
         with _state.lock:
             previous = record.compiles[-1] if record.compiles else None
             key = f"{record.fn_id}.{len(record.compiles) + 1}"
@@ -286,9 +310,13 @@ class CapturedJit:
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
         reason = None
         explanation = _explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
+        if user_call is not None and (previous is None or not user_call.jax_explains):
+            # The library's wrapper is one function to JAX: its first compilation of each of the
+            # user's functions would read as "seen another function defined on the same line".
+            explanation = None
         if explanation is not None:
             reason = jit_artifacts.clean_cache_miss_reason(
-                explanation, first_compile=previous is None, positional=self._names[0]
+                explanation, first_compile=previous is None, positional=names[0]
             )
         elif previous is not None:
             reason = jit_artifacts.signature_difference(arguments, previous[1])
@@ -297,7 +325,7 @@ class CapturedJit:
             "module": None if record.line is not None else record.module,
             "compile_index": compile_index, "previous_key": previous[0] if previous else None,
             "signature": jit_artifacts.signature_text(arguments), "arguments": arguments,
-            "outputs": jit_artifacts.outputs_text(traced),
+            "outputs": outputs,
             "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
             "cache_miss_reason": reason,
         }
@@ -324,14 +352,15 @@ def _explanation_of(explanations: list[str], name: str | None) -> str | None:
     return explanations[0]
 
 
-def _block_until_ready(out: Any) -> None:
-    method = getattr(out, "block_until_ready", None)
-    if method is not None:
-        method()
-    else:
-        import jax
-
-        jax.block_until_ready(out)
+def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, elapsed_s: float) -> None:
+    """In the watcher thread: one call's time from dispatch to a ready result."""
+    with _state.lock:
+        if first:
+            record.first_call_ms = elapsed_s * 1e3
+        if not compiled_now:
+            record.samples.append(elapsed_s)
+            record.total_s += elapsed_s
+        record.changed = True
 
 
 @contextlib.contextmanager
@@ -396,6 +425,7 @@ def install(options: dict[str, Any]) -> None:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True
     jax.config.update("jax_explain_cache_misses", True)
+    jit_libraries.install()
     _state.original_jit = jax.jit
     jax.jit = _capturing_jit(jax.jit)
     _state.last_timing_emit = time.monotonic()
@@ -405,6 +435,7 @@ def install(options: dict[str, Any]) -> None:
 def finish() -> None:
     if not _state.capturing:
         return
+    _ready.drain(READY_DRAIN_S)
     _renderer.drain()
     emit_fn_timing(final=True)
     uninstall()
@@ -414,6 +445,7 @@ def uninstall() -> None:
     """Put ``jax.jit`` back and forget this run (tests run several in one process)."""
     import jax
 
+    jit_libraries.uninstall()
     if _state.original_jit is not None:
         jax.jit = _state.original_jit
         jax.config.update("jax_explain_cache_misses", False)

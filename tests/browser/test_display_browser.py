@@ -135,6 +135,7 @@ Promise.all(pending).then(() => parent.postMessage({ probe: results }, "*"));
 """
 
 
+@pytest.mark.attack("frame escape")
 def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: str) -> None:
     page = page_at("/")
     page.evaluate("document.cookie = 'secret=page-cookie; path=/'")
@@ -164,6 +165,7 @@ def test_a_script_in_user_html_cannot_reach_the_page(page_at: PageAt, base_url: 
     assert page.evaluate("document.cookie").startswith("secret=page-cookie")
 
 
+@pytest.mark.attack("frame escape")
 def test_only_a_frames_own_height_message_is_accepted_and_clamped(page_at: PageAt) -> None:
     page = page_at("/")
     run_ok(page, """
@@ -216,3 +218,55 @@ for i in range(20):
     assert time.monotonic() - started < 1.0
     longest = max(page.evaluate("window.longTasks"), default=0)
     assert longest < 1000, f"the main thread was blocked for {longest:.0f} ms"
+
+
+LEAVE_THE_FRAME = """
+<form id="f" action="TARGET/form" method="get"><input name="q" value="1"></form>
+<a id="a" href="TARGET/anchor">x</a>
+<script>
+  const tries = [
+    () => window.open("TARGET/open"),
+    () => document.getElementById("f").submit(),
+    () => document.getElementById("a").click(),
+    () => { const m = document.createElement("meta"); m.httpEquiv = "refresh";
+            m.content = "0;url=TARGET/refresh"; document.head.appendChild(m); },
+    () => { location.href = "TARGET/location"; },
+  ];
+  tries.forEach((attempt, i) => setTimeout(() => { try { attempt(); } catch (e) {} }, 50 * i));
+</script>
+"""
+
+
+@pytest.mark.attack("frame escape")
+def test_user_html_cannot_navigate_its_frame_anywhere(page_at: PageAt) -> None:
+    """location, a link, <meta refresh>, a form, window.open: none reaches the network or shows a foreign page."""
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Tracker(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server API
+            hits.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<h1>FOREIGN PAGE</h1>")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    tracker = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Tracker)
+    threading.Thread(target=tracker.serve_forever, daemon=True).start()
+    try:
+        target = f"http://127.0.0.1:{tracker.server_address[1]}"
+        page = page_at("/")
+        html = LEAVE_THE_FRAME.replace("TARGET", target)
+        run_ok(page, f"from playground import HTML, display\ndisplay(HTML({html!r}))\n")
+        page.wait_for_selector(f"{FRAME}[srcdoc]")
+        time.sleep(2.0)  # every attempt has fired
+        assert hits == []
+        frame_text = page.frame_locator(FRAME).locator("body").inner_text()
+        assert "FOREIGN PAGE" not in frame_text
+        assert page.url.endswith("/") and page.locator(".cm-content").count() == 1
+    finally:
+        tracker.shutdown()

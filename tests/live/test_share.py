@@ -108,16 +108,16 @@ def test_share_and_embed_pages_carry_the_snippet_and_only_embeds_may_be_framed(l
     boot = boot_of(page)
     assert status == 200 and boot["mode"] == "editor" and boot["snippet"]["code"] == code
     assert boot["snippet"]["id"] == created["id"] and b"<b>not markup</b>" not in page
-    assert headers["content-security-policy"] == "frame-ancestors 'none'" and headers["x-frame-options"] == "DENY"
+    assert headers["content-security-policy"] == "frame-ancestors 'none'; frame-src 'none'" and headers["x-frame-options"] == "DENY"
 
     status, headers, page = request(live, "GET", f"/e/{created['id']}")
     assert status == 200 and boot_of(page)["mode"] == "embed" and boot_of(page)["snippet"]["code"] == code
-    assert headers["content-security-policy"] == "frame-ancestors * file:" and "x-frame-options" not in headers
+    assert headers["content-security-policy"] == "frame-ancestors * file:; frame-src 'none'" and "x-frame-options" not in headers
     # The page needs nothing from the internet: every script and stylesheet is this server's.
     assert not re.search(rb'(src|href)="(https?:)?//', page)
 
     status, headers, _ = request(live, "GET", "/")
-    assert headers["content-security-policy"] == "frame-ancestors 'none'" and headers["x-frame-options"] == "DENY"
+    assert headers["content-security-policy"] == "frame-ancestors 'none'; frame-src 'none'" and headers["x-frame-options"] == "DENY"
 
 
 def test_pages_of_an_unknown_snippet_say_so(live):

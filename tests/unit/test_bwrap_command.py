@@ -18,9 +18,9 @@ def test_namespaces_read_only_root_and_private_tmp():
     assert args[-2:] == ["--", "python"]
 
 
-def test_exposed_paths_are_few_and_not_nested():
+def test_exposed_paths_are_not_nested_and_skip_usr():
     paths = bwrap.exposed_paths()
-    assert bwrap.PROJECT_ROOT in paths or any(bwrap.PROJECT_ROOT.is_relative_to(p) for p in paths)
+    assert bwrap.PROJECT_ROOT / "sandbox" in paths
     for p in paths:
         assert not any(p != q and p.is_relative_to(q) for q in paths)
         assert p.parts[:2] != ("/", "usr")
@@ -34,15 +34,3 @@ def test_root_drops_privileges_before_bwrap():
         assert f"setpriv --reuid={bwrap.SANDBOX_UID}" in script and script.index("setpriv") < script.index("bwrap")
     else:
         assert command[0].endswith("bwrap")
-
-
-def test_a_gpu_slot_sees_only_its_own_gpu(tmp_path):
-    for name in ("nvidia0", "nvidia1", "nvidia10", "nvidiactl", "nvidia-uvm", "nvidia-caps"):
-        (tmp_path / name).touch()
-    gpus = bwrap.nvidia_gpus(tmp_path)
-    assert [p.rsplit("/", 1)[1] for p in gpus] == ["nvidia0", "nvidia1", "nvidia10"]
-    args = bwrap.bwrap_args(["python"], {}, {}, ["/dev/nvidia1", "/dev/nvidiactl"])
-    binds = [args[i + 1] for i, a in enumerate(args) if a == "--dev-bind"]
-    assert binds == ["/dev/nvidia1", "/dev/nvidiactl"]
-    assert args.index("--dev-bind") > args.index("--dev")  # on top of the minimal /dev, not hidden by it
-    assert "--dev-bind" not in bwrap.bwrap_args(["python"], {}, {})

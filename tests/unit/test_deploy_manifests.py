@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from starlette.routing import Route
 
-from jaxplay.cli import build_parser
 from jaxplay.settings import Settings
+from jaxplay_cli.commands import build_parser
 from server.app import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
@@ -123,12 +124,27 @@ def test_workers_may_reach_only_the_server_and_dns():
     assert sorted(policy["policyTypes"]) == ["Egress", "Ingress"] and policy["ingress"] == []
     server_rule, dns_rule = policy["egress"]
     assert server_rule["to"] == [{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "jaxplay-server"}}}]
-    assert server_rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    assert server_rule["ports"] == [{"protocol": "TCP", "port": 8001}]  # the worker listener, not the pages
     assert {p["port"] for p in dns_rule["ports"]} == {53}
     for deployment in by_kind("Deployment").values():
         labels = deployment["spec"]["template"]["metadata"]["labels"]
         if deployment["metadata"]["name"].startswith("jaxplay-worker"):
             assert labels["app.kubernetes.io/name"] == "jaxplay-worker"
+
+
+def test_workers_dial_the_servers_worker_listener_which_the_service_exposes():
+    parser = build_parser()
+    server = pod_spec(by_kind("Deployment")["jaxplay-server"])["containers"][0]
+    serve = parser.parse_args(server["args"][1:])
+    assert serve.worker_host == "0.0.0.0" and serve.worker_port != serve.port
+    assert {"name": "workers", "containerPort": serve.worker_port} in server["ports"]
+    service = by_kind("Service")["jaxplay-server"]
+    assert {"name": "workers", "port": serve.worker_port, "targetPort": "workers"} in service["spec"]["ports"]
+    for name in ("jaxplay-worker-cpu", "jaxplay-worker-gpu"):
+        args = parser.parse_args(pod_spec(by_kind("Deployment")[name])["containers"][0]["args"][1:])
+        url = urlsplit(args.server)
+        assert (url.scheme, url.hostname, url.port, url.path) == ("ws", "jaxplay-server", serve.worker_port,
+                                                                  "/worker"), name
 
 
 def test_the_hpa_scales_cpu_workers_on_an_exported_metric(exported_metrics):

@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+import timeit  # before any install, as in the zygote (its matplotlib imports timeit)
 from pathlib import Path
 
 import pytest
@@ -74,6 +76,12 @@ def test_deterministic_programs_report_nothing(run):
     ("import datetime\ndatetime.datetime.now()", "datetime.datetime.now()"),
     ("from datetime import date\ndate.today()", "date.today()"),
     ("import uuid\nuuid.uuid1()", "uuid.uuid1"),
+    ("import os\nos.times()", "os.times"),
+    ("from datetime import datetime\ndatetime.now()", "datetime.now()"),
+    ("import timeit\ntimeit.timeit('1 + 1', number=10)", "timeit"),
+    ("import timeit\ntimeit.repeat('1 + 1', number=10, repeat=2)", "timeit"),
+    ("from timeit import Timer\nTimer('1 + 1').autorange()", "timeit"),
+    ("import timeit\ntimeit.default_timer()", "timeit"),
     ("import os\nos.urandom(4)", "os.urandom"),
     ("import uuid\nuuid.uuid4()", "os.urandom"),
     ("import secrets\nsecrets.token_hex(4)", "random.SystemRandom"),
@@ -130,6 +138,14 @@ def test_a_library_reading_for_the_program_counts_but_jax_and_plumbing_do_not(ru
         assert run("import fake_progress_bar\n\nfake_progress_bar.read()") == [("time.time", 3)]
     finally:
         del sys.modules["fake_progress_bar"], sys.modules["jax_fake_internal"]
+
+
+def test_timeit_imported_before_the_clock_was_wrapped_still_counts(run):
+    # As in the zygote: matplotlib imports timeit, binding time.perf_counter, long before a run.
+    assert timeit.default_timer is time.perf_counter
+    assert run("import timeit\nt = timeit.Timer('x = 1')\nt.timeit(5)") == [("timeit", 3)]
+    assert timeit.default_timer is time.perf_counter
+    assert timeit.Timer.__init__.__defaults__[2] is time.perf_counter
 
 
 def test_uninstall_restores_the_original_functions():

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxplay import cli
+import jaxplay
+from jaxplay import settings as settings_module
 from jaxplay.settings import Settings, field_help
+from jaxplay_cli import commands as cli
 
 
 def test_every_setting_has_help_and_a_default():
@@ -49,3 +51,31 @@ def test_worker_requires_a_server_url():
 def test_sandbox_choice_is_checked():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
+
+
+def test_data_dir_defaults_to_the_user_data_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert settings_module.user_dir("XDG_DATA_HOME", ".local/share") == tmp_path / "jaxplay"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    assert settings_module.user_dir("XDG_DATA_HOME", ".local/share") == Path.home() / ".local" / "share" / "jaxplay"
+    checkout = Path(__file__).resolve().parents[2]
+    assert not Settings().data_dir.resolve().is_relative_to(checkout)
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.build_parser().parse_args(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.strip() == f"jaxplay {jaxplay.__version__}"
+
+
+def test_serve_refuses_a_data_dir_that_a_sandbox_could_read(tmp_path):
+    from sandbox.bwrap import PROJECT_ROOT
+
+    # A folder inside one the sandbox binds (our own package); the checkout itself is not exposed.
+    inside = Settings(data_dir=PROJECT_ROOT / "sandbox" / "data")
+    problem = cli.data_dir_problem(inside)
+    assert problem and "every sandbox can read" in problem and "--data-dir" in problem
+    assert cli.data_dir_problem(Settings(data_dir=tmp_path / "data")) is None
+    assert cli.data_dir_problem(inside.replace(sandbox="none")) is None  # nothing is sandboxed then
+    assert not Settings().data_dir.resolve().is_relative_to(PROJECT_ROOT)  # the default is safe

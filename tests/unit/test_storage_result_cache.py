@@ -45,7 +45,7 @@ class Harness:
     def __init__(self, database_url: str, data_dir: Path, limit_bytes: int = 1 << 20) -> None:
         self.storage = open_storage(database_url, data_dir)
         self.scheduler = Scheduler(Settings(local_workers=0))
-        self.link = WorkerLink(hello=hello(), send=no_send)
+        self.link = WorkerLink(hello=hello(), send=no_send, trusted=True)
         self.scheduler.workers.append(self.link)
         self.cache = ResultCache(self.storage, self.scheduler, limit_bytes)
 
@@ -249,5 +249,17 @@ def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
                                           durable=False)
         run, sent, answered = await harness.submit("print(9)")
         assert not answered and sent == [] and run.state == "queued" and len(run.observers) == 1
+
+    harness.run(scenario)
+
+
+@pytest.mark.attack("keys and privileges")
+def test_an_untrusted_workers_result_is_never_cached(harness):
+    """A remote worker (its token could be stolen) answers only its own run, never later users'."""
+    async def scenario():
+        harness.link.trusted = False
+        await harness.execute("print('forged?')")
+        _, _, answered = await harness.submit("print('forged?')")
+        assert not answered and await entries(harness) == 0
 
     harness.run(scenario)

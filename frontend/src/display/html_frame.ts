@@ -9,6 +9,9 @@
  * external images) and forms. The only thing the frame may tell the page is
  * its content height, by postMessage; the page accepts a message only from
  * that frame's own window, only as a finite number, clamped to MAX_HEIGHT_PX.
+ * It cannot leave its document either: the page's CSP (`frame-src 'none'`)
+ * refuses every navigation of its frames, and a frame that loads a second
+ * document anyway is replaced by a notice.
  *
  * Frames are filled when they scroll into view, so a run that shows many
  * values does not build every document at once.
@@ -88,10 +91,25 @@ function onFrameMessage(event: MessageEvent): void {
 const observers = new WeakMap<Element, IntersectionObserver>();
 const pendingHtml = new WeakMap<HTMLIFrameElement, string>();
 
+/** Shown instead of a frame whose document tried to go elsewhere. */
+const NAVIGATION_BLOCKED =
+  "<!doctype html><meta charset=utf-8><body style=\"font:13px system-ui;color:#a40e26;margin:6px 8px\">" +
+  "This output tried to navigate away and was stopped.</body>";
+
 function fill(frame: HTMLIFrameElement): void {
   const html = pendingHtml.get(frame);
   if (html === undefined) return;
   pendingHtml.delete(frame);
+  // The page's CSP (frame-src 'none') already refuses any navigation of the frame; should one
+  // still load something, the frame gets a notice instead, and never a second chance.
+  let loads = 0;
+  frame.addEventListener("load", () => {
+    loads += 1;
+    if (loads > 1 && frame.dataset.navigationBlocked !== "true") {
+      frame.dataset.navigationBlocked = "true";
+      frame.srcdoc = NAVIGATION_BLOCKED;
+    }
+  });
   frame.srcdoc = frameDocument(html);
 }
 

@@ -125,3 +125,25 @@ export const IR_LANGUAGES: Record<IrDialect, StreamLanguage<IrState>> = {
   stablehlo: stablehloLanguage,
   hlo: hloLanguage,
 };
+
+/** The debug-info tables XLA prints before an HLO module's computations (files, functions, stack frames). */
+const HLO_METADATA_HEADER = /^(FileNames|FunctionNames|FileLocations|StackFrames)\s*$/;
+const HLO_METADATA_ROW = /^\d+\s/;
+
+/**
+ * The 1-based lines [first, last] of those tables in optimized HLO text, or
+ * null when there are none: they come before the program and are rarely what
+ * a person opens HLO to read, so the viewer folds them.
+ */
+export function hloMetadataLines(text: string): [number, number] | null {
+  const lines = text.split("\n");
+  const first = lines.findIndex((line) => HLO_METADATA_HEADER.test(line));
+  if (first < 0) return null;
+  let last = first;
+  for (let i = first + 1; i < lines.length; i++) {
+    const line = lines[i];
+    if (HLO_METADATA_HEADER.test(line) || HLO_METADATA_ROW.test(line)) last = i;
+    else if (line.trim() !== "") break;
+  }
+  return [first + 1, last + 1];
+}

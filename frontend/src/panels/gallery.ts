@@ -11,7 +11,7 @@
 
 import { el } from "../dom";
 import "../styles/gallery.css";
-import type { PanelFactory } from "./index";
+import type { PanelFactory } from "./types";
 
 export interface GalleryExample {
   /** The file name without directory and extension: a stable id. */

@@ -15,7 +15,7 @@
 
 import { el } from "../dom";
 import "../styles/inspect.css";
-import type { PanelFactory } from "./index";
+import type { PanelFactory } from "./types";
 import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } from "./inspect_format";
 import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from "./inspect_types";
 import { ArtifactView, DiffView } from "./inspect_view";
@@ -36,6 +36,8 @@ interface FunctionEntry {
   module: string | null;
   compiles: CompiledEvent[];
   timing: FunctionTiming | null;
+  /** The compilation being made now (its index), until its `compiled` event fills it in. */
+  compiling: number | null;
 }
 
 export const inspectPanel: PanelFactory = (ctx) => {
@@ -114,7 +116,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     }
     const blocks: HTMLElement[] = [];
     for (const entry of functions.values()) {
-      if (entry.compiles.length || entry.timing) blocks.push(functionBlock(entry));
+      if (entry.compiles.length || entry.timing || entry.compiling !== null) blocks.push(functionBlock(entry));
     }
     if (timings.length) {
       blocks.push(el("h3", { class: "inspect-heading" }, "timeit"));
@@ -171,6 +173,16 @@ export const inspectPanel: PanelFactory = (ctx) => {
     );
     const compiles = el("ol", { class: "inspect-compiles" });
     for (const compiled of entry.compiles) compiles.append(compileRow(compiled));
+    if (entry.compiling !== null) {
+      compiles.append(
+        el(
+          "li",
+          { class: "inspect-compiling", "data-testid": "inspect-compiling" },
+          el("span", { class: "inspect-compile-index" }, `#${entry.compiling}`),
+          "compiling…",
+        ),
+      );
+    }
     if (!entry.compiles.length && timing?.traced_calls) {
       compiles.append(
         el(
@@ -395,7 +407,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   function entryFor(fnId: number, fn: string, line: number | null, module: string | null): FunctionEntry {
     let entry = functions.get(fnId);
     if (!entry) {
-      entry = { fnId, fn, line, module, compiles: [], timing: null };
+      entry = { fnId, fn, line, module, compiles: [], timing: null, compiling: null };
       functions.set(fnId, entry);
     }
     return entry;
@@ -407,7 +419,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     id: "inspect",
     title: "Inspect",
     element,
-    handles: ["compiled", "fn_timing", "timing"],
+    handles: ["compiling", "compiled", "fn_timing", "timing"],
     runFields: () => ({ inspect: inspectOn }),
     onRunStart() {
       functions.clear();
@@ -423,10 +435,14 @@ export const inspectPanel: PanelFactory = (ctx) => {
       drawList();
     },
     onEvent(ev) {
-      if (ev.type === "compiled") {
+      if (ev.type === "compiling") {
+        entryFor(ev.fn_id, ev.fn, ev.line, null).compiling = ev.compile_index;
+        scheduleRedraw();
+      } else if (ev.type === "compiled") {
         const entry = entryFor(ev.fn_id, ev.fn, ev.line, ev.module);
         entry.module = ev.module;
         entry.compiles.push(ev);
+        if (entry.compiling !== null && ev.compile_index >= entry.compiling) entry.compiling = null;
         byKey.set(ev.key, ev);
         if (selected === null) select(ev.key);
         else scheduleRedraw();
@@ -440,6 +456,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     },
     onRunDone() {
       finished = true;
+      // A run that ended while compiling (an error, Stop): nothing will fill the entry in.
+      for (const entry of functions.values()) entry.compiling = null;
       drawList();
     },
     onShow() {

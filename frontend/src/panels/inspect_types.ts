@@ -86,8 +86,19 @@ export interface TimingEvent {
   warmup_ms: number;
 }
 
+/** A jitted function was traced and is being lowered and compiled now; its `compiled` event follows. */
+export interface CompilingEvent {
+  type: "compiling";
+  id: string;
+  fn_id: number;
+  fn: string;
+  line: number | null;
+  compile_index: number;
+}
+
 declare module "../protocol" {
   interface EventMap {
+    compiling: CompilingEvent;
     compiled: CompiledEvent;
     fn_timing: FnTimingEvent;
     timing: TimingEvent;

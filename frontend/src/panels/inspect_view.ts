@@ -6,13 +6,13 @@
  * tokenize what is shown, so multi-megabyte HLO stays responsive.
  */
 
-import { HighlightStyle, syntaxHighlighting } from "@codemirror/language";
+import { codeFolding, foldEffect, HighlightStyle, syntaxHighlighting } from "@codemirror/language";
 import { MergeView } from "@codemirror/merge";
 import { highlightSelectionMatches, openSearchPanel, search, searchKeymap } from "@codemirror/search";
 import { Compartment, EditorState, type Extension } from "@codemirror/state";
 import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
-import { IR_LANGUAGES, type IrDialect } from "../lang/hlo";
+import { hloMetadataLines, IR_LANGUAGES, type IrDialect } from "../lang/hlo";
 
 /** [first text line, last text line, user source line], 1-based and inclusive. */
 export type LineRange = [number, number, number];
@@ -106,6 +106,7 @@ export class ArtifactView {
         IR_LANGUAGES[dialect],
         this.wrapping.of(this.wrap ? EditorView.lineWrapping : []),
         highlightActiveLine(),
+        codeFolding({ placeholderDOM: (_view, onclick) => foldedMetadata(onclick) }),
       ],
     });
   }
@@ -114,6 +115,11 @@ export class ArtifactView {
     this.ranges = ranges;
     this.view.setState(this.state(text, dialect));
     this.element.dataset.dialect = dialect;
+    const metadata = dialect === "hlo" ? hloMetadataLines(text) : null;
+    if (metadata) {
+      const doc = this.view.state.doc;
+      this.view.dispatch({ effects: foldEffect.of({ from: doc.line(metadata[0]).from, to: doc.line(metadata[1]).to }) });
+    }
     this.setHovered(null);
   }
 
@@ -154,6 +160,17 @@ export class ArtifactView {
     this.element.title = line === null ? "" : `From line ${line} of your code (double-click to go there)`;
     this.hooks.onHoverSource(line);
   }
+}
+
+/** What stands for HLO's folded debug-info tables; a click unfolds them. */
+function foldedMetadata(onclick: (event: Event) => void): HTMLElement {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "inspect-folded";
+  button.dataset.testid = "hlo-metadata-fold";
+  button.textContent = "▸ file and stack-frame metadata (click to show)";
+  button.addEventListener("click", onclick);
+  return button;
 }
 
 /** Two compilations side by side, unchanged stretches folded away. */

@@ -1,6 +1,8 @@
 /**
  * The Output tab: stdout, stderr (set apart), errors with clickable line
- * numbers, displayed results and notices, in arrival order.
+ * numbers and links, displayed results and notices, in arrival order; a
+ * one-line pointer for each sharding drawn in the Sharding tab. While another
+ * tab is in front, new output shows as a "new" badge on this one.
  *
  * Output can arrive as thousands of small chunks (up to the server's 1 MiB
  * cap), so events only queue work; one flush per animation frame merges
@@ -12,7 +14,8 @@
 import { el, formatDuration, runShortcutLabel } from "../dom";
 import type { DisplayEvent, DoneEvent, ErrorEvent, NoticeEvent, ServerEvent } from "../protocol";
 import { DISPLAY_RENDERERS } from "./display_renderers";
-import type { EditorAccess, PanelFactory } from "./index";
+import type { ShardingEvent } from "./sharding_types";
+import type { EditorAccess, PanelContext, PanelFactory } from "./types";
 import "../styles/output.css";
 
 type StreamKind = "stdout" | "stderr";
@@ -31,6 +34,12 @@ export const outputPanel: PanelFactory = (ctx) => {
   let openBlock: { kind: StreamKind; node: HTMLElement; chars: number } | null = null;
   let follow = true;
   let hasContent = false;
+  let errorShown = false;
+
+  /** Tells a person looking at another tab that this one has something new. */
+  function markUnseen(): void {
+    if (!ctx.isActive() && !errorShown) ctx.setBadge("new");
+  }
 
   log.addEventListener("scroll", () => {
     follow = log.scrollTop + log.clientHeight >= log.scrollHeight - FOLLOW_SLACK_PX;
@@ -111,21 +120,29 @@ export const outputPanel: PanelFactory = (ctx) => {
     id: "output",
     title: "Output",
     element,
-    handles: ["stdout", "stderr", "error", "display", "notice"],
+    handles: ["stdout", "stderr", "error", "display", "notice", "sharding"],
     onRunStart() {
       pending = [];
       openBlock = null;
       follow = true;
       hasContent = true;
+      errorShown = false;
       log.replaceChildren();
       ctx.setBadge(null);
       ctx.editor.clearLineMarks("error");
     },
+    onShow() {
+      if (!errorShown) ctx.setBadge(null);
+    },
     onEvent(ev: ServerEvent) {
+      if (ev.type !== "error") markUnseen();
       switch (ev.type) {
         case "stdout":
         case "stderr":
           if (ev.text) enqueue({ kind: ev.type, text: ev.text });
+          break;
+        case "sharding":
+          if (ev.source.kind === "visualize") enqueue({ kind: "node", node: shardingPointer(ev, ctx) });
           break;
         case "error":
           enqueue({ kind: "node", node: errorBlock(ev, ctx.editor) });
@@ -136,6 +153,7 @@ export const outputPanel: PanelFactory = (ctx) => {
               { clearOnEdit: true },
             );
           }
+          errorShown = true;
           ctx.setBadge("!", "error");
           break;
         case "display":
@@ -152,6 +170,34 @@ export const outputPanel: PanelFactory = (ctx) => {
     },
   };
 };
+
+/** `jax.debug.visualize_array_sharding` draws in the Sharding tab; Output says where, in one line. */
+function shardingPointer(ev: ShardingEvent, ctx: PanelContext): HTMLElement {
+  const call = ev.source.name ? `visualize_array_sharding(${ev.source.name})` : "visualize_array_sharding";
+  return el(
+    "div",
+    { class: "output-pointer", "data-testid": "sharding-pointer" },
+    `${call}: drawn in the `,
+    el("button", { class: "output-pointer-link", type: "button", onclick: () => ctx.showPanel("sharding") }, "Sharding tab"),
+    ev.source.line !== null ? ` (line ${ev.source.line})` : "",
+  );
+}
+
+/** http(s) URLs in error text; trailing punctuation belongs to the sentence, not the link. */
+const URL_IN_TEXT = /https?:\/\/[^\s<>"'`]+[^\s<>"'`.,;:!?)\]]/g;
+
+/** `text` with every URL in it an anchor that opens in a new tab. */
+function linkified(text: string): (string | HTMLElement)[] {
+  const parts: (string | HTMLElement)[] = [];
+  let last = 0;
+  for (const match of text.matchAll(URL_IN_TEXT)) {
+    parts.push(text.slice(last, match.index));
+    parts.push(el("a", { href: match[0], target: "_blank", rel: "noopener noreferrer", class: "output-link" }, match[0]));
+    last = match.index + match[0].length;
+  }
+  parts.push(text.slice(last));
+  return parts.filter((p) => p !== "");
+}
 
 const USER_FRAME_LINE = /File "<playground>", line (\d+)/g;
 
@@ -213,9 +259,12 @@ function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
     "div",
     { class: "output-error", role: "alert", "data-testid": "output-error" },
     head,
-    ev.message ? el("div", { class: "output-error-message" }, ev.message) : null,
+    ev.message ? el("div", { class: "output-error-message" }, ...linkified(ev.message)) : null,
     frames.trim() ? linkedTraceback(frames.replace(/\n+$/, ""), editor) : null,
-    notes ? el("div", { class: "output-error-notes" }, notes) : null,
+    notes ? el("div", { class: "output-error-notes" }, ...linkified(notes)) : null,
+    ev.hint
+      ? el("div", { class: "output-error-hint", "data-testid": "error-hint" }, el("span", { class: "output-error-hint-label" }, "Hint"), ...linkified(ev.hint))
+      : null,
   );
 }
 

@@ -12,7 +12,7 @@
 
 import { el } from "../dom";
 import type { ServerEvent } from "../protocol";
-import type { PanelFactory } from "./index";
+import type { PanelFactory } from "./types";
 import { compiledCard, isDistributed } from "./sharding_compiled";
 import { formatBytes, patternDefs, replicaSwatch, swatch } from "./sharding_draw";
 import { arrayView, type Hover, type Interactions, isEmptyShard } from "./sharding_grid";

@@ -11,12 +11,14 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from jaxplay import __version__
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback")
-CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "metrics": ("off", "loopback", "token")}
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
+           "metrics": ("off", "loopback", "token")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -41,12 +43,13 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
+    parser.add_argument("--version", action="version", version=f"jaxplay {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
     add_setting_flags(serve)
     serve.add_argument("--no-local-worker", action="store_true", help="Start no local worker (same as --local-workers 0).")
     worker = commands.add_parser("worker", help="Run a worker that dials a server and executes runs.")
-    worker.add_argument("--server", required=True, help="The server's worker URL, e.g. ws://HOST:8000/worker.")
+    worker.add_argument("--server", required=True, help="The server's worker URL, e.g. ws://HOST:8001/worker.")
     worker.add_argument("--token", default=None, help=f"Shared secret (default: env {ENV_PREFIX}WORKER_TOKEN).")
     worker.add_argument("--name", default=None, help="Name shown for this worker (default: host name).")
     add_setting_flags(worker, WORKER_FIELDS)
@@ -59,25 +62,70 @@ def configure_logging(level: str) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from server.app import create_app
 
     settings = settings_from(args)
     if args.no_local_worker:
         settings = settings.replace(local_workers=0)
     configure_logging(settings.log_level)
-    from server.shutdown import PhasedServer
-
+    problem = data_dir_problem(settings)
+    if problem:
+        print(f"jaxplay serve: {problem}", file=sys.stderr)
+        sys.exit(2)
     try:
         app = create_app(settings)
     except ValueError as exc:
         print(f"jaxplay serve: {exc}", file=sys.stderr)
         sys.exit(2)
-    print(f"JAX Playground: http://{settings.host}:{settings.port}", flush=True)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="warning",
-                            ws_max_size=256 << 20, ws_ping_interval=20, timeout_graceful_shutdown=5)
-    PhasedServer(config, app.state.playground, settings.shutdown_grace_s).run()
+    print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
+    asyncio.run(serve_both(app, settings))
+
+
+def data_dir_problem(settings: Settings) -> str | None:
+    """Why the data dir must not be used: a sandbox could read it (every snippet, every cached output)."""
+    if settings.sandbox == "none" or settings.local_workers == 0:
+        return None
+    from sandbox.bwrap import exposing_folder
+
+    exposed = exposing_folder(settings.data_dir)
+    if exposed is None:
+        return None
+    return (f"the data dir {settings.data_dir} lies inside {exposed}, which every sandbox can read, so user code "
+            f"could read the stored snippets and cached runs. Choose a folder outside it with --data-dir "
+            f"(the default is {Settings.__dataclass_fields__['data_dir'].default}).")
+
+
+async def serve_both(app: Any, settings: Settings) -> None:
+    """The public server and the workers' listener in one event loop. The public one owns the
+    signals, the lifespan and the shutdown phases (server/shutdown.py); the workers' listener
+    keeps serving while runs drain and closes in the last phase, after the lifespan's exit."""
+    import contextlib
+
+    import uvicorn
+
+    from server.shutdown import PhasedServer
+
+    class WorkerListener(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
+               "timeout_graceful_shutdown": 5}
+    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port, **options),
+                          app.state.playground, settings.shutdown_grace_s)
+    listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,
+                                             port=settings.worker_listen_port, lifespan="off", **options))
+    listening = asyncio.create_task(listener.serve())
+
+    async def close_listener() -> None:
+        listener.should_exit = True
+        await listening
+
+    public.last_phase.append(close_listener)
+    try:
+        await public.serve()
+    finally:
+        await close_listener()
 
 
 def worker(args: argparse.Namespace) -> None:
@@ -105,7 +153,3 @@ def worker(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     {"serve": serve, "worker": worker}[args.command](args)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,153 @@
+"""The warm engine, side by side in one run: a real program in the playground vs plain Python.
+
+Measures on this machine, in one process:
+- the page's default example (sleeps removed):
+  - first run of code never seen before (a fresh browser session, a constant changed so its
+    functions compile anew; the common operations come from the shared cache);
+  - re-runs from the same session (its private compile cache);
+  - a fresh ``python`` process running the same file (no sandbox);
+  - a warm in-process re-exec of the same code (what a notebook user sees on a re-run);
+- ``print(1)``;
+- 100 distinct small snippets submitted at once (p50, p95, runs/s).
+
+Targets (issue 11): re-run p50 <= 300 ms and within 4x of the in-process re-run; first run
+<= 0.5x the fresh process; 100 snippets p95 <= 4 s; print(1) p50 <= 15 ms.
+Usage: python bench/warm.py [--runs 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import websockets
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stats import percentile  # noqa: E402
+from tests.live_server import LiveServer, running_server  # noqa: E402
+
+DEFAULT = (ROOT / "frontend" / "src" / "examples" / "default.py").read_text().replace("time.sleep(", "(lambda *_: 0)(")
+SNIPPET = "import jax.numpy as jnp\nprint(float((jnp.arange({n}.0) * {k}).sum()))\n"
+
+
+def session_cookie(server: LiveServer) -> str:
+    with urllib.request.urlopen(server.http_url + "/") as response:
+        return response.headers["set-cookie"].split(";")[0]
+
+
+async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None) -> list[float]:
+    samples = []
+    headers = {"Cookie": cookie} if cookie else {}
+    async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
+        for code in codes:
+            run_id = uuid.uuid4().hex[:12]
+            start = time.perf_counter()
+            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True}))
+            while True:
+                event = json.loads(await ws.recv())
+                if event.get("id") == run_id and event["type"] == "done":
+                    assert event["status"] == "ok", event
+                    break
+            samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+async def burst(server: LiveServer, count: int) -> tuple[list[float], float]:
+    async def one(i: int) -> float:
+        code = SNIPPET.format(n=10 + i, k=i + 1)
+        return (await timed_runs(server, [code], None))[0]
+
+    start = time.perf_counter()
+    samples = await asyncio.gather(*(one(i) for i in range(count)))
+    return list(samples), count / (time.perf_counter() - start)
+
+
+def fresh_python(code: str, runs: int) -> list[float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, f.name], check=True, capture_output=True)
+        samples.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+IN_PROCESS = """
+import sys, time, io, contextlib
+code = open(sys.argv[1]).read()
+with contextlib.redirect_stdout(io.StringIO()):
+    exec(compile(code, "<p>", "exec"), {"__name__": "__main__"})
+    samples = []
+    for _ in range(int(sys.argv[2])):
+        start = time.perf_counter()
+        exec(compile(code, "<p>", "exec"), {"__name__": "__main__"})
+        samples.append((time.perf_counter() - start) * 1000)
+print(" ".join(f"{s:.3f}" for s in samples))
+"""
+
+
+def in_process_reruns(code: str, runs: int) -> list[float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    out = subprocess.run([sys.executable, "-c", IN_PROCESS, f.name, str(runs)], check=True, capture_output=True,
+                         text=True).stdout
+    return [float(x) for x in out.split()]
+
+
+def line(name: str, samples: list[float]) -> str:
+    return (f"{name:<46} n={len(samples):<3} p50={percentile(samples, 0.5):8.1f} ms  "
+            f"p95={percentile(samples, 0.95):8.1f} ms")
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--burst", type=int, default=100)
+    args = parser.parse_args()
+    with running_server() as server:
+        time.sleep(3)  # the slots' first spares are prepared
+        asyncio.run(timed_runs(server, ["print(0)"] * 3, None))
+        print1 = asyncio.run(timed_runs(server, ["print(1)"] * (args.runs * 3), None))
+        firsts = []
+        for i in range(args.runs):  # each in a new session, with code never seen before
+            code = DEFAULT.replace("0.3 *", f"0.3{i + 1} *")
+            firsts += asyncio.run(timed_runs(server, [code], session_cookie(server)))
+        cookie = session_cookie(server)
+        reruns = asyncio.run(timed_runs(server, [DEFAULT] * (args.runs + 1), cookie))[1:]
+        time.sleep(1)
+        burst_samples, rate = asyncio.run(burst(server, args.burst))
+    fresh = fresh_python(DEFAULT, max(3, args.runs // 2))
+    warm = in_process_reruns(DEFAULT, args.runs)
+
+    print(line("print(1), playground", print1))
+    print(line("default example, first run (new session, new code)", firsts))
+    print(line("default example, re-run in the same session", reruns))
+    print(line("default example, fresh python process", fresh))
+    print(line("default example, warm in-process re-exec", warm))
+    print(line(f"{args.burst} distinct small snippets at once", burst_samples) + f"  {rate:.1f} runs/s")
+    rerun, first, fresh50, warm50 = (percentile(s, 0.5) for s in (reruns, firsts, fresh, warm))
+    print(f"re-run / in-process re-exec (p50): {rerun / warm50:.1f}x   first run / fresh python (p50): "
+          f"{first / fresh50:.2f}x")
+    print(f"targets: re-run p50 <= 300 ms [{verdict(rerun <= 300)}], re-run <= 4x in-process "
+          f"[{verdict(rerun <= 4 * warm50)}], first <= 0.5x fresh [{verdict(first <= 0.5 * fresh50)}], "
+          f"burst p95 <= 4 s [{verdict(percentile(burst_samples, 0.95) <= 4000)}], "
+          f"print(1) p50 <= 15 ms [{verdict(percentile(print1, 0.5) <= 15)}]")
+
+
+if __name__ == "__main__":
+    main()

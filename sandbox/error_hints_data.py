@@ -1,0 +1,111 @@
+"""The hints shown under an error for JAX APIs that were removed or moved, as data.
+
+Each entry names the exceptions and the message (a regular expression
+searched in ``str(exc)``) it answers, optionally the erroring source line,
+and the hint (``\\1`` is the message's first group). ``failing`` is a program
+that raises it and gets the hint; ``correct`` is the fixed program, which
+runs and shows no hint: tests/unit/test_error_hints.py runs both for every
+entry, so an entry that stops matching what JAX says fails a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+IMPORT_ERRORS = ("ImportError", "ModuleNotFoundError")
+
+
+@dataclass(frozen=True)
+class Hint:
+    name: str
+    exceptions: tuple[str, ...]
+    message: str
+    hint: str
+    failing: str
+    correct: str
+    #: A regular expression the erroring line must match too (for syntax errors, whose message is generic).
+    source: str = ""
+
+
+HINTS: tuple[Hint, ...] = (
+    Hint(
+        name="stax",
+        exceptions=IMPORT_ERRORS,
+        message=r"jax\.experimental\.stax|'stax' from 'jax\.experimental'",
+        hint="jax.experimental.stax moved to jax.example_libraries.stax: "
+             "write `from jax.example_libraries import stax`.",
+        failing="from jax.experimental import stax\n",
+        correct="from jax.example_libraries import stax\nprint(stax.Dense)\n",
+    ),
+    Hint(
+        name="optimizers",
+        exceptions=IMPORT_ERRORS,
+        message=r"jax\.experimental\.optimizers|'optimizers' from 'jax\.experimental'",
+        hint="jax.experimental.optimizers moved to jax.example_libraries.optimizers: "
+             "write `from jax.example_libraries import optimizers`. For new code, optax is the "
+             "maintained optimizer library.",
+        failing="from jax.experimental import optimizers\n",
+        correct="from jax.example_libraries import optimizers\nprint(optimizers.adam)\n",
+    ),
+    Hint(
+        name="minmax",
+        exceptions=IMPORT_ERRORS,
+        message=r"jax\.experimental\.minmax|'minmax' from 'jax\.experimental'",
+        hint="jax.experimental.minmax became jax.example_libraries.optimizers: "
+             "write `from jax.example_libraries import optimizers` (or use optax).",
+        failing="from jax.experimental import minmax\n",
+        correct="from jax.example_libraries import optimizers\nprint(optimizers.sgd)\n",
+    ),
+    Hint(
+        name="tree_multimap",
+        exceptions=("AttributeError",),
+        message=r"module 'jax' has no attribute 'tree_multimap'",
+        hint="jax.tree_multimap was removed: jax.tree.map takes several trees, `jax.tree.map(f, a, b)`.",
+        failing="import jax\njax.tree_multimap(lambda a, b: a + b, [1], [2])\n",
+        correct="import jax\nprint(jax.tree.map(lambda a, b: a + b, [1], [2]))\n",
+    ),
+    Hint(
+        name="tree_functions",
+        exceptions=("AttributeError",),
+        message=r"module 'jax' has no attribute 'tree_(map|leaves|flatten|unflatten|structure|transpose|reduce|all)'",
+        hint=r"jax.tree_\1 was removed: use jax.tree.\1 (or jax.tree_util.tree_\1).",
+        failing="import jax\njax.tree_map(lambda x: x * 2, [1, 2])\n",
+        correct="import jax\nprint(jax.tree.map(lambda x: x * 2, [1, 2]))\n",
+    ),
+    Hint(
+        name="vmap_arguments",
+        exceptions=("TypeError", "ValueError"),
+        message=r"vmap in_axes must be an int, None, or a tuple of entries.*but got (\[|Array|Traced)",
+        hint="jax.vmap(f) returns the batched function; call it with the arrays: "
+             "`jax.vmap(f)(x, y)`, not `jax.vmap(f, x, y)` (vmap's own second argument is in_axes).",
+        failing="import jax, jax.numpy as jnp\nx = y = jnp.ones(3)\njax.vmap(lambda a, b: a + b, x, y)\n",
+        correct="import jax, jax.numpy as jnp\nx = y = jnp.ones(3)\nprint(jax.vmap(lambda a, b: a + b)(x, y))\n",
+    ),
+    Hint(
+        name="axes_keyword",
+        exceptions=("TypeError",),
+        message=r"unexpected keyword argument '(in|out)_axis'",
+        hint=r"The keyword is \1_axes (plural): `jax.vmap(f, \1_axes=0)`.",
+        failing="import jax, jax.numpy as jnp\njax.vmap(lambda a: a * 2, in_axis=0)(jnp.ones(3))\n",
+        correct="import jax, jax.numpy as jnp\nprint(jax.vmap(lambda a: a * 2, in_axes=0)(jnp.ones(3)))\n",
+    ),
+    Hint(
+        name="timeit_magic",
+        exceptions=("SyntaxError",),
+        message=r"invalid syntax",
+        source=r"^\s*%%?timeit\b",
+        hint="%timeit is IPython syntax. Here: `from playground import timeit`, then `timeit(lambda: f(x))`.",
+        failing="x = 2\n%timeit x * x\n",
+        correct="from playground import timeit\nx = 2\ntimeit(lambda: x * x, number=10)\n",
+    ),
+    Hint(
+        name="shell_and_magics",
+        exceptions=("SyntaxError",),
+        message=r"invalid syntax",
+        source=r"^\s*(!|%%?(?!timeit\b)\w)",
+        hint="Lines starting with % or ! are IPython magics and shell commands; "
+             "a playground run is plain Python, and its packages are already installed.",
+        failing="!pip install optax\nprint(1)\n",
+        correct="print(1)\n",
+    ),
+)

@@ -1,0 +1,283 @@
+"""The page for every person and screen (issue: phones, outages, output order, links, where output goes,
+the small things), in Chromium against the real server, worker and sandbox."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tests.browser.helpers import PageAt, output_text, replace_code, run_ok, wait_for_status
+from tests.live_server import LiveServer
+
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
+SNIPPET_PATH = re.compile(r"/s/([a-z2-7]{8,})$")
+
+
+def unique_program(body: str) -> str:
+    return f"# {uuid.uuid4().hex[:12]}\n{body}"
+
+
+def share_and_wait(page: Page) -> str:
+    """Share the editor's code; the id of the new link."""
+    page.click("[data-testid=share]")
+    page.wait_for_selector("[data-testid=share-url]")
+    snippet_id = SNIPPET_PATH.search(page.input_value("[data-testid=share-url]")).group(1)
+    page.keyboard.press("Escape")
+    return snippet_id
+
+
+# --- phones -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [360, 390])
+def test_a_phone_never_scrolls_sideways_and_run_is_on_screen(page_at: PageAt, width: int) -> None:
+    page = page_at("/", viewport={"width": width, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for testid in ("run", "stop", "share", "backend", "export"):
+        box = page.locator(f"[data-testid={testid}]").bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (testid, box)
+    # Editor above the results, both full width.
+    editor = page.locator(".editor-pane").bounding_box()
+    results = page.locator(".results").bounding_box()
+    assert editor["y"] + editor["height"] <= results["y"] + 1 and results["width"] >= width - 1
+
+    run_ok(page, "print('hello from a phone')")
+
+    assert "hello from a phone" in output_text(page)
+    page.click("[data-testid=export]")
+    page.wait_for_selector("[data-testid=export-py]")
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+# --- output order and where it goes ------------------------------------------
+
+
+def test_stdout_and_stderr_show_in_written_order_with_stderr_set_apart(page_at: PageAt) -> None:
+    page = page_at("/")
+    run_ok(page, "import sys\nfor i in range(3):\n    print(f'out {i}')\n    print(f'err {i}', file=sys.stderr)\n")
+    blocks = page.eval_on_selector_all(
+        "[data-testid=output-log] .output-stream",
+        "nodes => nodes.map(n => [n.dataset.stream, n.textContent.trim(), getComputedStyle(n).color])",
+    )
+    assert [(s, t) for s, t, _ in blocks] == [
+        (kind, f"{word} {i}") for i in range(3) for kind, word in (("stdout", "out"), ("stderr", "err"))
+    ]
+    assert blocks[0][2] != blocks[1][2]
+
+
+def test_run_from_the_gallery_shows_output_and_from_inspect_badges_it(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, "print('seen')")
+    page.click("#tab-gallery")
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok") == "ok"
+    assert page.get_attribute("#tab-output", "aria-selected") == "true"
+    assert "seen" in output_text(page)
+
+    page.click("#tab-inspect")
+    page.click("[data-testid=run]")
+    wait_for_status(page, "ok")
+    assert page.get_attribute("#tab-inspect", "aria-selected") == "true"
+    assert page.inner_text("#tab-output .tab-badge") == "new"
+    page.click("#tab-output")
+    assert page.is_hidden("#tab-output .tab-badge")
+
+
+def test_visualize_array_sharding_leaves_a_pointer_in_output(page_at: PageAt) -> None:
+    page = page_at("/")
+    run_ok(page, (
+        "import jax, jax.numpy as jnp\n"
+        "from jax.sharding import NamedSharding, PartitionSpec as P\n"
+        "mesh = jax.make_mesh((2,), ('x',))\n"
+        "w = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P('x')))\n"
+        "jax.debug.visualize_array_sharding(w)\n"
+        "print('after')\n"
+    ))
+    pointer = page.locator("[data-testid=sharding-pointer]")
+    assert pointer.count() == 1
+    assert "visualize_array_sharding(w)" in pointer.inner_text() and "line 5" in pointer.inner_text()
+    assert output_text(page).index("visualize_array_sharding") < output_text(page).index("after")
+    pointer.locator("button").click()
+    assert page.get_attribute("#tab-sharding", "aria-selected") == "true"
+
+
+# --- links --------------------------------------------------------------------
+
+
+def test_the_address_follows_shares_and_forks_and_edits_survive_a_reload(page_at: PageAt) -> None:
+    page = page_at("/")
+    original = unique_program("print('parent')\n")
+    replace_code(page, original)
+    parent = share_and_wait(page)
+    assert page.evaluate("location.pathname") == f"/s/{parent}"
+
+    edited = original.replace("parent", "edited")
+    replace_code(page, edited)
+    page.wait_for_timeout(600)  # past the draft's save delay
+    page.reload()
+    page.wait_for_selector(".cm-content")
+    assert page.evaluate("window.jaxplay.editor.getCode()") == edited
+    assert "unsaved edits" in page.inner_text("[data-testid=draft-note]")
+
+    child = share_and_wait(page)
+    assert child != parent and page.evaluate("location.pathname") == f"/s/{child}"
+    assert page.inner_text("[data-testid=forked-from]") == parent
+
+    page.go_back()
+    page.wait_for_function(f"location.pathname === '/s/{parent}'")
+    page.wait_for_selector(".cm-content")
+    # Back on the parent, with its shared code: the edits went on as the fork.
+    page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('parent')\")")
+    assert page.locator("[data-testid=draft-note]").count() == 0
+    page.go_forward()
+    page.wait_for_function(f"location.pathname === '/s/{child}'")
+    page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('edited')\")")
+
+
+def test_reverting_a_kept_draft_shows_the_shared_code(page_at: PageAt) -> None:
+    page = page_at("/")
+    code = unique_program("print('shared')\n")
+    replace_code(page, code)
+    snippet = share_and_wait(page)
+    replace_code(page, "print('mine')")
+    page.wait_for_timeout(600)
+    page.goto(page.url)
+    page.wait_for_selector("[data-testid=draft-revert]")
+    page.click("[data-testid=draft-revert]")
+    assert page.evaluate("window.jaxplay.editor.getCode()") == code
+    page.wait_for_timeout(600)
+    page.reload()
+    page.wait_for_selector(".cm-content")
+    assert page.evaluate("window.jaxplay.editor.getCode()") == code and snippet in page.url
+
+
+# --- small things -------------------------------------------------------------
+
+
+def test_escape_closes_the_export_menu(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.click("[data-testid=export]")
+    page.wait_for_selector("[data-testid=export-py]")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("[data-testid=export-py]", state="hidden")
+
+
+def test_ctrl_period_stops_a_run(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, "import time\nprint('started', flush=True)\ntime.sleep(30)\n")
+    page.click("[data-testid=run]")
+    page.wait_for_function("document.querySelector('[data-testid=output-log]').innerText.includes('started')")
+    page.keyboard.press("Control+.")
+    assert wait_for_status(page, "cancelled", timeout_ms=10_000) == "cancelled"
+
+
+def test_a_url_in_an_error_is_a_link(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, "raise ValueError('see https://docs.jax.dev/en/latest/errors.html for more.')")
+    page.click("[data-testid=run]")
+    wait_for_status(page, "error")
+    link = page.locator("[data-testid=output-error] a.output-link")
+    assert link.get_attribute("href") == "https://docs.jax.dev/en/latest/errors.html"
+
+
+# --- outages ------------------------------------------------------------------
+
+
+def test_an_outage_is_said_in_output_and_a_run_waits_for_the_server(browser: Browser, tmp_path: Path) -> None:
+    server = LiveServer(tmp_path / "data")
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        server.wait_ready()
+        page = context.new_page()
+        page.goto(server.http_url + "/")
+        page.wait_for_selector(".conn[data-state=open]")
+        page.wait_for_selector("[data-testid=backend]:enabled")
+        server.stop()
+
+        page.wait_for_function(
+            "document.querySelector('[data-testid=output-log]').innerText.includes('The server cannot be reached')",
+            timeout=2_000,
+        )
+        assert page.is_disabled("[data-testid=backend]")
+        assert page.get_attribute("[data-testid=backend]", "data-testid") == "backend"
+        assert "null" not in page.inner_text("[data-testid=backend]")
+
+        replace_code(page, "print('ran after the outage')")
+        page.click("[data-testid=run]")
+        assert page.get_attribute("[data-testid=status]", "data-status") == "waiting"
+        assert "your run will start when it is back" in output_text(page)
+
+        server = LiveServer(tmp_path / "data", port=server.port)
+        server.wait_ready()
+        assert wait_for_status(page, "ok", timeout_ms=90_000) == "ok"
+        assert "ran after the outage" in output_text(page)
+        assert page.is_enabled("[data-testid=backend]")
+    finally:
+        context.close()
+        server.stop()
+
+
+def test_a_moved_jax_api_gets_a_hint_under_the_error(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, "import jax\njax.tree_map(lambda x: x, [1])")
+    page.click("[data-testid=run]")
+    wait_for_status(page, "error")
+    assert "jax.tree.map" in page.inner_text("[data-testid=output-error] [data-testid=error-hint]")
+
+
+def test_optimized_hlo_opens_with_its_metadata_folded_in_a_tall_viewer(page_at: PageAt) -> None:
+    page = page_at("/", viewport={"width": 1440, "height": 900})
+    run_ok(page, "import jax, jax.numpy as jnp\n\n@jax.jit\ndef f(x):\n    return jnp.sin(x) * 2\n\nf(jnp.ones(3))\n")
+    page.click("#tab-inspect")
+    page.click(".inspect button:text-is('Optimized HLO')")
+    page.wait_for_selector("[data-testid=hlo-metadata-fold]")
+    code = "[data-testid=inspect-code] .cm-content"
+    assert "FileLocations" not in page.inner_text(code) and "ENTRY" in page.inner_text(code)
+    assert page.locator("[data-testid=inspect-code]").bounding_box()["height"] >= 0.55 * 900
+    page.click("[data-testid=hlo-metadata-fold]")
+    page.wait_for_function(
+        "document.querySelector('[data-testid=inspect-code] .cm-content').innerText.includes('FileLocations')"
+    )
+
+
+def test_html_results_are_dark_in_the_dark_theme_and_say_drawing_until_drawn(page_at: PageAt) -> None:
+    for scheme, dark in (("light", False), ("dark", True)):
+        page = page_at("/", color_scheme=scheme)
+        frame = page.locator("[data-testid=output-log] .display-frame").first
+        run_ok(page, "import jax.numpy as jnp\njnp.arange(6.0).reshape(2, 3)")
+        style = frame.evaluate("f => [getComputedStyle(f).filter, getComputedStyle(f).backgroundImage]")
+        assert ("invert" in style[0]) is dark
+        assert "drawing" in style[1]
+
+
+def test_a_long_compile_shows_progress_in_the_status_and_in_inspect(page_at: PageAt) -> None:
+    page = page_at("/")
+    replace_code(page, (
+        "import jax, jax.numpy as jnp\n\n@jax.jit\ndef many_steps(x):\n"
+        "    for _ in range(300):\n        x = jnp.cos(x) * 1.01\n    return x\n\n"
+        "many_steps(jnp.ones(4))\n"
+    ))
+    page.click("#tab-inspect")
+    page.evaluate(
+        """() => {
+          window.seen = { status: [], pending: false };
+          new MutationObserver(() => {
+            const text = document.querySelector('[data-testid=status]').innerText;
+            if (!window.seen.status.includes(text)) window.seen.status.push(text);
+            if (document.querySelector('[data-testid=inspect-compiling]')) window.seen.pending = true;
+          }).observe(document.body, { childList: true, subtree: true, characterData: true });
+        }"""
+    )
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok") == "ok"
+    seen = page.evaluate("window.seen")
+    assert any(text.startswith("compiling many_steps (line 4)") for text in seen["status"]), seen
+    assert seen["pending"]
+    # Filled in: the compilation is listed and nothing is left pending.
+    page.wait_for_selector(".inspect-compile[data-key='1.1']")
+    assert page.locator("[data-testid=inspect-compiling]").count() == 0

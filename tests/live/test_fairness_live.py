@@ -1,0 +1,94 @@
+"""Fairness on the real server: a flooding client does not hold up another, and limits answer clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import urllib.request
+
+import websockets
+
+from tests.live_server import collect, collect_many, running_server
+
+FLOOD = 12
+
+
+def test_a_flood_from_one_client_lets_another_start_after_at_most_one_of_its_runs():
+    args = ["--max-runs-per-connection", str(FLOOD), "--max-runs-per-client", str(FLOOD), "--slots", "1"]
+    with running_server(args) as server:
+        async def scenario():
+            async with websockets.connect(server.ws_url) as flood, websockets.connect(server.ws_url) as other:
+                # Fresh programs (not answered from the cache), each long enough to queue behind the others.
+                ids = [f"f{i}" for i in range(FLOOD)]
+                for i, run_id in enumerate(ids):
+                    await flood.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
+                                                 "code": f"import time\ntime.sleep(0.4)\nprint({i})"}))
+                # Once a flood run has finished, the server has a measured duration to estimate waits from.
+                first = await collect(flood, ids[0], 240)
+                flood_events = asyncio.create_task(collect_many(flood, ids[1:], 240))
+                await other.send(json.dumps({"type": "run", "id": "mine", "code": "print('mine')", "fresh": True}))
+                mine = await collect(other, "mine", 240)
+                flood_still_running = not flood_events.done()
+                return mine, {ids[0]: first, **await flood_events}, flood_still_running
+
+        mine, flood_events, flood_still_running = asyncio.run(scenario())
+        assert flood_still_running  # the other client's run did not wait for the flood to drain
+        assert mine[-1]["status"] == "ok"
+        queued = [e for e in mine if e["type"] == "queued"]
+        # Told it is next but one (one flood run is ahead in the round), with a wait from measured runs.
+        assert queued[0]["position"] == 2, queued
+        assert queued[0]["estimated_wait_s"] is not None and queued[0]["estimated_wait_s"] > 0
+        assert all(done[-1]["status"] == "ok" for done in flood_events.values())
+        assert [e["position"] for e in queued] == sorted((e["position"] for e in queued), reverse=True)
+
+
+def test_per_client_limit_message():
+    with running_server(["--max-runs-per-client", "2", "--max-runs-per-connection", "4"]) as server:
+        async def scenario():
+            async with websockets.connect(server.ws_url) as ws:
+                for i in range(3):
+                    await ws.send(json.dumps({"type": "run", "id": f"r{i}", "fresh": True,
+                                              "code": f"import time\ntime.sleep(1)\nprint({i})"}))
+                return await collect_many(ws, ["r0", "r1", "r2"], 120)
+
+        events = asyncio.run(scenario())
+        assert events["r2"][-1]["status"] == "rejected"
+        assert "runs waiting or running (the limit is 2 per browser)" in events["r2"][-1]["message"]
+        assert events["r0"][-1]["status"] == events["r1"][-1]["status"] == "ok"
+
+
+def session_cookie(server) -> str:
+    """A browser session as a page load issues it: the Set-Cookie of any HTTP answer."""
+    with urllib.request.urlopen(server.http_url + "/healthz", timeout=10) as response:
+        return response.headers["set-cookie"].split(";")[0]
+
+
+def test_limits_count_a_browser_session_over_all_its_connections():
+    args = ["--max-runs-per-client", "2", "--max-connections-per-client", "2"]
+    with running_server(args) as server:
+        cookie = session_cookie(server)
+
+        async def scenario():
+            headers = {"cookie": cookie}
+            async with websockets.connect(server.ws_url, additional_headers=headers) as one, \
+                    websockets.connect(server.ws_url, additional_headers=headers) as two:
+                third = await websockets.connect(server.ws_url, additional_headers=headers)
+                refused = json.loads(await third.recv())
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    await third.recv()
+                assert third.close_code == 1008
+                for ws, run_id in ((one, "a"), (two, "b"), (two, "c")):
+                    await ws.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
+                                              "code": f"import time\ntime.sleep(1)\nprint('{run_id}')"}))
+                # Another browser is not affected by this one's limits.
+                async with websockets.connect(server.ws_url) as stranger:
+                    await stranger.send(json.dumps({"type": "run", "id": "s", "code": "print('s')", "fresh": True}))
+                    stranger_events = await collect(stranger, "s", 120)
+                return refused, await collect(one, "a", 120), await collect_many(two, ["b", "c"], 120), stranger_events
+
+        refused, a, bc, stranger = asyncio.run(scenario())
+        assert "already has 2 connections open" in refused["message"]
+        assert a[-1]["status"] == bc["b"][-1]["status"] == "ok"
+        assert bc["c"][-1]["status"] == "rejected" and "the limit is 2 per browser" in bc["c"][-1]["message"]
+        assert stranger[-1]["status"] == "ok"

@@ -1,0 +1,152 @@
+"""Forged and oversized events from a run, and malformed frames on /worker: contained, answered clearly."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+import websockets
+
+from tests.conftest import done_of, output_text
+
+FORGE = r"""
+import os
+from sandbox import events
+fd = events._fd
+def raw(data: bytes):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+raw(b'{"type":"done","status":"ok","elapsed_ms":1}\n')
+raw(b'{"type":"started","backend":"cpu"}\n')
+raw(b'{"type":"notice","x":NaN}\n')
+raw(b'[' * 100000 + b']' * 100000 + b'\n')
+for _ in range(5):
+    raw(b'{"type":"display","mime":"text/plain","data":"' + b'x' * (16 << 20) + b'"}\n')
+print("still here")
+"""
+
+
+@pytest.mark.attack("forged events")
+def test_forged_and_oversized_events_never_reach_the_browser_as_such(live):
+    events = live.run(FORGE, timeout=120)
+    kinds = [e["type"] for e in events]
+    assert kinds.count("started") == 1 and kinds.count("done") == 1 and kinds[-1] == "done"
+    assert done_of(events)["status"] == "ok"
+    assert "still here" in output_text(events)
+    displayed = sum(len(e.get("data", "")) for e in events if e["type"] == "display")
+    assert displayed <= 20 << 20
+    notices = " ".join(e.get("message", "") for e in events if e["type"] == "notice")
+    assert "may not send" in notices and "dropped" in notices
+    # the worker is unharmed
+    assert output_text(live.run("print(6 * 7)")).strip() == "42"
+
+
+async def _worker_frames(live, frames: list) -> int | None:
+    async with websockets.connect(live.worker_url) as ws:
+        for frame in frames:
+            await ws.send(frame)
+        try:
+            await asyncio.wait_for(ws.recv(), 5)
+        except (websockets.ConnectionClosed, TimeoutError):
+            pass
+        return ws.close_code
+
+
+@pytest.mark.attack("malformed input")
+def test_malformed_worker_frames_are_refused_and_break_nothing(live):
+    hello = {"type": "hello", "token": "x", "name": "w", "backend": "cpu", "device_kind": "cpu", "device_count": 1,
+             "jax_version": "0", "jaxlib_version": "0", "slots": 1}
+    attacks = [
+        [b"\x00binary"],
+        [json.dumps({**hello, "token": 123})],
+        [json.dumps({**hello, "device_count": "eight"})],
+        [json.dumps({**hello, "slots": 10 ** 9})],
+        ["[" * 100000 + "]" * 100000],
+        [json.dumps({"type": "hello"})],
+        ['{"type": "hello", "device_count": NaN}'],
+        ["not json at all"],
+    ]
+    for frames in attacks:
+        asyncio.run(_worker_frames(live, frames))
+    with urllib.request.urlopen(live.http_url + "/api/backends", timeout=10) as response:
+        backends = json.load(response)["backends"]
+    assert [b["name"] for b in backends] == ["cpu"] and backends[0]["device_count"] == 8
+    assert output_text(live.run("print('fine')")).strip() == "fine"
+
+
+@pytest.mark.attack("keys and privileges")
+def test_the_worker_listener_is_not_on_the_public_port(live):
+    async def attempt() -> int | None:
+        try:
+            async with websockets.connect(live.ws_url.replace("/ws", "/worker")) as ws:
+                await ws.recv()
+        except websockets.InvalidStatus as exc:
+            return exc.response.status_code
+        except websockets.ConnectionClosed as exc:
+            return exc.rcvd.code if exc.rcvd else None
+        return None
+
+    assert asyncio.run(attempt()) in (403, 404, 1000, None)
+
+
+@pytest.mark.attack("malformed input")
+def test_deeply_nested_or_non_finite_json_gets_a_clear_answer(live):
+    deep = "[" * 100000 + "]" * 100000
+    request = urllib.request.Request(live.http_url + "/api/snippets", data=deep.encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(request, timeout=10)
+        raise AssertionError("accepted")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 400 and "nested deeper" in json.load(exc)["message"]
+
+    async def frames() -> list[dict]:
+        async with websockets.connect(live.ws_url) as ws:
+            replies = []
+            for frame in (deep, '{"type":"run","id":"n","code":"print(1)","timeout_s":NaN}'):
+                await ws.send(frame)
+                replies.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            await ws.send(json.dumps({"type": "run", "id": "ok", "code": "print(1)"}))  # still usable
+            while (event := json.loads(await asyncio.wait_for(ws.recv(), 60)))["type"] != "done":
+                pass
+            return [*replies, event]
+
+    deep_reply, nan_reply, done = asyncio.run(frames())
+    assert deep_reply["type"] == "notice" and "nested deeper" in deep_reply["message"]
+    assert nan_reply["type"] == "notice" and "NaN" in nan_reply["message"]
+    assert done["status"] == "ok"
+
+
+@pytest.mark.attack("malformed input")
+def test_local_workers_do_not_outlive_a_killed_server(tmp_path):
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    from tests.live_server import LiveServer
+
+    server = LiveServer(tmp_path)
+    try:
+        server.wait_ready()
+        workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                   and f"{server.worker_port}/worker" in _cmdline(p)]
+        assert workers
+        os.kill(server.process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+            time.sleep(0.2)
+        assert not [pid for pid in workers if Path(f"/proc/{pid}/cmdline").exists() and _cmdline(Path(f"/proc/{pid}"))]
+    finally:
+        server.stop()
+
+
+def _cmdline(proc) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -1,0 +1,225 @@
+"""Rooms against real SQLite and PostgreSQL: codes, guessing limits, access rules, one broadcast run, counts, expiry.
+
+Members are plain recorders of what the hub sends them (the browser socket's
+``emit`` and ``send_encoded``); runs are driven through ``Run.send``, the
+path worker events take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+from jaxplay.settings import Settings
+from server.room_codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
+from server.room_store import RoomStore
+from server.rooms import RoomError, RoomHub
+from server.scheduler import Run
+from server.snippets import SnippetStore, parse_content
+from server.storage import Storage, open_storage
+
+
+class Member:
+    def __init__(self, address: str = "10.0.0.1") -> None:
+        self.address = address
+        self.runs: dict[str, Run] = {}
+        self.frames: list[str] = []
+        self.events: list[dict] = []
+
+    def emit(self, event: dict) -> None:
+        self.events.append(event)
+
+    def send_encoded(self, frame: str, droppable: bool) -> None:
+        self.frames.append(frame)
+
+    def received(self, kind: str) -> list[dict]:
+        return [e for e in self.events + [json.loads(f) for f in self.frames] if e["type"] == kind]
+
+
+@pytest.fixture
+def with_storage(database_url, tmp_path):
+    """Runs ``scenario(storage)`` against freshly opened storage, in one event loop."""
+    def run(scenario):
+        async def main():
+            storage = open_storage(database_url, tmp_path)
+            await storage.open()
+            try:
+                return await scenario(storage)
+            finally:
+                await storage.close()
+        return asyncio.run(main())
+    return run
+
+
+def make_hub(storage: Storage, **settings) -> RoomHub:
+    return RoomHub(Settings(local_workers=0, **settings), RoomStore(storage), SnippetStore(storage))
+
+
+async def join(hub: RoomHub, room_code: str, secret: str | None = None, address: str = "10.0.0.1") -> Member:
+    member = Member(address)
+    await hub.handle(member, bp.RoomJoin(room=room_code, secret=secret))  # type: ignore[arg-type]
+    return member
+
+
+def test_codes_are_short_human_and_typed_forgivingly():
+    codes = {new_code() for _ in range(200)}
+    assert len(codes) == 200 and all(CODE_PATTERN.fullmatch(c) for c in codes)
+    assert normalize_code(" jax-7q4km2 ") == normalize_code("7Q4KM2") == "jax-7Q4KM2"
+    assert normalize_code("jax-7Q4KO2") is None  # O looks like 0: not in the alphabet
+    assert normalize_code("jax-7Q4K") is None and normalize_code("") is None
+
+
+def test_the_address_limit_refuses_after_the_budget_and_forgets_after_the_window():
+    limiter = AddressLimit(per_minute=3, window_s=0.2)
+    for _ in range(3):
+        assert limiter.allowed("a")
+        limiter.record("a")
+    assert not limiter.allowed("a") and limiter.allowed("b")
+    time.sleep(0.25)
+    assert limiter.allowed("a")
+
+
+def test_unknown_codes_count_against_the_address(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage, room_join_failures_per_minute=2)
+        for guess in ("jax-AAAAAA", "jax-BBBBBB"):
+            with pytest.raises(RoomError, match="There is no room"):
+                await hub.find(guess, "1.2.3.4")
+        room, _ = await hub.create("", [], None)
+        with pytest.raises(RoomError, match="Too many unknown room codes"):
+            await hub.find(room.code, "1.2.3.4")  # even a right code, once the address spent its guesses
+        assert await hub.find(room.code, "5.6.7.8") is room
+    with_storage(scenario)
+
+
+def test_only_the_secret_presents_and_forged_actions_reach_nobody(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("x = 1", [], None)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code)
+        other = await join(hub, room.code)
+        assert presenter.events[0]["role"] == "presenter" and attendee.events[0]["role"] == "attendee"
+        assert "secret" not in json.dumps(attendee.events[0]) and secret not in json.dumps(attendee.events[0])
+
+        await hub.handle(attendee, bp.RoomEdit(code="evil", selection=None))
+        await hub.handle(attendee, bp.RoomDeck(action="next"))
+        assert [e["message"].split(";")[0] for e in attendee.received("notice")] == [
+            f"Only the presenter of room {room.code} may edit the code",
+            f"Only the presenter of room {room.code} may move the deck"]
+        assert other.frames == [] and room.record.program == "x = 1"
+
+        forger = await join(hub, room.code, "wrong")
+        assert "not the presenter secret" in forger.received("notice")[0]["message"]
+        assert forger not in room.members
+
+        await hub.handle(presenter, bp.RoomEdit(code="y = 2", selection=(1, 5)))
+        assert attendee.frames == other.frames  # one encoding for everyone
+        assert json.loads(other.frames[-1]) == {"type": "room_edit", "room": room.code, "version": 1,
+                                                "selection": [1, 5], "code": "y = 2"}
+        assert presenter.frames == []  # not echoed to its sender
+    with_storage(scenario)
+
+
+def test_a_presenter_run_is_one_execution_relayed_and_kept_for_late_joiners(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code)
+        run = Run(client_id="p1", code="print(1)", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+        hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+        assert run.priority
+        run.send({"type": "stdout", "text": "1\n"})
+        run.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))
+        relayed = [json.loads(f)["event"] for f in attendee.frames if json.loads(f)["type"] == "room_run"]
+        assert [e["type"] for e in relayed] == ["stdout", "done"] and relayed[0]["id"] == "p1"
+        late = await join(hub, room.code)
+        assert [e["type"] for e in late.events[0]["run"]] == ["stdout", "done"]
+    with_storage(scenario)
+
+
+def test_attendee_runs_get_the_room_timeout_and_are_counted_per_browser(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], 5.0)
+        presenter = await join(hub, room.code, secret)
+        attendees = [await join(hub, room.code) for _ in range(3)]
+        for i, (member, status) in enumerate(zip(attendees, ["ok", "error", "cancelled"], strict=True)):
+            run = Run(client_id=f"a{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=member.emit,
+                      session_id=f"s{i}")
+            hub.prepare_run(member, run)  # type: ignore[arg-type]
+            assert run.timeout_s == 5.0 and not run.priority
+            run.send(bp.done_event(f"a{i}", bp.RunStatus(status), 1.0))
+        await asyncio.sleep(0.6)  # counts go out at most every half second
+        assert presenter.received("room_counts")[-1] == {"type": "room_counts", "room": room.code,
+                                                         "people": 3, "ran": 2, "errors": 1}
+    with_storage(scenario)
+
+
+def test_idle_rooms_close_and_are_deleted(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage, room_idle_expiry_s=60.0)
+        room, _ = await hub.create("", [], None)
+        attendee = await join(hub, room.code)
+        room.record.last_active = time.time() - 120
+        await hub.store.save(room.record)
+        assert await hub.sweep() == [room.code]
+        assert attendee.received("room_closed") and not await hub.store.exists(room.code)
+        with pytest.raises(RoomError, match="There is no room"):
+            await hub.find(room.code, "9.9.9.9")
+    with_storage(scenario)
+
+
+def test_deck_moves_load_the_slide_and_reset_the_round(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        ids = [(await snippets.create(parse_content(json.dumps({"code": f"print({i})"}).encode(), Settings())))[0]
+               for i in range(3)]
+        room, secret = await hub.create("ignored", ids, None)
+        assert room.record.program == "print(0)"
+        presenter = await join(hub, room.code, secret)
+        room.round_statuses["someone"] = "ok"
+        await hub.handle(presenter, bp.RoomDeck(action="goto", position=2))
+        assert room.record.position == 2 and room.record.program == "print(2)" and not room.round_statuses
+        await hub.handle(presenter, bp.RoomDeck(action="next"))
+        assert room.record.position == 2  # the last slide stays the last
+        await hub.handle(presenter, bp.RoomDeck(action="prev"))
+        states = [json.loads(f) for f in presenter.frames]
+        assert [(s["reason"], s["position"]) for s in states] == [("deck", 2), ("deck", 2), ("deck", 1)]
+        await hub.stop()
+        stored = await hub.store.load(room.code)
+        assert stored is not None and stored.position == 1 and stored.deck == ids
+    with_storage(scenario)
+
+
+def test_the_priority_lane_holds_one_presenter_run_at_a_time(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        presenter = await join(hub, room.code, secret)
+        runs = [Run(client_id=f"p{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+                for i in range(3)]
+        hub.prepare_run(presenter, runs[0])  # type: ignore[arg-type]
+        hub.prepare_run(presenter, runs[1])  # type: ignore[arg-type]
+        assert runs[0].priority and not runs[1].priority
+        runs[0].state = "done"
+        hub.prepare_run(presenter, runs[2])  # type: ignore[arg-type]
+        assert runs[2].priority
+    with_storage(scenario)
+
+
+def test_joining_twice_does_not_resend_the_state(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, _ = await hub.create("", [], None)
+        member = await join(hub, room.code)
+        await hub.handle(member, bp.RoomJoin(room=room.code))  # type: ignore[arg-type]
+        assert [e["type"] for e in member.events] == ["room_state", "notice"]
+        assert "already follows" in member.events[1]["message"]
+    with_storage(scenario)

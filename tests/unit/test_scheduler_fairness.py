@@ -1,0 +1,206 @@
+"""Scheduler fairness: clients served in turn, presenters first, per-client limits, honest waits.
+
+The scheduler is driven through its own ``submit`` / ``worker_finished``; the
+worker link records the jobs it is sent instead of executing them, so the
+order of service can be read exactly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+from jaxplay.settings import Settings
+from server.fair_queue import FairQueue, RunDurations
+from server.scheduler import Run, Scheduler, WorkerLink
+
+
+def hello(slots: int) -> wp.WorkerHello:
+    return wp.WorkerHello(token="", name="w", backend="cpu", device_kind="cpu", device_count=8,
+                          jax_version="0.10.2", jaxlib_version="0.10.2", slots=slots)
+
+
+class Harness:
+    def __init__(self, slots: int = 1, **settings) -> None:
+        self.scheduler = Scheduler(Settings(local_workers=0, **settings))
+        self.link = WorkerLink(hello=hello(slots), send=self._job_sent)
+        self.events: dict[str, list[dict]] = {}
+        self.runs: dict[str, Run] = {}
+
+    async def _job_sent(self, text: str) -> None:
+        return None  # nothing executes: the test ends runs itself with worker_finished
+
+    def submit(self, name: str, session: str, priority: bool = False) -> Run:
+        events = self.events.setdefault(name, [])
+        run = Run(client_id=name, code=f"print({name!r})", backend="cpu", timeout_s=30.0, options={},
+                  emit=events.append, session_id=session, priority=priority)
+        self.runs[name] = run
+        self.scheduler.submit(run)
+        return run
+
+    def started(self) -> list[str]:
+        return [name for name, events in self.events.items() if any(e["type"] == "started" for e in events)]
+
+    def finish_one(self) -> str:
+        """The worker ends its oldest running run; returns its name."""
+        run = next(iter(self.link.runs.values()))
+        self.scheduler.worker_finished(self.link, wp.WorkerFinished(run_id=run.key, status="ok", elapsed_ms=10.0))
+        return run.client_id
+
+    def start_order(self, total: int) -> list[str]:
+        order = []
+        while len(order) < total:
+            before = set(self.started())
+            if self.link not in self.scheduler.workers:
+                self.scheduler.add_worker(self.link)
+            else:
+                self.finish_one()
+            order += [n for n in self.started() if n not in before]
+        return order
+
+    def last_queued(self, name: str) -> dict:
+        return [e for e in self.events[name] if e["type"] == "queued"][-1]
+
+
+def run_async(test):
+    return asyncio.run(test())
+
+
+def test_a_flood_from_one_client_delays_another_by_at_most_one_run():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=100)
+        for i in range(50):
+            h.submit(f"flood{i}", "flooder")
+        h.submit("other", "someone-else")
+        order = h.start_order(51)
+        # The other client's run starts second: after the one flood run ahead of it in the round.
+        assert order.index("other") == 1, order
+        assert h.events["other"][0] == {"type": "queued", "id": "other", "position": 2, "estimated_wait_s": None}
+    run_async(scenario)
+
+
+def test_many_clients_are_served_in_turn():
+    async def scenario():
+        h = Harness(slots=2, max_runs_per_client=10)
+        for turn in range(3):
+            for client in "abcd":
+                h.submit(f"{client}{turn}", client)
+        order = h.start_order(12)
+        # Each round serves every client once before anyone's second run.
+        rounds = [sorted(name[0] for name in order[i:i + 4]) for i in range(0, 12, 4)]
+        assert rounds == [list("abcd")] * 3, order
+        assert [name[1] for name in order] == sorted(name[1] for name in order)
+    run_async(scenario)
+
+
+def test_the_position_told_is_the_order_of_service():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=10)
+        for name, client in [("a0", "a"), ("a1", "a"), ("a2", "a"), ("b0", "b"), ("c0", "c"), ("b1", "b")]:
+            h.submit(name, client)
+        told = {name: h.last_queued(name)["position"] for name in h.runs}
+        order = h.start_order(6)
+        assert order == ["a0", "b0", "c0", "a1", "b1", "a2"]
+        assert sorted(told, key=told.get) == order and sorted(told.values()) == [1, 2, 3, 4, 5, 6]
+    run_async(scenario)
+
+
+def test_a_presenter_runs_in_the_priority_lane():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=10)
+        h.scheduler.add_worker(h.link)
+        for i in range(5):
+            h.submit(f"attendee{i}", f"s{i}")
+        assert h.last_queued("attendee1")["position"] == 1
+        h.submit("presenter", "p", priority=True)
+        assert h.last_queued("presenter")["position"] == 1
+        assert h.last_queued("attendee1")["position"] == 2
+        assert h.finish_one() == "attendee0" and "presenter" in h.started() and "attendee1" not in h.started()
+    run_async(scenario)
+
+
+def test_per_client_run_limit_has_a_clear_message_and_frees_on_done():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=3)
+        h.scheduler.add_worker(h.link)
+        for i in range(3):
+            h.submit(f"r{i}", "busy")
+        with pytest.raises(bp.ProtocolError, match=r"You already have 3 runs waiting or running \(the limit is 3"):
+            h.submit("r3", "busy")
+        h.submit("fine", "another")  # the limit is per client
+        h.finish_one()
+        h.submit("r4", "busy")
+        h.scheduler.cancel(h.runs["r4"])
+        assert h.scheduler.active_runs["busy"] == 2
+    run_async(scenario)
+
+
+def test_per_client_connection_limit():
+    scheduler = Scheduler(Settings(local_workers=0, max_connections_per_client=2))
+    scheduler.attach_client("s")
+    scheduler.attach_client("s")
+    with pytest.raises(bp.ProtocolError, match=r"already has 2 connections open .*the limit is 2\)"):
+        scheduler.attach_client("s")
+    scheduler.attach_client("t")
+    scheduler.detach_client("s")
+    scheduler.attach_client("s")
+
+
+def test_estimated_wait_comes_from_recent_run_durations():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=10)
+        h.scheduler.add_worker(h.link)
+        h.scheduler.durations["cpu"] = durations = RunDurations()
+        for seconds in (2.0, 4.0):
+            durations.record(seconds)
+        h.submit("running", "a")
+        h.runs["running"].started_at = time.monotonic() - 1.0
+        h.submit("first", "b")
+        h.submit("second", "c")
+        # Mean 3 s; the running run has used 1 s of it.
+        assert h.last_queued("first")["estimated_wait_s"] == pytest.approx(2.0, abs=0.1)
+        assert h.last_queued("second")["estimated_wait_s"] == pytest.approx(5.0, abs=0.1)
+    run_async(scenario)
+
+
+def test_wait_estimate_fills_the_slot_that_frees_first():
+    durations = RunDurations()
+    durations.record(10.0)
+    assert durations.waits(3, 2, [9.0]) == [0.0, 1.0, 10.0]
+    assert RunDurations().waits(2, 2, []) == [None, None]
+
+
+def test_fair_queue_iterates_in_service_order_and_removes():
+    class R:
+        def __init__(self, name: str, session_id: str, priority: bool = False) -> None:
+            self.name, self.session_id, self.priority = name, session_id, priority
+
+    queue: FairQueue[R] = FairQueue()
+    runs = [R("a0", "a"), R("a1", "a"), R("b0", "b"), R("p", "p", True)]
+    for run in runs:
+        queue.append(run)
+    assert [r.name for r in queue] == ["p", "a0", "b0", "a1"]
+    queue.remove(runs[2])
+    assert [r.name for r in queue] == ["p", "a0", "a1"] and len(queue) == 3
+    assert [queue.popleft().name for _ in range(3)] == ["p", "a0", "a1"] and not queue
+
+
+def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_user():
+    from jaxplay.settings import Settings
+    from server.scheduler import Run, Scheduler
+
+    scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))
+    sent: list[dict] = []
+    flood = [Run(client_id=f"f{i}", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                 session_id="flood") for i in range(6)]
+    for run in flood:
+        scheduler.submit(run)
+    other = Run(client_id="o", code="print(2)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                session_id="someone-else")
+    scheduler.submit(other)  # accepted: the flood's newest run made room
+    assert other.state == "queued" and flood[-1].state == "done"
+    assert any(e["type"] == "done" and e["id"] == "f5" and e["status"] == "rejected" for e in sent)
