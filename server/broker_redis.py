@@ -206,7 +206,9 @@ class RedisBroker:
     def deliver(self, key: str, executor: str, event: dict[str, Any], hello: dict[str, Any] | None = None) -> None:
         """An event of one of this replica's runs, from whichever replica executes it.
 
-        ``started`` comes with the executing worker's hello, which the result cache keys on.
+        ``started`` comes with the executing worker's hello, which the result cache keys on, and
+        whether the executing replica trusts that worker's results (``WorkerLink.trusted``): only a
+        trusted worker's result may be cached and replayed to others.
         """
         pending = self.pending.get(key)
         if pending is None:
@@ -223,7 +225,9 @@ class RedisBroker:
         if kind == "started":
             run.state = "running"
             if hello is not None and run.worker is None:
-                run.worker = WorkerLink(hello=wp.WorkerHello(token="", **hello), send=_nowhere)
+                hello = dict(hello)
+                trusted = hello.pop("trusted", False) is True
+                run.worker = WorkerLink(hello=wp.WorkerHello(token="", **hello), send=_nowhere, trusted=trusted)
         run.send(event)
 
     async def _read_events(self) -> None:
@@ -276,7 +280,9 @@ class RedisBroker:
         def relay(event: dict[str, Any]) -> None:
             if event.get("type") == "done":
                 self.executing.pop(key, None)
-            hello = public_hello(run.worker.hello) if event.get("type") == "started" and run.worker else None
+            hello = None
+            if event.get("type") == "started" and run.worker:
+                hello = public_hello(run.worker.hello) | {"trusted": run.worker.trusted}
             if origin == self.id:
                 self.deliver(key, self.id, event, hello)
             else:

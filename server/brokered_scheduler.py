@@ -56,12 +56,13 @@ class BrokeredScheduler(Scheduler):
         self.broker.beat_soon()  # other replicas learn of the new backend now, not at the next beat
 
     def submit(self, run: Run) -> None:
-        if not self.accepting:
-            super().submit(run)  # refuses with the shutting-down message
+        self.admit(run)  # shutting down, or the browser at its limit: refused here, never queued
+        self.count_for_client(run)
         self.broker.enqueue(run)
 
     def submit_here(self, run: Run) -> None:
-        super().submit(run)
+        # A job taken from the shared queue: it counts against its browser on the replica it came from.
+        self.queue_here(run, count=False)
 
     def cancel(self, run: Run) -> None:
         if run.key in self.broker.pending:

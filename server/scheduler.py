@@ -161,21 +161,35 @@ class Scheduler:
     # --- runs --------------------------------------------------------------
 
     def submit(self, run: Run) -> None:
+        self.admit(run)
+        self.queue_here(run)
+
+    def admit(self, run: Run) -> None:
+        """Refuse a run this server will not take now: shutting down, or its browser at its limit."""
         if not self.accepting:
             raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
                                    "(the page reconnects on its own).", reason="shutting_down")
-        queue = self.queues.setdefault(run.backend, FairQueue())
-        if len(queue) >= self.settings.queue_limit and not self._make_room(queue, run):
-            raise bp.ProtocolError(
-                f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.",
-                reason="queue_full")
         limit = self.settings.max_runs_per_client
         if self.active_runs[run.session_id] >= limit:
             raise bp.ProtocolError(
                 f"You already have {self.active_runs[run.session_id]} runs waiting or running (the limit is {limit} "
                 "per browser); wait for one to finish or stop one.", reason="client_limit")
+
+    def count_for_client(self, run: Run) -> None:
+        """The run counts against its browser until ``finish``."""
         self.active_runs[run.session_id] += 1
         run.counted = True
+
+    def queue_here(self, run: Run, *, count: bool = True) -> None:
+        """Queue for this server's workers. A client at its limit was refused first (``admit``), so a
+        full queue never sheds another user's run for a newcomer that is refused anyway."""
+        queue = self.queues.setdefault(run.backend, FairQueue())
+        if len(queue) >= self.settings.queue_limit and not self._make_room(queue, run):
+            raise bp.ProtocolError(
+                f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.",
+                reason="queue_full")
+        if count:
+            self.count_for_client(run)
         queue.append(run)
         self._announce_positions(run.backend)
         self.dispatch(run.backend)

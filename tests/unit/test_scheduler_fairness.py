@@ -204,3 +204,57 @@ def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_us
     scheduler.submit(other)  # accepted: the flood's newest run made room
     assert other.state == "queued" and flood[-1].state == "done"
     assert any(e["type"] == "done" and e["id"] == "f5" and e["status"] == "rejected" for e in sent)
+
+
+def test_a_client_at_its_limit_is_refused_before_a_full_queue_sheds_anyone():
+    scheduler = Scheduler(Settings(local_workers=1, queue_limit=4, max_runs_per_client=2))
+    sent: list[dict] = []
+
+    def run(name: str, session: str) -> Run:
+        return Run(client_id=name, code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                   session_id=session)
+
+    queued = [run("a0", "a"), run("a1", "a"), run("b0", "b"), run("b1", "b")]
+    for each in queued:
+        scheduler.submit(each)
+    with pytest.raises(bp.ProtocolError) as refused:
+        scheduler.submit(run("a2", "a"))
+    assert refused.value.reason == "client_limit"
+    assert all(each.state == "queued" for each in queued) and not any(e["type"] == "done" for e in sent)
+    assert scheduler.active_runs == {"a": 2, "b": 2}
+
+
+def test_a_refused_run_leaves_its_clients_count_unchanged():
+    scheduler = Scheduler(Settings(local_workers=1, queue_limit=1, max_runs_per_client=5))
+    first = Run(client_id="x", code="", backend="cpu", timeout_s=5, options={}, emit=lambda e: None,
+                session_id="s")
+    scheduler.submit(first)
+    scheduler.accepting = False
+    for reason in ("shutting_down", "queue_full"):
+        with pytest.raises(bp.ProtocolError) as refused:
+            scheduler.submit(Run(client_id="y", code="", backend="cpu", timeout_s=5, options={},
+                                 emit=lambda e: None, session_id="s"))
+        assert refused.value.reason == reason
+        scheduler.accepting = True
+    assert scheduler.active_runs == {"s": 1}
+
+
+def test_with_a_broker_the_per_client_limit_holds_on_the_replica_the_browser_uses():
+    from server.brokered_scheduler import BrokeredScheduler
+
+    async def scenario():
+        # Nothing reaches Redis here: submit only admits, counts and hands the job to the push task.
+        scheduler = BrokeredScheduler(Settings(local_workers=0, broker="redis://127.0.0.1:9/0",
+                                               max_runs_per_client=2))
+        runs = [Run(client_id=f"r{i}", code="", backend="cpu", timeout_s=5, options={}, emit=lambda e: None,
+                    session_id="s") for i in range(3)]
+        scheduler.submit(runs[0])
+        scheduler.submit(runs[1])
+        with pytest.raises(bp.ProtocolError) as refused:
+            scheduler.submit(runs[2])
+        assert refused.value.reason == "client_limit" and len(scheduler.broker.pending) == 2
+        scheduler.finish(runs[0], bp.RunStatus.CANCELLED)
+        assert scheduler.active_runs == {"s": 1}
+        for pending in scheduler.broker.pending.values():
+            pending.run._deadline.cancel()
+    run_async(scenario)
