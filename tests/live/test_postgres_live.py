@@ -1,12 +1,15 @@
-"""A real server on PostgreSQL (--database-url): links and cached results live there and outlive the server."""
+"""A real server on PostgreSQL (--database-url): links, cached results and workshop rooms live there and
+outlive the server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import urllib.request
 
 import pytest
 
+from tests.live.test_rooms_live import create_room, join
 from tests.live_server import LiveServer, done_of
 
 pytestmark = pytest.mark.live
@@ -27,6 +30,7 @@ def test_a_server_on_postgres_shares_caches_and_is_ready(postgres, tmp_path):
         assert first.get_json("/readyz")["checks"]["storage"] == "writable"
         assert done_of(first.run("print(40 + 2)"))["status"] == "ok"
         snippet = share(first, "print('kept in postgres')")
+        room = create_room(first, program="print('a room in postgres')", deck=[snippet["id"]])
     finally:
         first.stop()
 
@@ -36,5 +40,13 @@ def test_a_server_on_postgres_shares_caches_and_is_ready(postgres, tmp_path):
         second.wait_ready()
         assert second.get_json(f"/api/snippets/{snippet['id']}")["code"] == "print('kept in postgres')"
         assert done_of(second.run("print(40 + 2)")).get("cached") is True
+        state = asyncio.run(follow(second, room["room"]))
+        assert state["deck"] == [snippet["id"]] and state["code"] == "print('kept in postgres')"
     finally:
         second.stop()
+
+
+async def follow(server: LiveServer, code: str) -> dict:
+    ws, state = await join(server, code)
+    await ws.close()
+    return state
