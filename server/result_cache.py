@@ -17,10 +17,12 @@ Flow, all on the server's event loop::
               ``nondeterministic`` event is stored by the storage writer
               thread (compress, insert, evict least recently used)
 
-Bursts (a workshop pressing Run at once): the first miss for some code
-becomes its leader; identical runs that arrive while it is in flight queue
-as usual but also follow it. When the leader ends cacheable, followers still
-waiting in the queue leave it and get the leader's events at once.
+Bursts (a workshop pressing Run at once): identical runs in flight form a
+burst. They queue as usual; whichever of them ends first and cacheable
+answers every one still waiting in the queue, which leaves it and gets that
+run's events at once. No run is singled out in advance as the leader: the
+queue may start an identical run before the first one to arrive (fair
+queueing across clients), and the first to end answers for all.
 
 A hit must be answered from the connected workers' environment, so a run is
 looked up only when a worker of its backend is connected.
@@ -72,7 +74,6 @@ class Recording:
     events: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0
     cacheable: bool = True
-    followers: list[Run] = field(default_factory=list)
 
 
 def burst_key(run: Run) -> str:
@@ -88,7 +89,8 @@ class ResultCache:
         # One entry may take at most an eighth of the cache, so one huge run cannot flush all others.
         self.max_entry_bytes = max(limit_bytes // 8, 1)
         self._pending: set[asyncio.Task[Any]] = set()
-        self._leaders: dict[str, Recording] = {}
+        # Identical runs in flight that may be answered by another's result ("fresh" runs are not).
+        self._bursts: dict[str, list[Run]] = {}
         # For the metrics: answers given without a worker, and lookups that found nothing.
         self.hits = 0
         self.misses = 0
@@ -115,11 +117,8 @@ class ResultCache:
             log.warning("result cache lookup failed, running the program instead: %s", exc)
         recording = Recording()
         run.observers.append(lambda r, event: self._observe(recording, r, event))
-        leader = self._leaders.get(burst_key(run))
-        if leader is None:
-            self._leaders[burst_key(run)] = recording
-        elif not message.fresh:
-            leader.followers.append(run)
+        if not message.fresh:
+            self._bursts.setdefault(burst_key(run), []).append(run)
         return False
 
     async def _answer(self, run: Run) -> bool:
@@ -147,20 +146,29 @@ class ResultCache:
             run.send(event)
         self.scheduler.finish(run, status, done.get("message"), elapsed_ms, cached=True, cached_at=cached_at)
 
-    def _answer_followers(self, recording: Recording, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
+    def _answer_burst(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
+        """Runs identical to ``run`` still waiting in the queue get its result now."""
         cached_at = utc_timestamp()
-        for follower in recording.followers:
-            if done["elapsed_ms"] <= follower.timeout_s * 1000 and self.scheduler.withdraw(follower):
-                self._replay(follower, events, done, cached_at)
+        # A copy: each answered run's done removes it from the burst.
+        for waiting in list(self._bursts.get(burst_key(run), ())):
+            if done["elapsed_ms"] <= waiting.timeout_s * 1000 and self.scheduler.withdraw(waiting):
+                self._replay(waiting, events, done, cached_at)
                 self.hits += 1
-        recording.followers.clear()
+
+    def _leave_burst(self, run: Run) -> None:
+        key = burst_key(run)
+        burst = self._bursts.get(key)
+        if burst is not None and run in burst:
+            burst.remove(run)
+            if not burst:
+                del self._bursts[key]
 
     # --- recording ---------------------------------------------------------
 
     def _observe(self, recording: Recording, run: Run, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "done" and self._leaders.get(burst_key(run)) is recording:
-            del self._leaders[burst_key(run)]
+        if kind == "done":
+            self._leave_burst(run)
         if not recording.cacheable or kind in NOT_RECORDED:
             return
         if kind == NONDETERMINISTIC:
@@ -184,7 +192,7 @@ class ResultCache:
         if event.get("message"):
             done["message"] = event["message"]
         events, recording.events = recording.events, []
-        self._answer_followers(recording, events, done)
+        self._answer_burst(run, events, done)
         self._spawn(self.storage.transaction(
             lambda tx: self._store(tx, key, events, done, utc_timestamp()), durable=False))
 

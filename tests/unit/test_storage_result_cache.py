@@ -112,22 +112,47 @@ def test_an_identical_run_is_answered_from_the_cache_with_the_same_events(harnes
     harness.run(scenario)
 
 
-def test_the_answer_takes_well_under_20_ms(harness):
+def test_a_large_answer_replays_every_event_in_order(harness):
+    # Its speed (under 20 ms server side) is measured by bench/sharing.py, not asserted here.
     big = [RECORDED[0]] + [{"type": "stdout", "text": f"line {i} " + "x" * 90 + "\n"} for i in range(5000)]
 
     async def scenario():
         await harness.execute("big()", events=big)
-        timings = []
-        for _ in range(20):
-            start = time.perf_counter()
-            _, sent, answered = (await harness.submit("big()"))
-            timings.append((time.perf_counter() - start) * 1000)
-            assert answered and len(sent) == len(big) + 1
+        _, sent, answered = await harness.submit("big()")
+        assert answered and [{k: v for k, v in e.items() if k != "id"} for e in sent[:-1]] == big
         await harness.cache.drain()
-        return sorted(timings)[len(timings) // 2]
 
-    median_ms = harness.run(scenario)
-    assert median_ms < 20, f"a cached answer of 5000 events took {median_ms:.1f} ms"
+    harness.run(scenario)
+
+
+def test_the_first_identical_run_to_end_answers_those_still_queued(harness):
+    """A fair queue may start a later identical run before the first to arrive: whichever ends
+    first answers every identical run still waiting, and the runs already running go on."""
+    async def scenario():
+        harness.link.free_slots = 0  # everything waits until the test starts a run by hand
+        runs = []
+        for _ in range(4):
+            run, sent, answered = await harness.submit("burst()")
+            assert not answered
+            harness.scheduler.submit(run)
+            runs.append((run, sent))
+        (first, first_sent), (second, _), (third, third_sent), (last, _) = runs
+        for started in (last, second):  # the queue picks the last and the second to arrive
+            assert harness.scheduler.withdraw(started)
+            started.worker, started.state = harness.link, "running"
+        for event in RECORDED:
+            last.send(event)
+        harness.scheduler.finish(last, bp.RunStatus.OK, None, 250.0)
+        for waiting, sent in ((first, first_sent), (third, third_sent)):
+            assert waiting.state == "done" and sent[-1]["cached"] is True
+            replayed = [{k: v for k, v in e.items() if k != "id"} for e in sent if e["type"] != "queued"]
+            assert replayed[:-1] == RECORDED
+        assert second.state == "running" and len(harness.scheduler.queues["cpu"]) == 0
+        harness.scheduler.finish(second, bp.RunStatus.OK, None, 250.0)
+        assert harness.cache._bursts == {}
+        await harness.cache.drain()
+
+    harness.run(scenario)
 
 
 def test_fresh_runs_on_the_worker_and_refreshes_the_entry(harness):
