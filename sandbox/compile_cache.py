@@ -41,8 +41,12 @@ SWEEP_EVERY_S = 60.0
 GALLERY = Path(__file__).resolve().parent.parent / "frontend" / "src" / "examples"
 
 
+# Bumped when the keys of entries change: a host's earlier fill is then left behind, not trusted.
+KEYS_VERSION = "2"  # 2: keys no longer depend on the cache's path (sandbox/warmup.py)
+
+
 def environment_name(settings: Settings, backend: str) -> str:
-    parts = [metadata.version("jax"), metadata.version("jaxlib"), backend, str(settings.cpu_devices)]
+    parts = [KEYS_VERSION, metadata.version("jax"), metadata.version("jaxlib"), backend, str(settings.cpu_devices)]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -145,12 +149,9 @@ def fill_main() -> None:
         import contextlib
         import io
 
-        import jax
-
-        jax.config.update("jax_compilation_cache_dir", str(shared))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
         from sandbox import runner, warmup
+
+        warmup.use_persistent_cache(str(shared))
 
         sys.path.insert(0, runner.USERLIB)  # the examples import the playground helpers
         warmup.common_operations()

@@ -93,6 +93,17 @@ def mount_for_run(session: str | None) -> SessionCache | None:
     return saved
 
 
+def run_wrote_entries() -> bool:
+    """In the run's process: whether the run added entries that its init will save after the exit."""
+    upper = f"{RUN_LAYER}/upper"
+    if not os.path.isdir(RUN_LAYER):
+        return False  # no compile caches here
+    try:
+        return bool(os.listdir(upper))
+    except OSError:
+        return True  # unknown: assume so
+
+
 def _forget(saved: SessionCache | None) -> None:
     if saved is not None:
         os.close(saved.entries_fd)

@@ -26,6 +26,7 @@ RUN_EVENT_BUDGETS: dict[str, int] = {
     "display": 20 << 20,
     "nondeterministic": 64 << 10,
     "probe": 256 << 10,
+    "ended": 48,  # once (two would not fit): {"type":"ended","returncode":N}, read by the worker itself (sandbox/output_relay.py)
 }
 MAX_EVENT_BYTES = 16 << 20
 MAX_TOTAL_BYTES = 80 << 20

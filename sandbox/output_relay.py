@@ -44,6 +44,7 @@ class OutputRelay:
         self._refusals: set[str] = set()
         self.gate = event_channel.EventGate(allow_probe)
         self._all_closed = asyncio.Event()
+        self.ended_returncode: int | None = None  # the program's own word that it is over
 
     def start(self, stdout_fd: int, stderr_fd: int, events_fd: int) -> None:
         loop = asyncio.get_running_loop()
@@ -51,6 +52,10 @@ class OutputRelay:
         for kind, fd in self._fds.items():
             os.set_blocking(fd, False)
             loop.add_reader(fd, self._on_readable, kind)
+
+    async def closed(self) -> None:
+        """Every pipe at EOF: no process holds a write end any more."""
+        await self._all_closed.wait()
 
     async def drained(self, timeout: float) -> None:
         """Wait until every pipe reached EOF (all writers gone), then send held errors."""
@@ -151,6 +156,11 @@ class OutputRelay:
             event = self.gate.admit(line)
         except event_channel.EventRefused as refused:
             self._refuse(refused)
+            return
+        if event["type"] == "ended":
+            code = event.get("returncode")
+            if self.ended_returncode is None and code in (0, 1) and type(code) is int:
+                self.ended_returncode = code
             return
         if event["type"] == "error":
             if self.error_sent:

@@ -36,6 +36,7 @@ log = logging.getLogger("jaxplay.sandbox")
 START_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
+EXIT_GRACE_S = 2.0  # after a run said it ended: its process exits within this, or is killed
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Slot:
         self._messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self._cancel_requested: dict[str, asyncio.Event] = {}
+        self._exit_wait: asyncio.Task[None] | None = None  # a run reported done, its process not yet gone
         self.alive = False
 
     # --- lifecycle ---------------------------------------------------------
@@ -122,6 +124,9 @@ class Slot:
 
     async def close(self) -> None:
         self.alive = False
+        if self._exit_wait is not None and self._exit_wait is not asyncio.current_task():
+            self._exit_wait.cancel()
+        self._exit_wait = None
         if self._reader:
             self._reader.cancel()
         if self.control:
@@ -178,7 +183,9 @@ class Slot:
     async def run(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
                   send: SendEvent, probe: bool = False) -> RunResult:
         """Execute one run; every event goes to ``send``; never raises for user faults."""
-        assert self.control is not None
+        await self._previous_run_gone()
+        if self.control is None:
+            raise SlotDied("the slot could not be restarted after its previous run")
         cancelled = self._cancel_requested[run_id] = asyncio.Event()
         pipes = [os.pipe() for _ in range(3)]
         run_options = {**options, "memory_limit_text": format_bytes(self.memory_limit_bytes),
@@ -199,7 +206,7 @@ class Slot:
         started_at = time.monotonic()
         relay.start(*(r for r, _ in pipes))
         try:
-            exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled)
+            exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay)
         except SlotDied:
             relay.close()
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
@@ -207,19 +214,28 @@ class Slot:
             del self._cancel_requested[run_id]
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
+        if exited.get("before_exit"):
+            self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, options.get("compile_cache")))
+            return self._result(exited, None, elapsed_ms, timeout_s, False, relay)
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
-    async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event) -> tuple[dict[str, Any], RunStatus | None]:
+    async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event,
+                          relay: OutputRelay | None) -> tuple[dict[str, Any], RunStatus | None]:
+        """The run's exit (or, with ``before_exit``, its word on ``relay`` that it ended and every pipe
+        closed). Past the deadline or on cancel it is killed; a sandbox that cannot kill it is closed."""
         ended_by: RunStatus | None = None
         cancel_wait = asyncio.create_task(cancelled.wait())
+        pipes_closed = asyncio.create_task(relay.closed()) if relay is not None else None
         try:
             while True:
                 next_message = asyncio.create_task(self._next_message())
                 budget = deadline - time.monotonic() if ended_by is None else KILL_GRACE_S
                 waiting = {next_message} if ended_by is not None else {next_message, cancel_wait}
+                if ended_by is None and pipes_closed is not None and not pipes_closed.done():
+                    waiting.add(pipes_closed)
                 done, _ = await asyncio.wait(waiting, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED)
                 if next_message in done:
                     message = next_message.result()
@@ -227,6 +243,11 @@ class Slot:
                         return message, ended_by
                     continue
                 next_message.cancel()
+                if pipes_closed in done and relay is not None and ended_by is None:
+                    if relay.ended_returncode is not None:
+                        return {"type": "exited", "run_id": run_id, "returncode": relay.ended_returncode,
+                                "signal": None, "before_exit": True}, None
+                    continue  # the pipes closed without a word: the exit tells
                 if ended_by is not None:  # killed, yet no exit within the grace: the sandbox is stuck
                     await self.close()
                     raise SlotDied("the sandbox did not end the run")
@@ -234,6 +255,31 @@ class Slot:
                 zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
         finally:
             cancel_wait.cancel()
+            if pipes_closed is not None:
+                pipes_closed.cancel()
+
+    async def _await_late_exit(self, run_id: str, session: str | None) -> None:
+        """After a run was reported done: its process exits (or is killed), then its cache is tended.
+
+        A program that said it ended and yet runs on is killed after EXIT_GRACE_S; a
+        sandbox that cannot end it is restarted, so the next run gets a sound slot.
+        """
+        try:
+            await self._await_exit(run_id, time.monotonic() + EXIT_GRACE_S, asyncio.Event(), None)
+            if self.caches is not None:
+                await asyncio.to_thread(self.caches.after_run, session)
+        except (SlotDied, OSError) as exc:
+            log.warning("slot %s: %s after run %s; restarting it", self.name, exc, run_id)
+            try:
+                await self.restart()
+            except Exception:
+                log.exception("slot %s could not be restarted", self.name)
+                await self.close()
+
+    async def _previous_run_gone(self) -> None:
+        waiting, self._exit_wait = self._exit_wait, None
+        if waiting is not None:
+            await waiting
 
     def _result(self, exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float,
                       timeout_s: float, oom: bool, relay: OutputRelay) -> RunResult:

@@ -32,6 +32,7 @@ from typing import Any
 
 from sandbox import compile_cache_mounts as cache_mounts
 from sandbox import namespaces as ns
+from sandbox import seccomp
 from sandbox import zygote_protocol as zp
 
 TMP_SIZE_BYTES = 512 << 20
@@ -231,6 +232,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     ns.set_dumpable(True)  # the init is not; the run is an ordinary process (its own /proc is its own)
     if isolated:
         ns.drop_all_capabilities()
+        seccomp.install()  # before any thread exists, so every later thread is filtered too
     _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
     os.nice(SPARE_NICE)  # preparing must not slow the run that executes beside it
     from sandbox import warmup
@@ -243,7 +245,15 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         return 0
     _restore_priority(os.getpid())
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
-    return execute(message, fds)
+    status = execute(message, fds)
+    session = message.get("options", {}).get("compile_cache")
+    if not message.get("probe") and not (session and cache_mounts.run_wrote_entries()):
+        # Done before the teardown; a run whose new cache entries its init must save first
+        # ends the slow way, so the session's next run (on any slot) finds them.
+        from sandbox import events
+
+        events.announce_end(status)
+    return status
 
 
 def execute(message: dict[str, Any], fds: list[int]) -> int:

@@ -27,17 +27,29 @@ def _without_cache_chatter(record: logging.LogRecord) -> bool:
 def configure_compile_cache() -> None:
     import os
 
-    import jax
-
     if not os.path.isdir(cache_mounts.JAX_CACHE):
         return  # no sandbox (development mode): no compile caches
 
     logging.getLogger("jax._src.compilation_cache").setLevel(logging.ERROR)
     logging.getLogger("jax._src.compiler").addFilter(_without_cache_chatter)
-    jax.config.update("jax_compilation_cache_dir", cache_mounts.JAX_CACHE)
+    use_persistent_cache(cache_mounts.JAX_CACHE)
+    warnings.filterwarnings("ignore", message=CACHE_WARNINGS)
+
+
+def use_persistent_cache(path: str) -> None:
+    """Every compilation cached at ``path``, under a key that does not depend on ``path``.
+
+    The shared cache is filled on the host at its own path and read in runs at
+    another. With XLA's extra caches on, JAX puts a folder under the cache path
+    into the compile options, and so into every key: no run ever found the fill's
+    entries. Turned off, the keys match (the executables themselves are cached).
+    """
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    warnings.filterwarnings("ignore", message=CACHE_WARNINGS)
 
 
 def common_operations() -> None:
