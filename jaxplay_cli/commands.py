@@ -17,6 +17,7 @@ from jaxplay.settings import ENV_PREFIX, Settings
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
                  "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+PURGE_FIELDS = ("data_dir", "database_url", "log_level")
 CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
            "metrics": ("off", "loopback", "token")}
 
@@ -53,6 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--token", default=None, help=f"Shared secret (default: env {ENV_PREFIX}WORKER_TOKEN).")
     worker.add_argument("--name", default=None, help="Name shown for this worker (default: host name).")
     add_setting_flags(worker, WORKER_FIELDS)
+    purge = commands.add_parser(
+        "purge-results", help="Delete the result cache's entries a worker recorded (without arguments: list them).")
+    which = purge.add_mutually_exclusive_group()
+    which.add_argument("--worker", action="append", default=[], metavar="NAME",
+                       help="A worker's name, as the server's log shows it ('worker NAME joined'); repeatable.")
+    which.add_argument("--all", action="store_true", help="Every entry, whichever worker recorded it.")
+    add_setting_flags(purge, PURGE_FIELDS)
     return parser
 
 
@@ -150,6 +158,12 @@ def worker(args: argparse.Namespace) -> None:
         pass
 
 
+def purge_results(args: argparse.Namespace) -> None:
+    from jaxplay_cli import results
+
+    results.purge_results(args.worker, args.all, settings_from(args))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    {"serve": serve, "worker": worker}[args.command](args)
+    {"serve": serve, "worker": worker, "purge-results": purge_results}[args.command](args)

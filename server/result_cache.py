@@ -193,21 +193,24 @@ class ResultCache:
             done["message"] = event["message"]
         events, recording.events = recording.events, []
         self._answer_burst(run, events, done)
+        worker = run.worker.hello.name
         self._spawn(self.storage.transaction(
-            lambda tx: self._store(tx, key, events, done, utc_timestamp()), durable=False))
+            lambda tx: self._store(tx, key, events, done, utc_timestamp(), worker), durable=False))
 
     async def _store(self, tx: Transaction, key: str, events: list[dict[str, Any]], done: dict[str, Any],
-                     cached_at: str) -> bool:
+                     cached_at: str, worker: str) -> bool:
         """In one write transaction: compress, insert, then evict least recently used entries over the limit."""
         blob = zlib.compress(json.dumps({"events": events, "done": done}, separators=(",", ":")).encode(), 6)
         if len(blob) > self.max_entry_bytes:
             log.debug("run result of %d bytes not cached (an entry may take %d)", len(blob), self.max_entry_bytes)
             return False
         await tx.execute(
-            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded) VALUES (?, ?, ?, ?, ?, ?) "
+            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded, worker) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET size = excluded.size, elapsed_ms = excluded.elapsed_ms, "
-            "cached_at = excluded.cached_at, last_used = excluded.last_used, recorded = excluded.recorded",
-            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob))
+            "cached_at = excluded.cached_at, last_used = excluded.last_used, recorded = excluded.recorded, "
+            "worker = excluded.worker",
+            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob, worker))
         await evict(tx, self.limit_bytes)
         return True
 
@@ -239,6 +242,26 @@ class ResultCache:
             "SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")
         assert row is not None
         return {"entries": int(row["entries"]), "bytes": int(row["bytes"]), "limit_bytes": self.limit_bytes}
+
+
+async def entries_by_worker(storage: Storage) -> dict[str, int]:
+    """How many cached results each worker recorded ('' for entries from before that was kept)."""
+    rows = await storage.fetch_all("SELECT worker, COUNT(*) AS n FROM result_cache GROUP BY worker ORDER BY worker")
+    return {row["worker"]: int(row["n"]) for row in rows}
+
+
+async def purge(storage: Storage, worker: str | None) -> int:
+    """Delete the cached results ``worker`` recorded (every one when None); returns how many.
+
+    For a worker whose word is no longer trusted: its cached answers stop being served at once.
+    """
+    async def work(tx: Transaction) -> int:
+        where, params = ("", ()) if worker is None else (" WHERE worker = ?", (worker,))
+        row = await tx.fetch_one("SELECT COUNT(*) AS n FROM result_cache" + where, params)
+        await tx.execute("DELETE FROM result_cache" + where, params)
+        return int(row["n"]) if row else 0
+
+    return await storage.transaction(work, durable=True)
 
 
 async def _touch(tx: Transaction, key: str) -> None:

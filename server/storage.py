@@ -107,6 +107,13 @@ MIGRATIONS: tuple[Migration, ...] = (
         );
         CREATE INDEX rooms_last_active ON rooms(last_active);
     """),
+    Migration(4, "result_cache.worker: the worker that recorded each entry, so an operator can purge its word", """
+        ALTER TABLE result_cache ADD COLUMN worker TEXT NOT NULL DEFAULT '';  -- its hello's name; '' before v4
+        CREATE INDEX result_cache_worker ON result_cache(worker);
+    """, """
+        ALTER TABLE result_cache ADD COLUMN worker TEXT NOT NULL DEFAULT '';
+        CREATE INDEX result_cache_worker ON result_cache(worker);
+    """),
 )
 
 

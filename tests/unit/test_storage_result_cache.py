@@ -288,3 +288,53 @@ def test_an_untrusted_workers_result_is_never_cached(harness):
         assert not answered and await entries(harness) == 0
 
     harness.run(scenario)
+
+
+@pytest.mark.attack("keys and privileges")
+def test_a_workers_entries_can_be_purged_and_are_then_never_served(harness):
+    """Trust in a worker can end: what it recorded is taken back, and only that."""
+    from server import result_cache
+
+    async def scenario():
+        await harness.execute("print('from w')")
+        harness.link = WorkerLink(hello=hello(name="remote-1"), send=no_send, trusted=True)
+        harness.scheduler.workers[:] = [harness.link]
+        await harness.execute("print('from remote-1')")
+        assert await result_cache.entries_by_worker(harness.storage) == {"remote-1": 1, "w": 1}
+        assert await result_cache.purge(harness.storage, "remote-1") == 1
+        _, _, answered = await harness.submit("print('from remote-1')")
+        assert not answered  # runs again, on a worker
+        _, _, answered = await harness.submit("print('from w')")
+        assert answered
+        assert await result_cache.purge(harness.storage, None) == 1 and await entries(harness) == 0
+
+    harness.run(scenario)
+
+
+def test_purge_results_lists_and_deletes_beside_the_database(tmp_path):
+    """The operator's command, on the SQLite file a server uses."""
+    import subprocess
+    import sys
+
+    h = Harness("", tmp_path)
+
+    async def record():
+        await h.execute("print(1)")
+        h.link = WorkerLink(hello=hello(name="remote-1"), send=no_send, trusted=True)
+        h.scheduler.workers[:] = [h.link]
+        await h.execute("print(2)")
+
+    h.run(record)
+
+    def jaxplay(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jaxplay_cli", "purge-results", "--data-dir", str(tmp_path), *args],
+                              capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+
+    listing = jaxplay()
+    assert listing.returncode == 0 and "remote-1: 1" in listing.stdout and "w: 1" in listing.stdout
+    purged = jaxplay("--worker", "remote-1")
+    assert purged.returncode == 0 and "Removed 1 cached result(s) recorded by worker 'remote-1'" in purged.stdout
+    unknown = jaxplay("--worker", "nobody")
+    assert unknown.returncode == 0 and "Removed 0" in unknown.stdout and "'w'" in unknown.stderr
+    assert "remote-1" not in jaxplay().stdout
+    assert jaxplay("--worker", "w", "--all").returncode == 2  # one or the other
