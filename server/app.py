@@ -31,6 +31,7 @@ from server.local_workers import LocalWorkers
 from server.metrics import CONTENT_TYPE, PlaygroundMetrics
 from server.room_pages import room_routes
 from server.room_store import RoomStore
+from server.room_sync import RedisRoomSync
 from server.rooms import RoomHub
 from server.scheduler import Scheduler
 from server.sessions import SessionKeys, SessionMiddleware
@@ -66,6 +67,8 @@ def create_app(settings: Settings) -> Starlette:
     # Metrics first: it must watch every run, including those the cache answers.
     state.interceptors.extend([metrics.intercept, sharing.cache.intercept])
     state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)
+    if isinstance(state.scheduler, BrokeredScheduler):  # rooms span the replicas too
+        rooms.sync = RedisRoomSync(state.scheduler.broker)
 
     async def backends(request: Request) -> JSONResponse:
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})

@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
 from server.room_codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
+from server.room_state import MAX_KEPT_RUN_BYTES, Room, encode
 from server.room_store import RoomRecord, RoomStore
+from server.room_sync import RoomSync, local_members, snapshot
 from server.scheduler import Run
 from server.snippets import SnippetStore
 
@@ -47,69 +47,7 @@ COUNTS_DELAY_S = 0.5
 SWEEP_EVERY_S = 60.0
 # An empty room stays in memory this long after its last member left (rejoining is then instant).
 FORGET_EMPTY_AFTER_S = 600.0
-# The presenter's last run kept for late joiners; beyond this its events are sent live only.
-MAX_KEPT_RUN_BYTES = 4 << 20
-# Room frames a follower that cannot keep up may lose (server/browser_socket.py); the rest always go out.
-DROPPABLE = frozenset({"room_edit", "room_run", "room_counts"})
 COUNTED_STATUSES = frozenset({"ok", "error", "timeout", "crashed"})
-
-
-def encode(event: dict[str, Any]) -> str:
-    return json.dumps(event, separators=(",", ":"))
-
-
-@dataclass(eq=False)
-class Room:
-    record: RoomRecord
-    members: dict[BrowserConnection, bool] = field(default_factory=dict)  # connection -> is presenter
-    selection: tuple[int, int] | None = None
-    version: int = 0
-    run_events: list[dict[str, Any]] = field(default_factory=list)
-    run_bytes: int = 0
-    run_id: str | None = None
-    # The presenter's run that holds the priority lane; one at a time, so a room is no way around fairness.
-    priority_run: Run | None = None
-    # Attendees' latest run status since the presenter last ran or changed slide, by session.
-    round_statuses: dict[str, str] = field(default_factory=dict)
-    save_pending: bool = False
-    counts_pending: bool = False
-    emptied_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def code(self) -> str:
-        return self.record.code
-
-    def attendees(self) -> int:
-        return sum(1 for presenter in self.members.values() if not presenter)
-
-    def counts(self) -> dict[str, Any]:
-        errors = sum(1 for status in self.round_statuses.values() if status != "ok")
-        return bp.room_counts_event(self.code, self.attendees(), len(self.round_statuses), errors)
-
-    def state(self, presenter: bool, reason: str) -> dict[str, Any]:
-        """Everything a member needs to show the room now (a late joiner's or a reconnected one's view).
-
-        ``reason``: "join" (the answer to room_join) or "deck" (the presenter moved to another slide).
-        """
-        counts = self.counts()
-        return {"type": "room_state", "room": self.code, "reason": reason,
-                "role": "presenter" if presenter else "attendee",
-                "code": self.record.program, "selection": list(self.selection) if self.selection else None,
-                "version": self.version, "deck": self.record.deck, "position": self.record.position,
-                "attendee_timeout_s": self.record.attendee_timeout_s,
-                "presenter_online": any(self.members.values()), "run": self.run_events or None,
-                "people": counts["people"], "ran": counts["ran"], "errors": counts["errors"]}
-
-    def broadcast(self, event: dict[str, Any], *, skip: BrowserConnection | None = None,
-                  followers_only: bool = False) -> None:
-        frame = encode(event)
-        droppable = event["type"] in DROPPABLE
-        for member, presenter in self.members.items():
-            if member is not skip and not (followers_only and presenter):
-                member.send_encoded(frame, droppable)
-
-    def new_round(self) -> None:
-        self.round_statuses.clear()
 
 
 class RoomError(ValueError):
@@ -126,10 +64,12 @@ class RoomHub:
         self.guesses = AddressLimit(settings.room_join_failures_per_minute)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
+        self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
 
     # --- lifecycle -----------------------------------------------------------
 
     def start(self) -> None:
+        self.sync.start(self)
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     async def stop(self) -> None:
@@ -142,6 +82,7 @@ class RoomHub:
                 await self.store.save(room.record)
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.sync.stop()
 
     # --- creating and finding ------------------------------------------------
 
@@ -180,6 +121,7 @@ class RoomHub:
             if room is None and record is not None and \
                     record.last_active >= time.time() - self.settings.room_idle_expiry_s:
                 room = self.rooms[code] = Room(record=record)
+                await self.sync.catch_up(room)  # another replica may hold it live
         if room is None:
             self.guesses.record(address)
             shown = code or text.strip()[:32]
@@ -225,18 +167,22 @@ class RoomHub:
         if presenter:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
                            skip=connection, followers_only=True)
-        self._counts_soon(room)
+        self._members_changed(room)
 
     def leave(self, connection: BrowserConnection) -> None:
         room = self.joined.pop(connection, None)
         if room is None:
             return
         presenter = room.members.pop(connection, False)
-        if presenter and not any(room.members.values()):
+        if presenter and not room.presenter_online:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": False})
         if not room.members:
             room.emptied_at = time.monotonic()
-        self._counts_soon(room)
+        self._members_changed(room)
+
+    def _members_changed(self, room: Room) -> None:
+        self.sync.publish(room, "members", local_members(room))
+        self.counts_soon(room)
 
     def _presenting(self, connection: BrowserConnection, what: str) -> Room:
         room = self.joined.get(connection)
@@ -254,6 +200,8 @@ class RoomHub:
             room.selection = (min(message.selection[0], size), min(message.selection[1], size))
         room.version += 1
         room.broadcast(bp.room_edit_event(room.code, room.version, message.code, room.selection), skip=connection)
+        self.sync.publish(room, "edit", {"version": room.version, "code": message.code,
+                                         "selection": list(room.selection) if room.selection else None})
         if message.code is not None:
             self._touch(room)
 
@@ -279,8 +227,8 @@ class RoomHub:
         room.selection = None
         room.run_events, room.run_bytes, room.run_id = [], 0, None
         room.new_round()
-        for member, presenter in room.members.items():
-            member.send_encoded(encode(room.state(presenter, "deck")), False)
+        room.send_states("deck")
+        self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
 
     def prepare_run(self, connection: BrowserConnection, run: Run) -> None:
@@ -293,7 +241,8 @@ class RoomHub:
                 room.priority_run = run
             room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
             room.new_round()
-            self._counts_soon(room)
+            self.sync.publish(room, "run_start", {"run_id": run.client_id})
+            self.counts_soon(room)
             run.observers.append(lambda r, event: self._presenter_event(room, r, event))
             self._touch(room)
         else:
@@ -303,6 +252,11 @@ class RoomHub:
     def _presenter_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
         if room.run_id != run.client_id:
             return  # a newer run or a slide change took over: followers moved on
+        self.sync.publish(room, "run_event", {"run_id": run.client_id, "event": event})
+        self.relay_presenter_event(room, event)
+
+    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None:
+        """Keep the presenter's run event for late joiners and send it to this server's followers."""
         frame = encode(bp.room_run_event(room.code, event))
         if room.run_bytes + len(frame) <= MAX_KEPT_RUN_BYTES:
             room.run_events.append(event)
@@ -314,11 +268,12 @@ class RoomHub:
     def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
         if event.get("type") == "done" and event.get("status") in COUNTED_STATUSES:
             room.round_statuses[run.session_id] = str(event["status"])
-            self._counts_soon(room)
+            self.sync.publish(room, "status", {"session": run.session_id, "status": str(event["status"])})
+            self.counts_soon(room)
 
     # --- counts, saves, expiry -------------------------------------------------
 
-    def _counts_soon(self, room: Room) -> None:
+    def counts_soon(self, room: Room) -> None:
         """At most one counts message per room every COUNTS_DELAY_S (200 joins make one message, not 200)."""
         if room.counts_pending:
             return
