@@ -215,7 +215,7 @@ for i in range(20):
     started = time.monotonic()
     page.keyboard.type("#")
     page.wait_for_function("() => window.jaxplay.editor.getCode().trimEnd().endsWith('#')")
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 5.0  # a blocked page takes tens of seconds; generous on a shared host
     longest = max(page.evaluate("window.longTasks"), default=0)
     assert longest < 1000, f"the main thread was blocked for {longest:.0f} ms"
 

@@ -168,4 +168,4 @@ long_chain(jnp.ones(4))
     # Thousands of lines, but only those in view are in the DOM, and switching and scrolling are quick.
     assert last_line_number > 3000
     assert page.locator("[data-testid=inspect-code] .cm-line").count() < 400
-    assert elapsed < 3.0
+    assert elapsed < 15.0  # a DOM of every line takes minutes; generous on a shared host

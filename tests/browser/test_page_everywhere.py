@@ -210,7 +210,11 @@ def test_an_outage_is_said_in_output_and_a_run_waits_for_the_server(browser: Bro
         replace_code(page, "print('ran after the outage')")
         page.click("[data-testid=run]")
         assert page.get_attribute("[data-testid=status]", "data-status") == "waiting"
-        assert "your run will start when it is back" in output_text(page)
+        # The output log draws once per animation frame, so wait for it.
+        page.wait_for_function(
+            "document.querySelector('[data-testid=output-log]').innerText.includes('your run will start when it is back')",
+            timeout=2_000,
+        )
 
         server = LiveServer(tmp_path / "data", port=server.port)
         server.wait_ready()

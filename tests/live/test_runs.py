@@ -50,7 +50,8 @@ def test_output_streams_live_in_order(live):
     assert done["status"] == "ok"
     assert "".join(text for _, text in arrivals) == "".join(f"tick {i}\n" for i in range(4))
     gaps = [b[0] - a[0] for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    assert len(arrivals) == 4 and all(0.35 < gap < 0.9 for gap in gaps), gaps
+    # Output sent as written, not held to the end: ticks arrive spread out (0.5 s apart when quiet).
+    assert len(arrivals) == 4 and all(0.2 < gap < 5 for gap in gaps), gaps
 
 
 def test_stderr_warnings_and_fd_writes_are_captured(live):
