@@ -7,11 +7,13 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 import websockets
 
+from tests import host_processes
 from tests.conftest import done_of, output_text
 
 FIDELITY_PROGRAMS = {
@@ -127,6 +129,28 @@ def test_a_sessions_compile_cache_carries_over_and_is_private(live):
     assert output_text(other[0]).strip() == "0"  # B sees none of A's entries
 
 
+COUNT_SHARED_HITS = """
+import jax, jax.numpy as jnp, jax.monitoring
+hits = []
+jax.monitoring.register_event_listener(lambda event, **_: hits.append(event))
+x = jnp.ones((8,), jnp.float32)  # as the trusted fill compiled it (sandbox/warmup.py)
+jax.block_until_ready([x.sum(), x * 2.0])
+print(hits.count("/jax/compilation_cache/cache_hits"))
+"""
+
+
+def test_a_new_session_loads_what_the_trusted_fill_compiled(live):
+    # The fill runs at worker start at the lowest priority: wait for it, then every new run hits.
+    deadline = time.monotonic() + 240
+    while True:
+        out = asyncio.run(_session_runs(live, [COUNT_SHARED_HITS], _session_cookie(live)))[0]
+        assert done_of(out)["status"] == "ok", out
+        if int(output_text(out).strip()) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(3)
+    assert int(output_text(out).strip()) >= 2, "no run found the shared cache's entries"
+
+
 @pytest.mark.attack("state between runs")
 def test_session_caches_are_unreachable_and_the_shared_cache_read_only(live):
     out = asyncio.run(_session_runs(live, ["""
@@ -166,51 +190,16 @@ for name in os.listdir("/var/cache/jaxplay/jax"):
 
 def test_killing_the_prepared_spares_loses_nothing(live):
     """From the host, kill every process the zygotes made while idle: the next runs still get warm spares."""
-    import os
-    import signal
-    import time
-    from pathlib import Path
-
     assert output_text(live.run("print('before')")).strip() == "before"
     time.sleep(1.0)
-    zygotes = [p.name for p in Path("/proc").iterdir() if p.name.isdigit()
-               and _cmdline(p).startswith(sys.executable + " -s -P -m sandbox.zygote")
-               and _is_descendant(int(p.name), live.process.pid)]
+    processes = host_processes.all_processes()
+    zygotes = {proc.pid for proc in processes
+               if proc.cmdline.startswith(sys.executable + " -s -P -m sandbox.zygote")
+               and host_processes.is_descendant(proc.pid, live.process.pid)}
     assert zygotes
-    killed = 0
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and _parent(proc) in zygotes:
-            os.kill(int(proc.name), signal.SIGKILL)
-            killed += 1
+    killed = sum(host_processes.kill(proc.pid) for proc in processes if proc.parent in zygotes)
     assert killed >= 1
     time.sleep(0.5)  # a spare killed in the very instant a run is handed to it costs that run (known, narrow)
     for _ in range(4):
         events = live.run("import jax.numpy as jnp; print(float(jnp.ones(2).sum()))")
         assert output_text(events).strip() == "2.0", (events[-1].get("message"), output_text(events, "stderr"))
-
-
-def _cmdline(proc) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return ""
-
-
-def _parent(proc) -> str:
-    try:
-        return (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
-    except (OSError, IndexError):
-        return ""
-
-
-def _is_descendant(pid: int, ancestor: int) -> bool:
-    from pathlib import Path
-
-    while pid > 1:
-        if pid == ancestor:
-            return True
-        parent = _parent(Path(f"/proc/{pid}"))
-        if not parent:
-            return False
-        pid = int(parent)
-    return False

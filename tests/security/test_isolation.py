@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import host_processes
 from tests.conftest import done_of, output_text
 from tests.live_server import LiveServer
 
@@ -87,7 +88,7 @@ def test_nothing_a_run_plants_is_seen_by_the_next_runs(live):
     for _ in range(4):  # every slot, and the spares made while the planting run executed
         seen = run(live, LOOK.format(marker=marker))
         assert "FOUND []" in seen and "PLANTED CODE RAN" not in seen, seen
-    host = [p for p in Path("/proc").iterdir() if p.name.isdigit() and marker in _cmdline(p)]
+    host = host_processes.matching(marker)
     assert host == []
 
 
@@ -193,10 +194,3 @@ def test_no_secret_of_the_server_or_worker_is_reachable_from_a_run():
                 worker.wait(10)
         finally:
             server.stop()
-
-
-def _cmdline(proc: Path) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""

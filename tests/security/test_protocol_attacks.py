@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import urllib.error
 import urllib.request
 
 import pytest
 import websockets
 
+from tests import host_processes
 from tests.conftest import done_of, output_text
+from tests.live_server import LiveServer
 
 FORGE = r"""
 import os
@@ -43,6 +46,40 @@ def test_forged_and_oversized_events_never_reach_the_browser_as_such(live):
     assert "may not send" in notices and "dropped" in notices
     # the worker is unharmed
     assert output_text(live.run("print(6 * 7)")).strip() == "42"
+
+
+CLAIM_ENDED_AND_RUN_ON = r"""
+import os, time
+from sandbox import events
+fd = events._fd
+os.write(fd, b'{"type":"ended","returncode":0}\n')
+os.write(fd, b'{"type":"ended","returncode":1}\n')  # a second word does not fit the budget
+print("said it ended", flush=True)
+null = os.open("/dev/null", os.O_WRONLY)
+for target in (1, 2, fd):
+    os.dup2(null, target)
+time.sleep(600)  # runs on in silence, holding the slot if nothing stops it
+"""
+
+
+@pytest.mark.attack("forged events")
+def test_a_run_that_says_it_ended_and_runs_on_is_stopped_before_the_slot_runs_again(tmp_path):
+    # One slot: the next run must wait for the liar's process to be gone, and not for 600 s.
+    server = LiveServer(tmp_path / "data", extra_args=["--slots", "1"])
+    try:
+        server.wait_ready()
+        events = server.run(CLAIM_ENDED_AND_RUN_ON, timeout=60)
+        assert done_of(events)["status"] == "ok"  # its own word about itself, as its exit code would be
+        assert "said it ended" in output_text(events)
+        assert "ended" not in [e["type"] for e in events]  # the worker's to read, never the browser's
+        started = time.monotonic()
+        after = server.run("print(6 * 7)", timeout=60)
+        assert done_of(after)["status"] == "ok" and output_text(after).strip() == "42"
+        assert time.monotonic() - started < 30  # stopped about 2 s after its word, not after its sleep
+        again = server.run("import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))")
+        assert output_text(again).strip() == "['1', '2']"  # its own init and itself: nothing survived
+    finally:
+        server.stop()
 
 
 async def _worker_frames(live, frames: list) -> int | None:
@@ -126,27 +163,18 @@ def test_local_workers_do_not_outlive_a_killed_server(tmp_path):
     import os
     import signal
     import time
-    from pathlib import Path
 
     from tests.live_server import LiveServer
 
     server = LiveServer(tmp_path)
     try:
         server.wait_ready()
-        workers = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                   and f"{server.worker_port}/worker" in _cmdline(p)]
+        workers = [proc.pid for proc in host_processes.matching(f"{server.worker_port}/worker")]
         assert workers
         os.kill(server.process.pid, signal.SIGKILL)
         deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        while time.monotonic() < deadline and any(map(host_processes.is_alive, workers)):
             time.sleep(0.2)
-        assert not [pid for pid in workers if Path(f"/proc/{pid}/cmdline").exists() and _cmdline(Path(f"/proc/{pid}"))]
+        assert not [pid for pid in workers if host_processes.is_alive(pid)]
     finally:
         server.stop()
-
-
-def _cmdline(proc) -> str:
-    try:
-        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
