@@ -1,81 +1,151 @@
 """stdout and stderr that reach the page in the order they were written.
 
-The two streams travel on separate pipes, and the worker reads whichever is
-ready; a program that alternates ``print(...)`` and
-``print(..., file=sys.stderr)`` could be shown out of order. So before a
-write switches from one stream to the other, it waits (briefly) until the
-worker has read what the previous stream left in its pipe: the relay then has
-sent that text before the new stream's text can be in a pipe at all. A run
-that writes to one stream only never waits.
+Two pipes read by the worker cannot tell which of two writes came first. So
+in the sandbox, Python's ``sys.stderr`` does not write to its own pipe: it
+writes framed records into the stdout pipe, where the kernel keeps them in
+order with ``sys.stdout``'s text. The worker splits the stdout pipe back into
+the two streams (``StdoutDemux``). Order holds for any number of switches,
+with no waiting.
 
-Each wait lasts about as long as the worker takes to wake up and read (well
-under a millisecond on an idle host, a few on a busy one), so a program that
-switches streams thousands of times could be slowed a lot. Waits therefore
-share a budget per run: once it is spent, the streams stop waiting (lines may
-then arrive out of order across the two streams) and the page is told so once.
+A frame is ``FRAME_MAGIC``, a 2-byte big-endian length, then at most
+``MAX_FRAME_PAYLOAD`` bytes: with the header it fits in ``PIPE_BUF`` (4096), so
+the kernel writes each frame whole, even beside a C library's or a thread's
+write to fd 1. A forged or corrupt header only restyles the forger's own
+output; an impossible length reads as plain stdout.
+
+Raw writes to fd 2 (C and XLA logs, a subprocess's stderr, ``os.write(2, ...)``)
+still use the stderr pipe; their order against stdout is as the worker reads
+them. If the program points fd 1 elsewhere (``os.dup2(devnull, 1)``),
+``sys.stderr`` goes back to fd 2 so stderr is not silenced with stdout.
 """
 
 from __future__ import annotations
 
 import io
-import threading
-import time
+import os
 
-from sandbox import events
-
-#: An unread pipe after this long means the worker is stalled; order then gives way to progress.
-SWITCH_WAIT_LIMIT_S = 0.2
-#: Total waiting one run may spend keeping the order.
-SWITCH_WAIT_BUDGET_S = 1.0
-BUDGET_SPENT_NOTICE = (
-    "This program switches between stdout and stderr so often that keeping their exact order would slow it "
-    "down; from here on, lines of the two streams may appear slightly out of order."
-)
+FRAME_MAGIC = b"\x00\x1e\x1fstderr"
+HEADER_BYTES = len(FRAME_MAGIC) + 2
+PIPE_BUF = 4096
+MAX_FRAME_PAYLOAD = PIPE_BUF - HEADER_BYTES
 
 
-class StreamSwitch:
-    """Which fd was written last; a write to the other one waits for that pipe to be read."""
-
-    def __init__(self) -> None:
-        self.last_fd: int | None = None
-        self._lock = threading.Lock()
-        self._is_pipe: dict[int, bool] = {}
-        self.waited_s = 0.0
-
-    def before_write(self, fd: int) -> None:
-        with self._lock:
-            previous, self.last_fd = self.last_fd, fd
-        if previous is None or previous == fd:
-            return
-        # Only a pipe has a reader to wait for (a terminal or file in development does not).
-        if self.waited_s >= SWITCH_WAIT_BUDGET_S or not self._is_pipe.setdefault(previous, events.is_pipe(previous)):
-            return
-        start = time.monotonic()
-        deadline = start + min(SWITCH_WAIT_LIMIT_S, SWITCH_WAIT_BUDGET_S - self.waited_s)
-        pause = 0.0001
-        while events.unread_bytes(previous) > 0 and time.monotonic() < deadline:
-            time.sleep(pause)
-            pause = min(pause * 2, 0.002)
-        self.waited_s += time.monotonic() - start
-        if self.waited_s >= SWITCH_WAIT_BUDGET_S:
-            events.emit({"type": "notice", "level": "info", "message": BUDGET_SPENT_NOTICE})
+def frames(data: bytes) -> list[bytes]:
+    """``data`` as stderr frames, each small enough for one atomic pipe write."""
+    return [FRAME_MAGIC + len(piece).to_bytes(2, "big") + piece
+            for piece in (data[i:i + MAX_FRAME_PAYLOAD] for i in range(0, len(data), MAX_FRAME_PAYLOAD))]
 
 
-class _OrderedFile(io.FileIO):
-    def __init__(self, fd: int, switch: StreamSwitch) -> None:
-        super().__init__(fd, "wb", closefd=True)
-        self._switch = switch
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class _StderrIntoStdout(io.RawIOBase):
+    """fd 2 to the program (``fileno()``), written as frames into the stdout pipe."""
+
+    def __init__(self, stdout_fd: int, stderr_fd: int) -> None:
+        super().__init__()
+        self._stdout_fd, self._stderr_fd = stdout_fd, stderr_fd
+        self._stdout_pipe = _identity(stdout_fd)
+
+    def fileno(self) -> int:
+        return self._stderr_fd
+
+    def writable(self) -> bool:
+        return True
 
     def write(self, data: bytes) -> int:  # type: ignore[override]
-        self._switch.before_write(self.fileno())
-        return super().write(data)
+        data = bytes(data)
+        if _identity(self._stdout_fd) != self._stdout_pipe:
+            _write_all(self._stderr_fd, data)  # fd 1 redirected by the program: stderr keeps its own pipe
+            return len(data)
+        for frame in frames(data):
+            _write_all(self._stdout_fd, frame)
+        return len(data)
+
+
+def _text(raw: io.RawIOBase) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace",
+                            line_buffering=True)
 
 
 def ordered_text_streams(stdout_fd: int = 1, stderr_fd: int = 2) -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
-    """Line-buffered text streams over the two fds, kept in written order with each other."""
-    switch = StreamSwitch()
-    streams = []
-    for fd in (stdout_fd, stderr_fd):
-        raw = io.BufferedWriter(_OrderedFile(fd, switch))
-        streams.append(io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", line_buffering=True))
-    return streams[0], streams[1]
+    """Line-buffered text streams for fds 1 and 2, stderr's framed into stdout's pipe."""
+    stdout = _text(io.FileIO(stdout_fd, "wb", closefd=True))
+    return stdout, _text(_StderrIntoStdout(stdout_fd, stderr_fd))
+
+
+def plain_text_streams(stdout_fd: int = 1, stderr_fd: int = 2) -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
+    """Line-buffered text streams over the two fds as they are (for readers that know no frames)."""
+    return _text(io.FileIO(stdout_fd, "wb", closefd=True)), _text(io.FileIO(stderr_fd, "wb", closefd=True))
+
+
+class StdoutDemux:
+    """The worker's side: the stdout pipe's bytes split back into (stream, bytes) in written order."""
+
+    def __init__(self) -> None:
+        self._pending = b""  # a header cut by the read boundary, or a possible start of one
+        self._frame_left = 0  # payload bytes of the current frame still to come
+
+    def split(self, chunk: bytes, final: bool = False) -> list[tuple[str, bytes]]:
+        data, self._pending = self._pending + chunk, b""
+        parts: list[tuple[str, bytes]] = []
+        at = 0
+        while at < len(data):
+            if self._frame_left:
+                piece = data[at:at + self._frame_left]
+                parts.append(("stderr", piece))
+                self._frame_left -= len(piece)
+                at += len(piece)
+                continue
+            start = data.find(FRAME_MAGIC, at)
+            if start < 0:
+                keep = 0 if final else _magic_prefix_at_end(data, at)
+                parts.append(("stdout", data[at:len(data) - keep]))
+                self._pending = data[len(data) - keep:]
+                break
+            parts.append(("stdout", data[at:start]))
+            if start + HEADER_BYTES > len(data):
+                if final:
+                    parts.append(("stdout", data[start:]))
+                else:
+                    self._pending = data[start:]
+                break
+            size = int.from_bytes(data[start + len(FRAME_MAGIC):start + HEADER_BYTES], "big")
+            if not 0 < size <= MAX_FRAME_PAYLOAD:
+                parts.append(("stdout", FRAME_MAGIC))  # not a frame the sandbox writes: plain text
+                at = start + len(FRAME_MAGIC)
+                continue
+            self._frame_left = size
+            at = start + HEADER_BYTES
+        return _merged(parts)
+
+
+def _magic_prefix_at_end(data: bytes, start: int) -> int:
+    """How many trailing bytes of ``data[start:]`` could begin a frame header."""
+    for size in range(min(len(FRAME_MAGIC) - 1, len(data) - start), 0, -1):
+        if data.endswith(FRAME_MAGIC[:size]):
+            return size
+    return 0
+
+
+def _merged(parts: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    merged: list[tuple[str, bytes]] = []
+    for kind, data in parts:
+        if not data:
+            continue
+        if merged and merged[-1][0] == kind:
+            merged[-1] = (kind, merged[-1][1] + data)
+        else:
+            merged.append((kind, data))
+    return merged

@@ -1,5 +1,8 @@
 """A run's three pipes (stdout, stderr, events) turned into events, in the order they were written.
 
+Ordering of stdout and stderr: Python's stderr arrives framed inside the
+stdout pipe (``sandbox.ordered_output``), split back here in written order.
+
 Ordering across the pipes: ``sandbox.events.emit`` in the child waits until
 this relay has read the output pipes before it writes an event. So whatever
 sits in an output pipe was written after every event already in the events
@@ -22,6 +25,7 @@ from typing import Any
 
 from sandbox import event_channel
 from sandbox.limits import format_bytes
+from sandbox.ordered_output import StdoutDemux
 
 log = logging.getLogger("jaxplay.sandbox")
 
@@ -38,7 +42,10 @@ class OutputRelay:
         self.error_sent = False
         self._held: list[dict[str, Any]] = []
         self._fds: dict[str, int] = {}
-        self._decoders = {kind: codecs.getincrementaldecoder("utf-8")(errors="replace") for kind in ("stdout", "stderr")}
+        # Framed stderr (inside the stdout pipe) and the stderr pipe's raw bytes decode apart.
+        self._decoders = {source: codecs.getincrementaldecoder("utf-8")(errors="replace")
+                          for source in ("stdout", "stderr", "stderr in stdout")}
+        self._stdout_demux = StdoutDemux()
         self._event_buffer = bytearray()
         self._skipping_line = False
         self._refusals: set[str] = set()
@@ -96,6 +103,8 @@ class OutputRelay:
             return False
         if kind == "events":
             self._event_bytes(chunk)
+        elif kind == "stdout":
+            self._stdout_bytes(chunk, final=False)
         else:
             self._output(kind, self._decoders[kind].decode(chunk), len(chunk))
         return True
@@ -110,12 +119,22 @@ class OutputRelay:
             if self._event_buffer:
                 self._structured(bytes(self._event_buffer))
                 self._event_buffer.clear()
+        elif kind == "stdout":
+            self._stdout_bytes(b"", final=True)
         else:
             self._output(kind, self._decoders[kind].decode(b"", final=True), 0)
         if not self._fds:
             self._all_closed.set()
 
     # --- turning bytes into events --------------------------------------------
+
+    def _stdout_bytes(self, chunk: bytes, final: bool) -> None:
+        for kind, data in self._stdout_demux.split(chunk, final):
+            source = "stdout" if kind == "stdout" else "stderr in stdout"
+            self._output(kind, self._decoders[source].decode(data), len(data))
+        if final:
+            self._output("stdout", self._decoders["stdout"].decode(b"", final=True), 0)
+            self._output("stderr", self._decoders["stderr in stdout"].decode(b"", final=True), 0)
 
     def _output(self, kind: str, text: str, size: int) -> None:
         if not text or self.truncated:
