@@ -238,6 +238,9 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     from sandbox import warmup
 
     warmup.prepare(initialize_backend=warm)
+    from sandbox import capture
+
+    capture.prepare()
     message, fds = zp.receive(sock)
     sock.close()
     warmup.run_arrived.set()

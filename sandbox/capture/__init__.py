@@ -32,6 +32,14 @@ def install(options: dict[str, Any]) -> None:
             traceback.print_exc()
 
 
+def prepare() -> None:
+    """What does not depend on the run's options, done in a spare before the code arrives."""
+    for name in CAPTURE_MODULES:
+        module = importlib.import_module(name)
+        if hasattr(module, "prepare"):
+            module.prepare()
+
+
 def finish() -> None:
     for module in _installed:
         try:

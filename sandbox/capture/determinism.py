@@ -79,14 +79,21 @@ _original_defaults: list[tuple[Any, tuple[Any, ...]]] = []
 _audit_hook_added = False
 
 
-def install(options: dict[str, Any]) -> None:
-    uninstall()
-    _reported.clear()
-    _seeded.update(random=False, numpy=False)
+def prepare() -> None:
+    """Wrap the clocks and random sources, once per process: a spare does it before code arrives
+    (~5 ms a run otherwise, wrapping ~100 functions in a freshly forked process)."""
+    if _originals:
+        return
     _wrap_clock()
     _wrap_python_random()
     _wrap_numpy_random()
     _add_audit_hook()
+
+
+def install(options: dict[str, Any]) -> None:
+    _reported.clear()
+    _seeded.update(random=False, numpy=False)
+    prepare()
     _report_datetime_calls_in_source()
 
 
