@@ -7,7 +7,9 @@ Measures on this machine, in one process:
   - re-runs from the same session (its private compile cache);
   - a fresh ``python`` process running the same file (no sandbox);
   - a warm in-process re-exec of the same code (what a notebook user sees on a re-run);
-- ``print(1)``;
+- ``print(1)``, as a person presses Run (0.5 s apart) and back-to-back (each run sent the
+  moment the previous one is done: then every run also waits for its slot's previous process
+  to tear down and for a fresh spare, the cost of a new process per run);
 - 100 distinct small snippets submitted at once (p50, p95, runs/s).
 
 Targets (issue 11): re-run p50 <= 300 ms and within 4x of the in-process re-run; first run
@@ -34,10 +36,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stats import percentile  # noqa: E402
+from tests import host_processes  # noqa: E402
 from tests.live_server import LiveServer, running_server  # noqa: E402
 
 DEFAULT = (ROOT / "frontend" / "src" / "examples" / "default.py").read_text().replace("time.sleep(", "(lambda *_: 0)(")
 SNIPPET = "import jax.numpy as jnp\nprint(float((jnp.arange({n}.0) * {k}).sum()))\n"
+
+
+def wait_for_shared_cache(server: LiveServer, limit_s: float = 300) -> float:
+    """Seconds until the worker's one-time fill of the shared compile cache ended (it runs at the
+    lowest priority, once per environment on a host, but takes a core from the runs while it works)."""
+    start = time.monotonic()
+    time.sleep(2)  # the worker starts the fill once its slots are up
+    while time.monotonic() - start < limit_s:
+        filling = [proc for proc in host_processes.matching("from sandbox.compile_cache import fill_main")
+                   if host_processes.is_descendant(proc.pid, server.process.pid)]
+        if not filling:
+            break
+        time.sleep(1)
+    return time.monotonic() - start
 
 
 def session_cookie(server: LiveServer) -> str:
@@ -45,11 +62,12 @@ def session_cookie(server: LiveServer) -> str:
         return response.headers["set-cookie"].split(";")[0]
 
 
-async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None) -> list[float]:
+async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None, gap_s: float = 0.0) -> list[float]:
     samples = []
     headers = {"Cookie": cookie} if cookie else {}
     async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
         for code in codes:
+            await asyncio.sleep(gap_s)
             run_id = uuid.uuid4().hex[:12]
             start = time.perf_counter()
             await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True}))
@@ -120,9 +138,12 @@ def main() -> None:
     parser.add_argument("--burst", type=int, default=100)
     args = parser.parse_args()
     with running_server() as server:
+        fill_s = wait_for_shared_cache(server)
+        print(f"(waited {fill_s:.0f} s for the worker's one-time fill of the shared compile cache, if it ran)")
         time.sleep(3)  # the slots' first spares are prepared
         asyncio.run(timed_runs(server, ["print(0)"] * 3, None))
-        print1 = asyncio.run(timed_runs(server, ["print(1)"] * (args.runs * 3), None))
+        print1 = asyncio.run(timed_runs(server, ["print(1)"] * (args.runs * 3), None, gap_s=0.5))
+        print1_back_to_back = asyncio.run(timed_runs(server, ["print(1)"] * (args.runs * 3), None))
         firsts = []
         for i in range(args.runs):  # each in a new session, with code never seen before
             code = DEFAULT.replace("0.3 *", f"0.3{i + 1} *")
@@ -134,7 +155,8 @@ def main() -> None:
     fresh = fresh_python(DEFAULT, max(3, args.runs // 2))
     warm = in_process_reruns(DEFAULT, args.runs)
 
-    print(line("print(1), playground", print1))
+    print(line("print(1), playground, runs 0.5 s apart", print1))
+    print(line("print(1), playground, back-to-back", print1_back_to_back))
     print(line("default example, first run (new session, new code)", firsts))
     print(line("default example, re-run in the same session", reruns))
     print(line("default example, fresh python process", fresh))
@@ -146,7 +168,8 @@ def main() -> None:
     print(f"targets: re-run p50 <= 300 ms [{verdict(rerun <= 300)}], re-run <= 4x in-process "
           f"[{verdict(rerun <= 4 * warm50)}], first <= 0.5x fresh [{verdict(first <= 0.5 * fresh50)}], "
           f"burst p95 <= 4 s [{verdict(percentile(burst_samples, 0.95) <= 4000)}], "
-          f"print(1) p50 <= 15 ms [{verdict(percentile(print1, 0.5) <= 15)}]")
+          f"print(1) p50 <= 15 ms [{verdict(percentile(print1, 0.5) <= 15)} 0.5 s apart, "
+          f"{verdict(percentile(print1_back_to_back, 0.5) <= 15)} back-to-back]")
 
 
 if __name__ == "__main__":
