@@ -12,10 +12,13 @@ export type BannerState =
   | { kind: "recorded"; events: readonly ServerEvent[]; recordedAt: string | null; sharedAt: string | null }
   | { kind: "cached"; events: readonly ServerEvent[]; done: DoneEvent };
 
-/** "1 May 2025, 14:00" in the viewer's locale and time zone. */
-export function formatWhen(iso: string): string {
+/** "1 May 2025, 14:00" in the viewer's locale and time zone ("14:00" for today, if asked). */
+export function formatWhen(iso: string, options: { sameDayTimeOnly?: boolean } = {}): string {
   const when = new Date(iso);
   if (Number.isNaN(when.getTime())) return iso;
+  if (options.sameDayTimeOnly && when.toDateString() === new Date().toDateString()) {
+    return when.toLocaleTimeString(undefined, { timeStyle: "short" });
+  }
   return when.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
@@ -65,16 +68,16 @@ export class ShareBanner {
     }
     const { done } = state;
     const at = done.cached_at ?? "";
+    // One line where it fits: what a person needs is "not live" and "Run fresh"; the rest is detail.
+    const took = formatDuration(done.elapsed_ms);
+    const summary = `${at ? `from ${formatWhen(at, { sameDayTimeOnly: true })} (${took})` : `took ${took}`}; timings are from then`;
     this.element.replaceChildren(
       el("span", { class: "share-banner-tag" }, "Cached result"),
       el(
         "span",
-        { class: "share-banner-text" },
-        "of an identical run",
-        at ? el("time", { datetime: at, title: at }, ` at ${formatWhen(at)}`) : null,
-        ` that took ${formatDuration(done.elapsed_ms)}`,
-        environment ? ` on ${environment}` : null,
-        "; its timings are shown.",
+        { class: "share-banner-text", title: `An identical run${at ? ` at ${formatWhen(at)}` : ""}${environment ? ` on ${environment}` : ""}` },
+        at ? el("time", { datetime: at }, summary) : summary,
+        environment ? el("span", { class: "share-banner-env" }, ` · ${environment}`) : null,
       ),
       el(
         "button",

@@ -10,6 +10,7 @@ import uuid
 import pytest
 from playwright.sync_api import Page
 
+from tests.browser.conftest import VIEWPORT
 from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
@@ -171,6 +172,13 @@ def test_a_cached_result_is_labelled_and_run_fresh_runs_it_again(page_at: PageAt
     banner = page.text_content("[data-testid=run-banner]")
     assert "Cached result" in banner and "timings" in banner and "cpu" in banner
     assert "cache me 2.0" in output_text(page)
+
+    # On a phone the banner is one line, not a block that pushes the output down.
+    page.set_viewport_size({"width": 390, "height": 844})
+    box = page.locator("[data-testid=run-banner]").bounding_box()
+    fresh = page.locator("[data-testid=run-fresh]").bounding_box()
+    assert box and fresh and box["height"] <= 48 and fresh["x"] + fresh["width"] <= 390, (box, fresh)
+    page.set_viewport_size(VIEWPORT)
 
     page.click("[data-testid=run-fresh]")
     assert wait_for_status(page, "ok", "error") == "ok"
