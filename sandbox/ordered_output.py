@@ -61,6 +61,14 @@ class _StderrIntoStdout(io.RawIOBase):
     def fileno(self) -> int:
         return self._stderr_fd
 
+    @property
+    def name(self) -> int:  # as io.FileIO names a stream opened from an fd
+        return self._stderr_fd
+
+    @property
+    def mode(self) -> str:
+        return "wb"
+
     def writable(self) -> bool:
         return True
 

@@ -70,6 +70,7 @@ def test_the_programs_streams_write_frames_and_fall_back_when_fd1_is_redirected(
     err_fd = os.open(err_file, os.O_WRONLY | os.O_CREAT)
     stdout, stderr = ordered_text_streams(stdout_fd, err_fd)
     assert stderr.fileno() == err_fd  # faulthandler and friends still see fd 2
+    assert (stdout.name, stderr.name, stderr.buffer.mode) == (stdout_fd, err_fd, "wb")  # as io.FileIO says
     stdout.write("one\n")
     stderr.write("two\n")
     stdout.write("three\n")
