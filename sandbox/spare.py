@@ -22,6 +22,7 @@ them, signal them or read their memory.
 from __future__ import annotations
 
 import os
+import resource
 import select
 import signal
 import socket
@@ -175,7 +176,6 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
             for fd in fds:
                 os.close(fd)
             init_end.close()
-            zygote_end.close()
             break
     if isolated:
         ns.drop_all_capabilities()
@@ -185,10 +185,34 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
         if status is not None:
             break
     if isolated:
-        _kill(-1)  # what the run left behind (pid 1 kills all but itself), before the cache is read
+        _end_every_process()  # what the run left behind, before the cache is read
     if session is not None:
         session.save()
+    if isolated:
+        # Nothing of the run is left: the zygote may report it over now, while this process, the
+        # keeper and the namespaces tear down (~20 ms of unmapping a zygote-sized address space).
+        report_gone(zygote_end, status)
+    zygote_end.close()
     return status
+
+
+def report_gone(zygote_end: socket.socket, status: int) -> None:
+    try:
+        zp.send(zygote_end, {"type": "gone", "status": status,
+                             "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
+    except OSError:
+        pass  # the zygote has gone: the keeper's exit is all there is to report
+
+
+def _end_every_process() -> None:
+    """As pid 1: kill every other process of the run's pid namespace and reap it. Orphans become
+    this process's children, so no child left means no process left."""
+    while True:
+        _kill(-1)
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
 
 
 def _reap(run_pid: int) -> int | None:

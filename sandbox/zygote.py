@@ -12,7 +12,9 @@ a spare made for it whose backend is not started. Tasks and ownership::
       ├─ waits for SIGCHLD through a wakeup pipe (single-threaded: fork-safe)
       ├─ owns the spare: one keeper process, replaced if it dies
       └─ owns the running run's keeper: ``kill`` sends it SIGTERM, which
-         ends the run's whole pid namespace; its exit is the run's exit.
+         ends the run's whole pid namespace. The run is over when its init
+         reports every process of it gone (``gone``), or else when the keeper
+         exits; the slow teardown of the three processes is not waited for.
 
 Nothing is cleaned up after a run: everything it could change lived in its
 own namespaces, which the kernel tears down with its last process.
@@ -92,16 +94,23 @@ class Zygote:
         signal.set_wakeup_fd(self.wake_w)
 
     def fork_spare(self, warm: bool) -> Spare:
+        # A new spare must hold none of these: least of all the running run's socket to its init.
         own_fds = [self.wake_r, self.wake_w, self.control.fileno()]
-        if self.spare is not None:
-            own_fds.append(self.spare.control.fileno())
+        for other in (self.spare, self.running[1] if self.running else None):
+            if other is not None and other.control.fileno() >= 0:
+                own_fds.append(other.control.fileno())
         return fork_spare(warm, self.isolated, own_fds)
 
     def serve(self) -> None:
         self.spare = self.fork_spare(warm=True)
         zp.send(self.control, {"type": "ready", "pid": os.getpid(), **self.versions})
         while True:
-            readable, _, _ = select.select([self.control, self.wake_r], [], [])
+            watched = [self.control, self.wake_r]
+            if self.running and self.running[1].control.fileno() >= 0:
+                watched.append(self.running[1].control)
+            readable, _, _ = select.select(watched, [], [])
+            if self.running and self.running[1].control in readable:
+                self.hear_from_running_init()
             if self.wake_r in readable:
                 os.read(self.wake_r, 4096)
                 self.reap()
@@ -134,9 +143,8 @@ class Zygote:
         try:
             zp.send(spare.control, message, fds)
         except OSError:
-            pass  # the spare died just now: its exit is reported as the run's
+            spare.control.close()  # the spare died just now: its exit is reported as the run's
         finally:
-            spare.control.close()
             for fd in fds:
                 os.close(fd)
         self.running = (message["run_id"], spare)
@@ -153,16 +161,32 @@ class Zygote:
             if pid == 0:
                 return
             if self.running and pid == self.running[1].pid:
-                run_id = self.running[0]
-                self.running = None
                 code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
                 killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-                if code is not None and code > 128:  # the keeper mirrors a signal as 128+N
-                    code, killed_by = None, code - 128
-                zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,
-                                       "signal": killed_by, "max_rss_kb": usage.ru_maxrss})
+                self.report_exit(code, killed_by, usage.ru_maxrss)
             elif self.spare and pid == self.spare.pid:
                 self.replace_dead_spare()
+
+    def hear_from_running_init(self) -> None:
+        """The run's init says every process of the run is gone (before its own slow exit)."""
+        assert self.running is not None
+        message, fds = zp.receive(self.running[1].control)
+        for fd in fds:
+            os.close(fd)
+        if message is None or message.get("type") != "gone" or type(message.get("status")) is not int:
+            self.running[1].control.close()  # gone without a word: the keeper's exit reports the run
+            return
+        self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0))
+
+    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int) -> None:
+        assert self.running is not None
+        (run_id, spare), self.running = self.running, None
+        if spare.control.fileno() >= 0:
+            spare.control.close()
+        if code is not None and code > 128:  # the keeper and the init mirror a signal as 128+N
+            code, killed_by = None, code - 128
+        zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,
+                               "signal": killed_by, "max_rss_kb": max_rss_kb})
 
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""

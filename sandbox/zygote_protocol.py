@@ -11,6 +11,11 @@ who sends them::
     worker -> zygote  kill     {run_id}                              ends the run's pid namespace
     zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}
 
+and inside the sandbox, on the socket the start went over::
+
+    run's init -> zygote  gone  {status, max_rss_kb}   every process of the run reaped; the
+                                                        zygote then sends ``exited``
+
 Kept to the standard library: the zygote imports this before jax.
 """
 

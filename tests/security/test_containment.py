@@ -231,3 +231,25 @@ def test_kernel_calls_no_program_needs_are_refused(live):
                  "ptrace traceme", "x32 getpid"):
         assert f"{call} EPERM" in text, text
     assert "thread True" in text and "subprocess hi" in text and "fork 7" in text, text
+
+
+OPEN_FILES = """
+import os, time
+time.sleep(0.2)  # the zygote forks the next spare while this run executes
+for fd in sorted(os.listdir('/proc/self/fd'), key=int):
+    try:
+        print(fd, os.readlink(f'/proc/self/fd/{fd}'))
+    except OSError:
+        pass  # listdir's own descriptor, closed already
+"""
+
+
+@pytest.mark.attack("keys and privileges")
+def test_a_run_holds_only_its_own_pipes(live):
+    """No socket of the sandbox's plumbing (the worker's, the zygote's, another run's init) reaches a run."""
+    for _ in range(4):  # every slot, and runs on spares made while an earlier run held its socket
+        out = output_text(live.run(OPEN_FILES, fresh=True))
+        targets = dict(line.split(" ", 1) for line in out.strip().splitlines())
+        assert targets.pop("0") == "/dev/null"
+        assert all(target.startswith("pipe:") for target in targets.values()), targets
+        assert len(targets) == 3, targets  # stdout, stderr, events
