@@ -316,8 +316,13 @@ def _restore_priority(pid: int) -> None:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return
+    from sandbox.warmup import WARM_THREAD_NAME
+
     for tid in tids:
         try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
+                if comm.read().strip() == WARM_THREAD_NAME:
+                    continue  # the spare's warming, which the run no longer needs
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except OSError:
             return

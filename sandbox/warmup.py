@@ -52,17 +52,24 @@ def use_persistent_cache(path: str) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
-def common_operations() -> None:
-    """The eager operations nearly every program starts with, each compiled once here."""
+def common_operations(stop: threading.Event | None = None) -> None:
+    """The eager operations nearly every program starts with, each compiled once here; between
+    operations, ``stop`` (once set) ends the warming."""
     import jax
     import jax.numpy as jnp
 
     # Few on purpose: each costs ~10-40 ms of CPU in every spare; the first (JAX's one-time set-up
     # of tracing, lowering and dispatch, ~0.5 s) is what every program would otherwise wait for.
-    x = jnp.ones((8,), jnp.float32)
-    m = jnp.arange(16.0).reshape(4, 4)
-    results = [x.sum(), x * 2.0, m @ m, jax.random.normal(jax.random.key(0), (4,))]
-    jax.block_until_ready(results)
+    operations = [
+        lambda: jnp.ones((8,), jnp.float32).sum(),
+        lambda: jnp.ones((8,), jnp.float32) * 2.0,
+        lambda: jnp.arange(16.0).reshape(4, 4) @ jnp.arange(16.0).reshape(4, 4),
+        lambda: jax.random.normal(jax.random.key(0), (4,)),
+    ]
+    for operation in operations:
+        if stop is not None and stop.is_set():
+            return  # the run has come: what is not warm yet it compiles itself, at full priority
+        jax.block_until_ready(operation())
 
 
 # A spare warms only once it has sat idle this long: in a burst, runs take spares the moment
@@ -87,11 +94,26 @@ def prepare(initialize_backend: bool) -> threading.Thread | None:
 
 
 def _warm_when_idle() -> None:
+    # Named so that the run's priority, restored when its code arrives, is not restored here: an
+    # operation still warming then finishes at the spare's low priority instead of beside the run.
+    _name_this_thread(WARM_THREAD_NAME)
     if run_arrived.wait(IDLE_BEFORE_WARMING_S):
         return
     try:
-        common_operations()
+        common_operations(stop=run_arrived)
     except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
+        pass
+
+
+WARM_THREAD_NAME = "jaxplay-warmup"  # the kernel keeps 15 bytes of a thread's name
+
+
+def _name_this_thread(name: str) -> None:
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
         pass
 
 
