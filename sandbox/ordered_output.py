@@ -93,11 +93,6 @@ def ordered_text_streams(stdout_fd: int = 1, stderr_fd: int = 2) -> tuple[io.Tex
     return stdout, _text(_StderrIntoStdout(stdout_fd, stderr_fd))
 
 
-def plain_text_streams(stdout_fd: int = 1, stderr_fd: int = 2) -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
-    """Line-buffered text streams over the two fds as they are (for readers that know no frames)."""
-    return _text(io.FileIO(stdout_fd, "wb", closefd=True)), _text(io.FileIO(stderr_fd, "wb", closefd=True))
-
-
 class StdoutDemux:
     """The worker's side: the stdout pipe's bytes split back into (stream, bytes) in written order."""
 
@@ -106,7 +101,7 @@ class StdoutDemux:
         self._frame_left = 0  # payload bytes of the current frame still to come
 
     def split(self, chunk: bytes, final: bool = False) -> list[tuple[str, bytes]]:
-        data, self._pending = self._pending + chunk, b""
+        data, self._pending = (self._pending + chunk if self._pending else chunk), b""
         parts: list[tuple[str, bytes]] = []
         at = 0
         while at < len(data):

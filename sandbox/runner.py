@@ -20,7 +20,7 @@ import types
 from typing import Any
 
 from sandbox import capture, error_hints, events, libraries, oom_message
-from sandbox.ordered_output import ordered_text_streams, plain_text_streams
+from sandbox.ordered_output import ordered_text_streams
 
 USER_FILENAME = "<playground>"
 QUIET_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
@@ -28,12 +28,11 @@ QUIET_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, token
 USERLIB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "userlib")
 
 
-def reopen_std_streams(stderr_framed_into_stdout: bool = True) -> None:
+def reopen_std_streams() -> None:
     """Line-buffered text streams over fds 1 and 2: each line reaches the browser as it is printed,
     and the two streams in the order they were written (sandbox.ordered_output; only a reader that
     splits the frames, the worker's relay, may get them)."""
-    make = ordered_text_streams if stderr_framed_into_stdout else plain_text_streams
-    sys.stdout, sys.stderr = make(1, 2)
+    sys.stdout, sys.stderr = ordered_text_streams(1, 2)
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr  # type: ignore[misc]
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from sandbox import compile_cache_mounts as cache_mounts
 from sandbox import namespaces as ns
-from sandbox import seccomp
+from sandbox import seccomp, warmup
 from sandbox import zygote_protocol as zp
 
 TMP_SIZE_BYTES = 512 << 20
@@ -191,12 +191,12 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
     if isolated:
         # Nothing of the run is left: the zygote may report it over now, while this process, the
         # keeper and the namespaces tear down (~20 ms of unmapping a zygote-sized address space).
-        report_gone(zygote_end, status)
+        _report_gone(zygote_end, status)
     zygote_end.close()
     return status
 
 
-def report_gone(zygote_end: socket.socket, status: int) -> None:
+def _report_gone(zygote_end: socket.socket, status: int) -> None:
     try:
         zp.send(zygote_end, {"type": "gone", "status": status,
                              "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
@@ -259,8 +259,6 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         seccomp.install()  # before any thread exists, so every later thread is filtered too
     _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
     os.nice(SPARE_NICE)  # preparing must not slow the run that executes beside it
-    from sandbox import warmup
-
     warmup.prepare(initialize_backend=warm)
     from sandbox import capture
 
@@ -290,7 +288,7 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     os.close(stdout_fd)
     os.close(stderr_fd)
     os.environ.update(message.get("env", {}))
-    from sandbox import events, jax_config, limits, runner, warmup
+    from sandbox import events, jax_config, limits, runner
 
     warmup.reseed_numpy()
     jax_config.apply_environment_at_first_import()
@@ -316,12 +314,10 @@ def _restore_priority(pid: int) -> None:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return
-    from sandbox.warmup import WARM_THREAD_NAME
-
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                if comm.read().strip() == WARM_THREAD_NAME:
+                if comm.read().strip() == warmup.WARM_THREAD_NAME:
                     continue  # the spare's warming, which the run no longer needs
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except OSError:

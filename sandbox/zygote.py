@@ -95,22 +95,25 @@ class Zygote:
 
     def fork_spare(self, warm: bool) -> Spare:
         # A new spare must hold none of these: least of all the running run's socket to its init.
-        own_fds = [self.wake_r, self.wake_w, self.control.fileno()]
-        for other in (self.spare, self.running[1] if self.running else None):
-            if other is not None and other.control.fileno() >= 0:
-                own_fds.append(other.control.fileno())
+        own = [self.control, self.spare.control if self.spare else None, self.running_init()]
+        own_fds = [self.wake_r, self.wake_w, *(sock.fileno() for sock in own if sock is not None)]
         return fork_spare(warm, self.isolated, own_fds)
+
+    def running_init(self) -> socket.socket | None:
+        """The socket to the running run's init, while it is open (until the init's word or its end)."""
+        if self.running is None or self.running[1].control.fileno() < 0:
+            return None
+        return self.running[1].control
 
     def serve(self) -> None:
         self.spare = self.fork_spare(warm=True)
         zp.send(self.control, {"type": "ready", "pid": os.getpid(), **self.versions})
         while True:
-            watched = [self.control, self.wake_r]
-            if self.running and self.running[1].control.fileno() >= 0:
-                watched.append(self.running[1].control)
+            running_init = self.running_init()
+            watched = [self.control, self.wake_r] + ([running_init] if running_init else [])
             readable, _, _ = select.select(watched, [], [])
-            if self.running and self.running[1].control in readable:
-                self.hear_from_running_init()
+            if running_init is not None and running_init in readable:
+                self.hear_from_running_init(running_init)
             if self.wake_r in readable:
                 os.read(self.wake_r, 4096)
                 self.reap()
@@ -167,22 +170,20 @@ class Zygote:
             elif self.spare and pid == self.spare.pid:
                 self.replace_dead_spare()
 
-    def hear_from_running_init(self) -> None:
+    def hear_from_running_init(self, init: socket.socket) -> None:
         """The run's init says every process of the run is gone (before its own slow exit)."""
-        assert self.running is not None
-        message, fds = zp.receive(self.running[1].control)
+        message, fds = zp.receive(init)
         for fd in fds:
             os.close(fd)
         if message is None or message.get("type") != "gone" or type(message.get("status")) is not int:
-            self.running[1].control.close()  # gone without a word: the keeper's exit reports the run
+            init.close()  # gone without a word: the keeper's exit reports the run
             return
         self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0))
 
     def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int) -> None:
         assert self.running is not None
         (run_id, spare), self.running = self.running, None
-        if spare.control.fileno() >= 0:
-            spare.control.close()
+        spare.control.close()  # closing twice is harmless
         if code is not None and code > 128:  # the keeper and the init mirror a signal as 128+N
             code, killed_by = None, code - 128
         zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,

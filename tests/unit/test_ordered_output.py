@@ -15,7 +15,11 @@ def split_all(data: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:
     bounds = [0, *cuts, len(data)]
     for start, end in zip(bounds, bounds[1:], strict=False):
         parts += demux.split(data[start:end])
-    parts += demux.split(b"", final=True)
+    return merge_adjacent(parts + demux.split(b"", final=True))
+
+
+def merge_adjacent(parts: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """Neighbouring parts of one stream as one, as a reader shows them."""
     merged: list[tuple[str, bytes]] = []
     for kind, piece in parts:
         if merged and merged[-1][0] == kind:
@@ -42,12 +46,7 @@ def test_interleaved_streams_come_back_in_written_order_whatever_the_read_bounda
         text = f"{kind} {i} {'é' * rng.randint(0, 3)}\n".encode() * rng.randint(1, 40)
         written.append((kind, text))
         pipe += text if kind == "stdout" else b"".join(frames(text))
-    expected: list[tuple[str, bytes]] = []
-    for kind, text in written:
-        if expected and expected[-1][0] == kind:
-            expected[-1] = (kind, expected[-1][1] + text)
-        else:
-            expected.append((kind, text))
+    expected = merge_adjacent(written)
     for _ in range(30):
         cuts = sorted(rng.sample(range(1, len(pipe)), rng.randint(1, 200)))
         assert split_all(pipe, cuts) == expected
