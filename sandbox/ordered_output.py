@@ -143,12 +143,13 @@ def _magic_prefix_at_end(data: bytes, start: int) -> int:
 
 
 def _merged(parts: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
-    merged: list[tuple[str, bytes]] = []
+    """Neighbours of one stream joined once (a read may hold thousands of one-byte frames)."""
+    runs: list[tuple[str, list[bytes]]] = []
     for kind, data in parts:
         if not data:
             continue
-        if merged and merged[-1][0] == kind:
-            merged[-1] = (kind, merged[-1][1] + data)
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(data)
         else:
-            merged.append((kind, data))
-    return merged
+            runs.append((kind, [data]))
+    return [(kind, b"".join(pieces)) for kind, pieces in runs]
