@@ -18,7 +18,6 @@ WORKDIR /src
 RUN pip install --no-cache-dir "build>=1.2"
 COPY pyproject.toml setup.py MANIFEST.in README.md CHANGELOG.md ./
 COPY jaxplay/ jaxplay/
-COPY jaxplay_cli/ jaxplay_cli/
 COPY server/ server/
 COPY sandbox/ sandbox/
 COPY --from=page /src/frontend/dist/ frontend/dist/

@@ -17,7 +17,7 @@ run: system-deps $(VENV)/.installed frontend
 	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT)
 
 test: system-deps system-test-deps $(VENV)/.installed-test frontend
-	$(BIN)/ruff check jaxplay jaxplay_cli server sandbox tests bench setup.py
+	$(BIN)/ruff check jaxplay server sandbox tests bench setup.py
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed-test frontend

@@ -1,5 +1,9 @@
-"""Build hook: the wheel carries the built page (frontend/dist) as ``server/frontend_dist``.
+"""Build: one installed name, ``jaxplay``, and the built page inside it.
 
+The repository's ``server/`` and ``sandbox/`` folders install as
+``jaxplay.server`` and ``jaxplay.sandbox`` (``PACKAGE_DIRS``), so nothing
+lands in site-packages under a generic top-level name. The wheel carries the
+built page (frontend/dist) as ``jaxplay/server/pages/frontend_dist``.
 Everything else lives in pyproject.toml. The page is built by Node (``make dist``
 builds it first); a wheel built without it would serve "the frontend is not
 built", so building one is refused with the command that fixes it. Editable
@@ -11,12 +15,26 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 FRONTEND_DIST = HERE / "frontend" / "dist"
-PACKAGED_AS = Path("server") / "frontend_dist"
+PACKAGED_AS = Path("jaxplay") / "server" / "pages" / "frontend_dist"
+# Installed package -> its folder in the repository.
+PACKAGE_DIRS = {"jaxplay": "jaxplay", "jaxplay.server": "server", "jaxplay.sandbox": "sandbox"}
+
+
+# Not a package but an import root of its own: the runner puts it on sys.path (``import playground``).
+USERLIB = ["jaxplay.sandbox.userlib", "jaxplay.sandbox.userlib.playground"]
+
+
+def packages() -> list[str]:
+    """Every package under each installed root."""
+    found = list(USERLIB)
+    for name, folder in PACKAGE_DIRS.items():
+        found += [name, *(f"{name}.{sub}" for sub in find_packages(str(HERE / folder)))]
+    return found
 
 
 class BuildPyWithPage(build_py):
@@ -34,4 +52,4 @@ class BuildPyWithPage(build_py):
         shutil.copytree(FRONTEND_DIST, target)
 
 
-setup(cmdclass={"build_py": BuildPyWithPage})
+setup(packages=packages(), package_dir=PACKAGE_DIRS, cmdclass={"build_py": BuildPyWithPage})

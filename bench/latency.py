@@ -25,8 +25,9 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jaxplay.sandbox.isolation import bwrap  # noqa: E402
+
 from bench.stats import percentile  # noqa: E402
-from sandbox import bwrap  # noqa: E402
 from tests.live_server import LiveServer, running_server  # noqa: E402
 
 NAIVE_CODE = "import jax; print(jax.numpy.ones(3).sum())"
@@ -50,7 +51,7 @@ async def warm_latencies(server: LiveServer, runs: int, warmup: int = 5) -> list
 
 
 def naive_latencies(runs: int) -> list[float]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.PROJECT_ROOT), "LANG": "C.UTF-8"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONPATH": str(bwrap.IMPORT_ROOT), "LANG": "C.UTF-8"}
     command = bwrap.sandbox_command([sys.executable, "-c", NAIVE_CODE], env, [])
     samples = []
     for _ in range(runs):

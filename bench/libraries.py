@@ -1,7 +1,7 @@
 """Import time of each worker library inside a sandboxed run, and what preloading costs the zygote.
 
 For two real sandbox slots, one whose zygote preloads nothing beyond JAX and
-one with the shipped preload list (sandbox/library_preload.py), it prints:
+one with the shipped preload list (sandbox/engine/library_preload.py), it prints:
 
 - each library's import time measured inside a run (a fresh run each time,
   median of --runs), with and without the preload;
@@ -29,9 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jaxplay.sandbox.engine import library_preload  # noqa: E402
+from jaxplay.sandbox.engine.slot import Slot  # noqa: E402
+from jaxplay.sandbox.isolation import bwrap  # noqa: E402
+
 from jaxplay.settings import Settings  # noqa: E402
-from sandbox import bwrap, library_preload  # noqa: E402
-from sandbox.slot import Slot  # noqa: E402
 
 LIBRARIES = ("optax", "flax.nnx", "equinox", "chex", "einops", "jaxtyping", "orbax.checkpoint", "scipy",
              "pandas", "diffrax", "lineax", "optimistix", "numpyro", "sklearn")
@@ -65,7 +67,7 @@ def with_preload_override(value: str | None) -> None:
 
 
 def zygote_host_pid(root_pid: int) -> int:
-    """The zygote among the sandbox's processes: the ``sandbox.zygote`` process whose parent is not one."""
+    """The zygote among the sandbox's processes: the ``jaxplay.sandbox.engine.zygote`` process whose parent is not one."""
     def children(pid: int) -> list[int]:
         found = []
         for task in Path(f"/proc/{pid}/task").iterdir():
@@ -75,8 +77,8 @@ def zygote_host_pid(root_pid: int) -> int:
 
     def is_zygote(pid: int) -> bool:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        # python [-s -P] -m sandbox.zygote FD; bwrap's own command line names it too, after its options
-        return b"-m" in argv[:4] and argv[argv.index(b"-m") + 1] == b"sandbox.zygote"
+        # python [-s -P] -m jaxplay.sandbox.engine.zygote FD; bwrap's own command line names it too, after its options
+        return b"-m" in argv[:4] and argv[argv.index(b"-m") + 1] == b"jaxplay.sandbox.engine.zygote"
 
     stack = [root_pid]
     while stack:

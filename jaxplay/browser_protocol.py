@@ -55,7 +55,7 @@ class ClientCancel:
     id: str
 
 
-# --- workshop rooms (server/rooms.py) ---------------------------------------
+# --- workshop rooms (server/rooms/hub.py) ---------------------------------------
 
 MAX_ROOM_FIELD_CHARS = 64
 MAX_DECK_SNIPPETS = 200

@@ -2,7 +2,7 @@
 
 Every field has a default, help text and a ``JAXPLAY_<NAME>`` environment
 variable; ``jaxplay serve`` and ``jaxplay worker`` expose the same fields as
-flags (see ``jaxplay_cli/commands.py``), and docs/settings.md lists them.
+flags (see ``jaxplay/cli/commands.py``), and docs/settings.md lists them.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ class WorkerHello:
     slots: int
     platform_version: str = ""
     device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
-    # {import name: version} of the libraries a run can import (sandbox/libraries.py).
+    # {import name: version} of the libraries a run can import (sandbox/engine/libraries.py).
     libraries: dict[str, str] = field(default_factory=dict)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"

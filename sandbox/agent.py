@@ -22,12 +22,12 @@ import socket
 from typing import Any
 
 import websockets
+from jaxplay.sandbox.caches.compile_cache import CompileCaches
+from jaxplay.sandbox.engine.slot import Slot
+from jaxplay.sandbox.isolation import bwrap, gpu
 
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
-from sandbox import bwrap, gpu
-from sandbox.compile_cache import CompileCaches
-from sandbox.slot import Slot
 
 log = logging.getLogger("jaxplay.worker")
 

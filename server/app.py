@@ -1,6 +1,6 @@
 """The Starlette application: routes, and the lifespan that owns the local workers.
 
-Shutdown runs in numbered phases (server/shutdown.py): stop accepting, drain,
+Shutdown runs in numbered phases (server/ops/shutdown.py): stop accepting, drain,
 tell browsers, then this lifespan's exit: stop local workers (their sandboxes
 die with them), save rooms and close storage.
 """
@@ -13,6 +13,22 @@ import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from jaxplay.server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
+from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
+from jaxplay.server.ops import metrics_access
+from jaxplay.server.ops.health import health_routes
+from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
+from jaxplay.server.pages import editor as pages
+from jaxplay.server.pages.api_index import ApiIndex
+from jaxplay.server.rooms.hub import RoomHub
+from jaxplay.server.rooms.pages import room_routes
+from jaxplay.server.rooms.store import RoomStore
+from jaxplay.server.rooms.sync import RedisRoomSync
+from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
+from jaxplay.server.runs.local_workers import LocalWorkers
+from jaxplay.server.runs.scheduler import Scheduler
+from jaxplay.server.runs.worker_socket import handle_worker_socket
+from jaxplay.server.sharing import Sharing
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,21 +38,6 @@ from starlette.websockets import WebSocket
 
 from jaxplay import __version__
 from jaxplay.settings import Settings
-from server import metrics_access, pages
-from server.api_index import ApiIndex
-from server.brokered_scheduler import BrokeredScheduler
-from server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
-from server.health import health_routes
-from server.local_workers import LocalWorkers
-from server.metrics import CONTENT_TYPE, PlaygroundMetrics
-from server.room_pages import room_routes
-from server.room_store import RoomStore
-from server.room_sync import RedisRoomSync
-from server.rooms import RoomHub
-from server.scheduler import Scheduler
-from server.sessions import SessionKeys, SessionMiddleware
-from server.sharing import Sharing
-from server.worker_socket import handle_worker_socket
 
 log = logging.getLogger("jaxplay.server")
 

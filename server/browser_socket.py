@@ -10,7 +10,7 @@ Tasks and ownership per connection::
 
 When the browser goes away its runs in flight are cancelled and it leaves
 its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
-(server/rooms.py), which may also send pre-encoded frames through ``outbox``
+(server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
 (one ``json.dumps`` for a whole room). ``BrowserHooks`` is what the server as a whole watches: the open connections
 (told of a shutdown) and refused runs (counted by reason in the metrics).
 """
@@ -26,15 +26,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from jaxplay.server.clients.sessions import SCOPE_KEY
+from jaxplay.server.runs.scheduler import Run, Scheduler
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
-from server.scheduler import Run, Scheduler
-from server.sessions import SCOPE_KEY
 
 if TYPE_CHECKING:
-    from server.rooms import RoomHub
+    from jaxplay.server.rooms.hub import RoomHub
 
 log = logging.getLogger("jaxplay.server")
 

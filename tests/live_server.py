@@ -45,7 +45,7 @@ class LiveServer:
         self.ws_url = f"ws://127.0.0.1:{self.port}/ws"
         self.worker_port = free_port()
         self.worker_url = f"ws://127.0.0.1:{self.worker_port}/worker"
-        jaxplay = command or [sys.executable, "-m", "jaxplay_cli"]
+        jaxplay = command or [sys.executable, "-m", "jaxplay.cli"]
         args = [*jaxplay, "serve", "--port", str(self.port), "--data-dir", str(data_dir),
                 "--worker-port", str(self.worker_port),
                 "--memory-limit-mb", str(LIVE_MEMORY_LIMIT_MB), *(extra_args or [])]

@@ -22,7 +22,8 @@ def events_on_fd3(fd: int) -> Callable[[], None]:
 FORKING_RUNNER = r"""
 import json, os, sys
 import jax, jax.numpy  # imported once, as the zygote does; each program runs in a fork of this process
-from sandbox import events, runner
+from jaxplay.sandbox.output import events
+from jaxplay.sandbox.engine import runner
 
 programs = json.load(sys.stdin)
 results = []

@@ -1,6 +1,6 @@
 /**
  * The API index of the JAX the chosen backend runs (GET /api/api-index/{version},
- * made by sandbox/api_index.py), and resolving the names in a program against
+ * made by sandbox/learning/api_index.py), and resolving the names in a program against
  * it: `jnp.sum` is `jax.numpy.sum` when the program says `import jax.numpy as jnp`.
  */
 

@@ -1,6 +1,6 @@
 /**
  * What the server put in the page: `<script id="boot" type="application/json">`
- * rendered by server/templates/page.html. Read once, here, so every page
+ * rendered by server/pages/templates/page.html. Read once, here, so every page
  * (editor `/`, share `/s/{id}`, embed `/e/{id}`) starts from the same object.
  */
 

@@ -33,7 +33,7 @@ export interface ClientCancel {
   id: string;
 }
 
-// Workshop rooms (server/rooms.py): follow a presenter's editor and runs.
+// Workshop rooms (server/rooms/hub.py): follow a presenter's editor and runs.
 
 export interface RoomJoin {
   type: "room_join";

@@ -15,8 +15,8 @@ import traceback
 from typing import Any
 
 # Order matters: display wraps matplotlib before user imports it.
-CAPTURE_MODULES = ("sandbox.capture.display", "sandbox.capture.jit_capture", "sandbox.capture.sharding",
-                   "sandbox.capture.determinism")
+CAPTURE_MODULES = ("jaxplay.sandbox.capture.display", "jaxplay.sandbox.capture.jit_capture", "jaxplay.sandbox.capture.sharding",
+                   "jaxplay.sandbox.capture.determinism")
 
 _installed: list[Any] = []
 

@@ -49,13 +49,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import events
+from jaxplay.sandbox.output import events
 
 USER_FILENAME = "<playground>"
 EVENT_TYPE = "nondeterministic"
 # Top-level packages whose own reads of the clock or the OS's randomness never reach the program's output.
 PLUMBING = frozenset({
-    "jax", "jaxlib", "sandbox", "logging", "threading", "queue", "asyncio", "concurrent", "selectors",
+    "jax", "jaxlib", "jaxplay", "logging", "threading", "queue", "asyncio", "concurrent", "selectors",
     "subprocess", "socket", "ssl", "importlib", "tempfile", "multiprocessing", "weakref",
     "equinox",  # eqx.filter_jit reads os.urandom on every call, only to tag its own errors
 })

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.capture import display_event, display_figures, display_render
-from sandbox.capture.display_budget import Budget
+from jaxplay.sandbox.capture import display_event, display_figures, display_render
+from jaxplay.sandbox.capture.display_budget import Budget
 
 MAX_DISPLAYS = 200
 MAX_DISPLAY_BYTES = 16 * 1024 * 1024

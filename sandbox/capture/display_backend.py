@@ -1,6 +1,6 @@
 """The matplotlib backend of the playground: Agg drawing, figures sent inline.
 
-Chosen with ``MPLBACKEND=module://sandbox.capture.display_backend`` (set by
+Chosen with ``MPLBACKEND=module://jaxplay.sandbox.capture.display_backend`` (set by
 ``display_figures.configure_matplotlib``), so matplotlib imports this module
 only when the user's code imports pyplot. ``plt.show()`` and ``fig.show()``
 send figures to the page instead of opening windows.
@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from jaxplay.sandbox.capture import display_figures
 from matplotlib.backend_bases import FigureManagerBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-from sandbox.capture import display_figures
 
 
 class FigureManagerPlayground(FigureManagerBase):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from sandbox import events
+from jaxplay.sandbox.output import events
 
 
 @dataclasses.dataclass(frozen=True)

@@ -3,7 +3,7 @@
 matplotlib is never imported here unless the user's code imports it: an
 import hook prepares its environment at that moment (``MPLBACKEND``, read by
 matplotlib at its import, names our own Agg-based backend
-``sandbox.capture.display_backend``, whose ``show()`` sends the open
+``jaxplay.sandbox.capture.display_backend``, whose ``show()`` sends the open
 figures; a writable config dir; a fontconfig file), so ``print(1)`` pays
 nothing. Figures still open when the code ends are sent by ``finish``. A run
 may send at most MAX_FIGURES figures and MAX_FIGURE_BYTES of image data (as
@@ -23,11 +23,11 @@ import tempfile
 import weakref
 from typing import Any
 
-from sandbox.capture import display_event
-from sandbox.capture.display_budget import Budget
-from sandbox.capture.display_event import Rendered
+from jaxplay.sandbox.capture import display_event
+from jaxplay.sandbox.capture.display_budget import Budget
+from jaxplay.sandbox.capture.display_event import Rendered
 
-BACKEND = "module://sandbox.capture.display_backend"
+BACKEND = "module://jaxplay.sandbox.capture.display_backend"
 MAX_FIGURES = 20
 MAX_FIGURE_BYTES = 5 * 1024 * 1024
 # PNGs are drawn at twice the figure's dpi so they are sharp on high-density

@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from sandbox.capture.display_event import Rendered
+from jaxplay.sandbox.capture.display_event import Rendered
 
 RENDER_TIME_LIMIT_S = 3.0
 MAX_HTML_BYTES = 1024 * 1024

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from sandbox.capture import jit_source_map
+from jaxplay.sandbox.capture import jit_source_map
 
 # Narrow enough that every equation starts its own line (so each can point at
 # its source line), wide enough that short equations stay on one line.

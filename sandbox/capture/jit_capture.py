@@ -49,9 +49,9 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sandbox import events
-from sandbox.capture import jit_artifacts, jit_libraries, jit_render
-from sandbox.capture.jit_ready import ReadyWatcher
+from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render
+from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
+from jaxplay.sandbox.output import events
 
 USER_FILENAME = "<playground>"
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sandbox.capture import jit_artifacts
+from jaxplay.sandbox.capture import jit_artifacts
 
 EQUINOX_JIT = "equinox._jit"
 NNX_COMPILATION = "flax.nnx.transforms.compilation"

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from sandbox import events
-from sandbox.capture import jit_artifacts
+from jaxplay.sandbox.capture import jit_artifacts
+from jaxplay.sandbox.output import events
 
 Hook = Callable[[dict[str, Any], Any], None]
 

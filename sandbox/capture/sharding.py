@@ -29,10 +29,9 @@ from typing import Any
 
 import jax
 import numpy as np
-
-from sandbox import events
-from sandbox.capture.sharding_compiled import add_sharding_fields
-from sandbox.capture.sharding_layout import axis_type_name, describe_layout, describe_mesh
+from jaxplay.sandbox.capture.sharding_compiled import add_sharding_fields
+from jaxplay.sandbox.capture.sharding_layout import axis_type_name, describe_layout, describe_mesh
+from jaxplay.sandbox.output import events
 
 log = logging.getLogger("jaxplay.sandbox.sharding")
 
@@ -53,7 +52,7 @@ def install(options: dict[str, Any]) -> None:
     jax.debug.visualize_array_sharding = visualize_array_sharding
     jax.debug.visualize_sharding = visualize_sharding
     try:
-        from sandbox.capture import jit_capture
+        from jaxplay.sandbox.capture import jit_capture
     except ImportError:
         log.debug("jit_capture is not available: compiled functions carry no shardings")
         return

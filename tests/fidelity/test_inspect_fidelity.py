@@ -4,7 +4,7 @@ One program with a dozen jitted functions (static arguments, pytrees, scan,
 cond, fori_loop, a jitted gradient, vmap, donation, recompilations) runs
 twice, each in a process of its own with the worker's 8 CPU devices:
 
-- through the playground runner (``python -m sandbox.runner``, events on
+- through the playground runner (``python -m jaxplay.sandbox.engine.runner``, events on
   fd 3), which reports a ``compiled`` event per compilation;
 - in a plain process with an untouched ``jax.jit``, which runs the same
   program and then asks the stages API, for each (function, arguments) the
@@ -135,7 +135,7 @@ def captured_events(tmp_path: Path) -> list[dict]:
     events_path = tmp_path / "events.jsonl"
     with open(events_path, "wb") as events_out:
         result = subprocess.run(
-            [sys.executable, "-m", "sandbox.runner", str(program)], cwd=REPO, env=ENV, capture_output=True,
+            [sys.executable, "-m", "jaxplay.sandbox.engine.runner", str(program)], cwd=REPO, env=ENV, capture_output=True,
             timeout=180, close_fds=False, preexec_fn=events_on_fd3(events_out.fileno()),
         )
     assert result.returncode == 0, result.stderr.decode()[-3000:]

@@ -1,7 +1,7 @@
 """The Sharding panel shows what JAX does, not our reading of the spec.
 
 Each case is a small program run twice, each in a process of its own with 8
-CPU devices: once through the playground runner (``python -m sandbox.runner``,
+CPU devices: once through the playground runner (``python -m jaxplay.sandbox.engine.runner``,
 events on fd 3) and once in a plain process where ``show_sharding`` and
 ``jax.debug.visualize_array_sharding`` record only what JAX's public API
 says: ``sharding.devices_indices_map(shape)`` and, for a concrete array, each
@@ -163,7 +163,7 @@ def run_in_playground(code: str, tmp_path: Path) -> list[dict]:
     events_path = tmp_path / "events.jsonl"
     # The runner's development entry point writes events to fd 3 when it is open.
     proc = subprocess.run(
-        ["sh", "-c", 'exec "$0" -m sandbox.runner "$1" 3>"$2"', PYTHON, str(source), str(events_path)],
+        ["sh", "-c", 'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>"$2"', PYTHON, str(source), str(events_path)],
         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
     )
     events = [json.loads(line) for line in events_path.read_text().splitlines()]

@@ -25,7 +25,7 @@ def tokened_server(tmp_path_factory):
 
 def start_worker(server: LiveServer, token: str, *extra: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAXPLAY_")}
-    return subprocess.Popen([sys.executable, "-m", "jaxplay_cli", "worker", "--server", server.worker_url,
+    return subprocess.Popen([sys.executable, "-m", "jaxplay.cli", "worker", "--server", server.worker_url,
                              "--token", token, "--slots", "1", *extra],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

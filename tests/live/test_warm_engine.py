@@ -133,7 +133,7 @@ COUNT_SHARED_HITS = """
 import jax, jax.numpy as jnp, jax.monitoring
 hits = []
 jax.monitoring.register_event_listener(lambda event, **_: hits.append(event))
-x = jnp.ones((8,), jnp.float32)  # as the trusted fill compiled it (sandbox/warmup.py)
+x = jnp.ones((8,), jnp.float32)  # as the trusted fill compiled it (sandbox/engine/warmup.py)
 jax.block_until_ready([x.sum(), x * 2.0])
 print(hits.count("/jax/compilation_cache/cache_hits"))
 """
@@ -194,7 +194,7 @@ def test_killing_the_prepared_spares_loses_nothing(live):
     time.sleep(1.0)
     processes = host_processes.all_processes()
     zygotes = {proc.pid for proc in processes
-               if proc.cmdline.startswith(sys.executable + " -s -P -m sandbox.zygote")
+               if proc.cmdline.startswith(sys.executable + " -s -P -m jaxplay.sandbox.engine.zygote")
                and host_processes.is_descendant(proc.pid, live.process.pid)}
     assert zygotes
     killed = sum(host_processes.kill(proc.pid) for proc in processes if proc.parent in zygotes)

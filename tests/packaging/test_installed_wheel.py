@@ -49,8 +49,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def test_installed_package_lives_in_the_venv_not_the_checkout(installed: Path):
     where = subprocess.run(
-        [str(installed / "python"), "-c", "import server.pages as p, sandbox, jaxplay_cli; "
-         "print(p.ASSETS_DIR); print(sandbox.__file__); print(jaxplay_cli.__file__)"],
+        [str(installed / "python"), "-c", "import jaxplay.server.pages.editor as p, jaxplay.sandbox, jaxplay.cli; "
+         "print(p.ASSETS_DIR); print(jaxplay.sandbox.__file__); print(jaxplay.cli.__file__)"],
         cwd="/", capture_output=True, text=True, check=True, env={"PATH": NO_NODE_PATH},
     ).stdout.split()
     venv = installed.parent
@@ -59,6 +59,16 @@ def test_installed_package_lives_in_the_venv_not_the_checkout(installed: Path):
     assert Path(where[0], "app.js").is_file()
     version = subprocess.run([str(installed / "jaxplay"), "--version"], capture_output=True, text=True, check=True)
     assert re.fullmatch(r"jaxplay \d+\.\d+\.\d+\S*\n", version.stdout)
+
+
+def test_the_wheel_installs_one_top_level_name(installed: Path):
+    """Everything lives under ``jaxplay``: no ``server`` or ``sandbox`` to collide with another distribution's."""
+    site = installed.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    [info] = site.glob("jaxplay-*.dist-info")
+    tops = {line.split(",")[0].split("/")[0] for line in (info / "RECORD").read_text().splitlines() if line}
+    assert tops - {"..", info.name} == {"jaxplay"}, tops
+    for generic in ("server", "sandbox", "jaxplay_cli"):
+        assert not (site / generic).exists(), generic
 
 
 def test_installed_serve_from_root_serves_the_page_and_runs_code(installed: Path, tmp_path: Path):
@@ -77,14 +87,17 @@ def test_installed_serve_from_root_serves_the_page_and_runs_code(installed: Path
         assert server.get_json("/api/backends")["version"] == installed_version(installed)
 
         site = installed.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-        events = server.run(f"import os\nprint(1)\nprint(sorted(os.listdir({str(site)!r})))")
+        events = server.run(f"import os\nprint(1)\nprint(sorted(os.listdir({str(site)!r})))\n"
+                            f"print(sorted(os.listdir({str(site / 'jaxplay')!r})))")
         assert done_of(events)["status"] == "ok", events[-3:]
-        first, listing = output_text(events).splitlines()
+        first, listing, own = output_text(events).splitlines()
         assert first == "1"
         # The sandbox sees what runs import and our own packages, not the venv's server-side libraries.
-        assert "jax" in listing and "sandbox" in listing
-        for hidden in ("starlette", "uvicorn", "websockets", "server", "jaxplay_cli", "pip"):
+        assert "jax" in listing and "jaxplay" in listing and "sandbox" in own
+        for hidden in ("starlette", "uvicorn", "websockets", "server", "sandbox", "jaxplay_cli", "pip"):
             assert f"'{hidden}'" not in listing, hidden
+        for hidden in ("server", "cli"):
+            assert f"'{hidden}'" not in own, hidden
     finally:
         server.stop()
 

@@ -180,7 +180,7 @@ def test_no_secret_of_the_server_or_worker_is_reachable_from_a_run():
         try:
             server.wait_ready()
             worker_env = {**os.environ, "OTHER_SECRET": marker}
-            worker = subprocess.Popen([sys.executable, "-m", "jaxplay_cli", "worker", "--server", server.worker_url,
+            worker = subprocess.Popen([sys.executable, "-m", "jaxplay.cli", "worker", "--server", server.worker_url,
                                        "--token", marker + "-token", "--name", "remote", "--slots", "1"],
                                       env=worker_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                       cwd=Path(__file__).resolve().parents[2])

@@ -17,7 +17,7 @@ from tests.live_server import LiveServer
 
 FORGE = r"""
 import os
-from sandbox import events
+from jaxplay.sandbox.output import events
 fd = events._fd
 def raw(data: bytes):
     view = memoryview(data)
@@ -50,7 +50,7 @@ def test_forged_and_oversized_events_never_reach_the_browser_as_such(live):
 
 CLAIM_ENDED_AND_RUN_ON = r"""
 import os, time
-from sandbox import events
+from jaxplay.sandbox.output import events
 fd = events._fd
 os.write(fd, b'{"type":"ended","returncode":0}\n')
 os.write(fd, b'{"type":"ended","returncode":1}\n')  # a second word does not fit the budget

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from sandbox import bwrap
+from jaxplay.sandbox.isolation import bwrap
 
 
 def test_namespaces_read_only_root_and_private_tmp():
@@ -20,7 +20,7 @@ def test_namespaces_read_only_root_and_private_tmp():
 
 def test_exposed_paths_are_not_nested_and_skip_usr():
     paths = bwrap.exposed_paths()
-    assert bwrap.PROJECT_ROOT / "sandbox" in paths
+    assert bwrap.IMPORT_ROOT / "sandbox" in paths
     for p in paths:
         assert not any(p != q and p.is_relative_to(q) for q in paths)
         assert p.parts[:2] != ("/", "usr")

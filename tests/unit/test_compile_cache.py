@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import time
 
+from jaxplay.sandbox.caches import mounts
+from jaxplay.sandbox.caches.compile_cache import CompileCaches, environment_name
+
 from jaxplay.settings import Settings
-from sandbox import compile_cache_mounts as mounts
-from sandbox.compile_cache import CompileCaches, environment_name
 
 
 def caches(tmp_path, **changes) -> CompileCaches:

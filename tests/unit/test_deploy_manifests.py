@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from jaxplay.server.app import create_app
 from starlette.routing import Route
 
+from jaxplay.cli.commands import build_parser
 from jaxplay.settings import Settings
-from jaxplay_cli.commands import build_parser
-from server.app import create_app
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 KUBE = DEPLOY / "kubernetes"

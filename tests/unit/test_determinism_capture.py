@@ -20,9 +20,8 @@ import timeit  # before any install, as in the zygote (its matplotlib imports ti
 from pathlib import Path
 
 import pytest
-
-from sandbox import events
-from sandbox.capture import determinism
+from jaxplay.sandbox.capture import determinism
+from jaxplay.sandbox.output import events
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -172,7 +171,7 @@ def test_installed_among_the_captures_of_a_real_runner(tmp_path):
     """))
     read_fd, write_fd = os.pipe()
     # bash (dash reads only one-digit fds) puts the pipe on fd 3 after the fork, so no Python runs in the forked child.
-    command = ["/bin/bash", "-c", f'exec "$0" -m sandbox.runner "$1" 3>&{write_fd}', sys.executable, str(program)]
+    command = ["/bin/bash", "-c", f'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>&{write_fd}', sys.executable, str(program)]
     with open(read_fd, "rb") as events_in:
         process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                    pass_fds=(write_fd,))

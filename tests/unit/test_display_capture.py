@@ -20,17 +20,17 @@ REPO = Path(__file__).resolve().parents[2]
 # subprocess fork a process where JAX already runs threads.
 RUNNER_ON_FD_3 = (
     "import os, runpy, sys; os.dup2(int(sys.argv.pop(1)), 3); "
-    "runpy.run_module('sandbox.runner', run_name='__main__', alter_sys=True)"
+    "runpy.run_module('jaxplay.sandbox.engine.runner', run_name='__main__', alter_sys=True)"
 )
 
 
 def runner_command(program: Path, events_fd: int) -> list[str]:
-    """``python -m sandbox.runner PROGRAM`` with events on fd 3, as the harness expects."""
+    """``python -m jaxplay.sandbox.engine.runner PROGRAM`` with events on fd 3, as the harness expects."""
     return [sys.executable, "-c", RUNNER_ON_FD_3, str(events_fd), str(program)]
 
 
 def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) -> tuple[list[dict], str, str]:
-    """Run ``code`` with ``python -m sandbox.runner``; return (events, stdout, stderr)."""
+    """Run ``code`` with ``python -m jaxplay.sandbox.engine.runner``; return (events, stdout, stderr)."""
     program = tmp_path / "prog.py"
     program.write_text(textwrap.dedent(code))
     read_fd, write_fd = os.pipe()
@@ -185,7 +185,7 @@ def test_matplotlib_is_not_imported_unless_the_program_does(tmp_path):
 
 
 def test_install_and_finish_cost_no_import_or_scan_per_run(monkeypatch):
-    from sandbox.capture import display, display_figures
+    from jaxplay.sandbox.capture import display, display_figures
 
     # install() may write these; restore them after the test.
     for name in ("MPLBACKEND", "MPLCONFIGDIR", "FONTCONFIG_FILE"):
@@ -273,9 +273,9 @@ def test_figures_work_when_matplotlib_was_imported_before_the_run(tmp_path):
     program.write_text("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nimport matplotlib\nprint(matplotlib.get_backend())\n")
     preload = (
         "import os, runpy, shutil, sys; os.dup2(int(sys.argv.pop(1)), 3); "
-        "from sandbox.capture import display_figures; display_figures.prepare_environment(); "
+        "from jaxplay.sandbox.capture import display_figures; display_figures.prepare_environment(); "
         "import matplotlib.pyplot; shutil.rmtree(os.environ['MPLCONFIGDIR']); "
-        "runpy.run_module('sandbox.runner', run_name='__main__', alter_sys=True)"
+        "runpy.run_module('jaxplay.sandbox.engine.runner', run_name='__main__', alter_sys=True)"
     )
     read_fd, write_fd = os.pipe()
     with open(read_fd, "rb") as events_in:
@@ -285,7 +285,7 @@ def test_figures_work_when_matplotlib_was_imported_before_the_run(tmp_path):
         os.close(write_fd)
         events = [json.loads(line) for line in events_in.read().splitlines()]
         stdout, stderr = process.communicate(timeout=60)
-    assert stdout.decode() == "module://sandbox.capture.display_backend\n", stderr.decode()
+    assert stdout.decode() == "module://jaxplay.sandbox.capture.display_backend\n", stderr.decode()
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "figure")]
     assert b"Matplotlib" not in stderr
 

@@ -10,9 +10,8 @@ import time
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from sandbox.capture import display_render
-from sandbox.capture.display_render import render
+from jaxplay.sandbox.capture import display_render
+from jaxplay.sandbox.capture.display_render import render
 
 
 def test_plain_values_stay_text_like_the_repl():

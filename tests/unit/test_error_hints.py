@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+from jaxplay.sandbox.learning.error_hints import short_paths
+from jaxplay.sandbox.learning.error_hints_data import HINTS
 
-from sandbox.error_hints import short_paths
-from sandbox.error_hints_data import HINTS
 from tests.runner_harness import run_programs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -102,4 +102,4 @@ def test_traceback_filtering_off_shows_jax_frames(outcomes) -> None:
         assert error["line"] == line, name
         assert f'File "<playground>", line {line}' in error["traceback"]
         assert "site-packages/jax/_src/" in error["traceback"], name
-        assert "sandbox/runner.py" not in error["traceback"]
+        assert "sandbox/engine/runner.py" not in error["traceback"]

@@ -8,9 +8,8 @@ import os
 import time
 
 import pytest
-
-from sandbox import event_channel as ec
-from sandbox.output_relay import OutputRelay
+from jaxplay.sandbox.output import event_channel as ec
+from jaxplay.sandbox.output.relay import OutputRelay
 
 
 def line(event) -> bytes:

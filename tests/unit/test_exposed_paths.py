@@ -9,8 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
-from sandbox import bwrap, exposed_paths
+from jaxplay.sandbox.isolation import bwrap, exposed_paths
 
 SITE = Path(sysconfig.get_paths()["purelib"])
 
@@ -43,10 +42,10 @@ def test_site_packages_is_exposed_entry_by_entry():
 
 def test_own_packages_and_interpreter_are_exposed_but_not_the_checkout():
     paths = exposed_paths.exposed_paths()
-    assert bwrap.PROJECT_ROOT / "sandbox" in paths and bwrap.PROJECT_ROOT / "jaxplay" in paths
-    assert bwrap.PROJECT_ROOT not in paths
-    for hidden in ("server", "jaxplay_cli", ".git", "data", "frontend"):
-        assert not any(p == bwrap.PROJECT_ROOT / hidden or p.is_relative_to(bwrap.PROJECT_ROOT / hidden)
+    assert bwrap.IMPORT_ROOT / "sandbox" in paths and bwrap.IMPORT_ROOT / "jaxplay" / "__init__.py" in paths
+    assert bwrap.IMPORT_ROOT not in paths and bwrap.IMPORT_ROOT / "jaxplay" not in paths
+    for hidden in ("server", "jaxplay/cli", ".git", "data", "frontend"):
+        assert not any(p == bwrap.IMPORT_ROOT / hidden or p.is_relative_to(bwrap.IMPORT_ROOT / hidden)
                        for p in paths), hidden
     assert Path(sys.executable) in paths or exposed_paths.is_under_usr(Path(sys.executable))
 

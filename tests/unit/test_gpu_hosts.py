@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from jaxplay.sandbox.isolation import bwrap, gpu
 
 from jaxplay.settings import Settings
-from sandbox import bwrap, gpu
 
 
 def _host(tmp_path, *names):

@@ -1,6 +1,6 @@
 """jit capture in a real runner process (no sandbox): what ``compiled`` and ``fn_timing`` events say.
 
-Each test runs a program through ``sandbox.runner.execute`` with the run's
+Each test runs a program through ``jaxplay.sandbox.engine.runner.execute`` with the run's
 options, exactly as the sandboxed child does, and reads the event pipe.
 """
 
@@ -18,7 +18,7 @@ from tests.runner_harness import events_on_fd3
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = (
     "import json, sys\n"
-    "from sandbox import events, runner\n"
+    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner\n"
     "events.open_channel(3)\n"
     "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
 )
@@ -242,7 +242,7 @@ def test_hooks_add_fields_and_a_failing_hook_loses_nothing(tmp_path):
     events, _, _ = run_program(tmp_path, """
         import jax
         import jax.numpy as jnp
-        from sandbox.capture import jit_capture
+        from jaxplay.sandbox.capture import jit_capture
 
         def add_devices(event, compiled):
             event["hooked_devices"] = len(compiled.input_shardings[0])

@@ -2,7 +2,7 @@
 
 Each program runs twice: with the library imported by the program (after the
 capture is installed, as on a worker that does not preload it) and imported
-before the run (as the zygote preloads it, sandbox/library_preload.py).
+before the run (as the zygote preloads it, sandbox/engine/library_preload.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 DRIVER = (
     "import json, sys\n"
     "{preload}"
-    "from sandbox import events, runner\n"
+    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner\n"
     "events.open_channel(3)\n"
     "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
 )
@@ -151,8 +151,7 @@ def test_nnx_jit_reports_the_user_function_with_modules_by_their_variables(tmp_p
 def test_patches_are_undone_after_the_run():
     import equinox._jit
     from flax.nnx.transforms import compilation
-
-    from sandbox.capture import jit_libraries
+    from jaxplay.sandbox.capture import jit_libraries
 
     before = (equinox._jit._call, compilation.JitWrapped.__call__, compilation.SimpleJitWrapped.__call__)
     jit_libraries.install()
@@ -162,7 +161,7 @@ def test_patches_are_undone_after_the_run():
 
 
 def test_a_large_model_shows_its_first_arrays_and_counts_the_rest():
-    from sandbox.capture import jit_libraries
+    from jaxplay.sandbox.capture import jit_libraries
 
     class Optimizer:
         pass

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sandbox.capture import jit_source_map
+from jaxplay.sandbox.capture import jit_source_map
+
 from tests.unit.test_jit_capture import compiled_events, run_program
 
 PROGRAM = """

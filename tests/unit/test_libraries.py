@@ -1,4 +1,4 @@
-"""What a worker reports as importable, and the message for an import that is not (sandbox/libraries.py)."""
+"""What a worker reports as importable, and the message for an import that is not (sandbox/engine/libraries.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
-from sandbox import libraries, library_preload
+from jaxplay.sandbox.engine import libraries, library_preload
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 

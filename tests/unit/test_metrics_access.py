@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from jaxplay.server.app import create_app
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from jaxplay.settings import Settings
-from server.app import create_app
 
 
 def app_with(tmp_path, **changes):

@@ -5,7 +5,14 @@ from __future__ import annotations
 import os
 import random
 
-from sandbox.ordered_output import FRAME_MAGIC, MAX_FRAME_PAYLOAD, PIPE_BUF, StdoutDemux, frames, ordered_text_streams
+from jaxplay.sandbox.output.ordering import (
+    FRAME_MAGIC,
+    MAX_FRAME_PAYLOAD,
+    PIPE_BUF,
+    StdoutDemux,
+    frames,
+    ordered_text_streams,
+)
 
 
 def split_all(data: bytes, cuts: list[int]) -> list[tuple[str, bytes]]:

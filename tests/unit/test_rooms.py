@@ -12,15 +12,15 @@ import json
 import time
 
 import pytest
+from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
+from jaxplay.server.rooms.hub import RoomError, RoomHub
+from jaxplay.server.rooms.store import RoomStore
+from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.storage.interface import Storage, open_storage
+from jaxplay.server.storage.snippets import SnippetStore, parse_content
 
 from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
-from server.room_codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
-from server.room_store import RoomStore
-from server.rooms import RoomError, RoomHub
-from server.scheduler import Run
-from server.snippets import SnippetStore, parse_content
-from server.storage import Storage, open_storage
 
 
 class Member:

@@ -11,12 +11,12 @@ import asyncio
 import time
 
 import pytest
+from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
-from server.fair_queue import FairQueue, RunDurations
-from server.scheduler import Run, Scheduler, WorkerLink
 
 
 def hello(slots: int) -> wp.WorkerHello:
@@ -190,8 +190,9 @@ def test_fair_queue_iterates_in_service_order_and_removes():
 
 
 def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_user():
+    from jaxplay.server.runs.scheduler import Run, Scheduler
+
     from jaxplay.settings import Settings
-    from server.scheduler import Run, Scheduler
 
     scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))
     sent: list[dict] = []
@@ -240,7 +241,7 @@ def test_a_refused_run_leaves_its_clients_count_unchanged():
 
 
 def test_with_a_broker_the_per_client_limit_holds_on_the_replica_the_browser_uses():
-    from server.brokered_scheduler import BrokeredScheduler
+    from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
 
     async def scenario():
         # Nothing reaches Redis here: submit only admits, counts and hands the job to the push task.

@@ -9,8 +9,8 @@ import pytest
 
 import jaxplay
 from jaxplay import settings as settings_module
+from jaxplay.cli import commands as cli
 from jaxplay.settings import Settings, field_help
-from jaxplay_cli import commands as cli
 
 
 def test_every_setting_has_help_and_a_default():
@@ -70,7 +70,7 @@ def test_version_flag_prints_the_package_version(capsys):
 
 
 def test_serve_refuses_a_data_dir_that_a_sandbox_could_read(tmp_path):
-    from sandbox.bwrap import PROJECT_ROOT
+    from jaxplay.sandbox.isolation.bwrap import IMPORT_ROOT as PROJECT_ROOT
 
     # A folder inside one the sandbox binds (our own package); the checkout itself is not exposed.
     inside = Settings(data_dir=PROJECT_ROOT / "sandbox" / "data")

@@ -30,7 +30,7 @@ def run(body: str, tmp_path: Path) -> tuple[list[dict], str, str]:
     source.write_text(HEADER + textwrap.dedent(body))
     events_path = tmp_path / "events.jsonl"
     proc = subprocess.run(
-        ["sh", "-c", 'exec "$0" -m sandbox.runner "$1" 3>"$2"', sys.executable, str(source), str(events_path)],
+        ["sh", "-c", 'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>"$2"', sys.executable, str(source), str(events_path)],
         cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
     )
     events = [json.loads(line) for line in events_path.read_text().splitlines()]
@@ -144,7 +144,7 @@ def test_visualize_sharding_of_a_shape_has_no_dtype(tmp_path: Path) -> None:
 
 
 def test_views_per_run_are_capped_with_a_notice(tmp_path: Path) -> None:
-    from sandbox.capture.sharding import MAX_SHARDING_EVENTS
+    from jaxplay.sandbox.capture.sharding import MAX_SHARDING_EVENTS
 
     events, _, stderr = run(f"""
         x = jnp.zeros(2)
@@ -159,7 +159,7 @@ LAYOUT_SCRIPT = """
 import json
 import jax, jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
-from sandbox.capture.sharding_layout import describe_layout, device_indices, padded_device_indices
+from jaxplay.sandbox.capture.sharding_layout import describe_layout, device_indices, padded_device_indices
 
 mesh = jax.make_mesh((2, 4), ("x", "y"))
 cube = jax.make_mesh((2, 2, 2), ("a", "b", "c"))

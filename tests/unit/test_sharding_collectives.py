@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sandbox.capture.sharding_compiled import COLLECTIVE_OPS, count_collectives, leaf_name
+from jaxplay.sandbox.capture.sharding_compiled import COLLECTIVE_OPS, count_collectives, leaf_name
 
 HLO = """\
 HloModule jit_f, is_scheduled=true, num_partitions=8

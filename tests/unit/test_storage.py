@@ -8,10 +8,9 @@ import threading
 
 import psycopg
 import pytest
-
-from server.storage import MIGRATIONS, StorageError, Transaction, open_storage, redact
-from server.storage_postgres import PostgresStorage
-from server.storage_sqlite import DB_FILENAME, SQLiteStorage, migrate
+from jaxplay.server.storage.interface import MIGRATIONS, StorageError, Transaction, open_storage, redact
+from jaxplay.server.storage.postgres import PostgresStorage
+from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage, migrate
 
 
 async def opened(url: str, tmp_path):
@@ -167,7 +166,7 @@ def test_an_older_sqlite_database_is_migrated_and_keeps_its_rows(tmp_path):
 
 
 def test_a_failing_sqlite_migration_leaves_the_previous_version(tmp_path):
-    from server.storage import Migration
+    from jaxplay.server.storage.interface import Migration
 
     db = sqlite3.connect(tmp_path / "x.sqlite3", isolation_level=None)
     broken = (*MIGRATIONS[:1], Migration(2, "broken", "CREATE TABLE t (a INTEGER); CREATE TABLE t (a INTEGER);", ""))

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jaxplay.server.runs.result_cache import ResultCache
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+from jaxplay.server.storage.interface import open_storage
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
-from server.result_cache import ResultCache
-from server.scheduler import Run, Scheduler, WorkerLink
-from server.storage import open_storage
 
 RECORDED = [
     {"type": "started", "backend": "cpu", "devices": {"kind": "cpu", "count": 8, "worker": "w"}, "jax_version": "0.10.2"},
@@ -293,7 +293,7 @@ def test_an_untrusted_workers_result_is_never_cached(harness):
 @pytest.mark.attack("keys and privileges")
 def test_a_workers_entries_can_be_purged_and_are_then_never_served(harness):
     """Trust in a worker can end: what it recorded is taken back, and only that."""
-    from server import result_cache
+    from jaxplay.server.runs import result_cache
 
     async def scenario():
         await harness.execute("print('from w')")
@@ -327,7 +327,7 @@ def test_purge_results_lists_and_deletes_beside_the_database(tmp_path):
     h.run(record)
 
     def jaxplay(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jaxplay_cli", "purge-results", "--data-dir", str(tmp_path), *args],
+        return subprocess.run([sys.executable, "-m", "jaxplay.cli", "purge-results", "--data-dir", str(tmp_path), *args],
                               capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
 
     listing = jaxplay()

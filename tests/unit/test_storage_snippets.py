@@ -7,11 +7,11 @@ import asyncio
 import json
 
 import pytest
+from jaxplay.server.storage.interface import open_storage
+from jaxplay.server.storage.postgres import PostgresStorage
+from jaxplay.server.storage.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
 
 from jaxplay.settings import Settings
-from server.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
-from server.storage import open_storage
-from server.storage_postgres import PostgresStorage
 
 SETTINGS = Settings()
 RUN = [{"type": "started", "id": "r1", "backend": "cpu", "devices": {"kind": "cpu", "count": 8}},

@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 
 import jax
-
-from sandbox import warmup
+from jaxplay.sandbox.engine import warmup
 
 
 def test_warming_stops_between_operations_once_the_run_has_come(monkeypatch):

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CHECK = """
 import sys
-from sandbox import zygote
+from jaxplay.sandbox.engine import zygote
 zygote.preload()
 from jax._src import xla_bridge
 print("backends", sorted(xla_bridge._backends))

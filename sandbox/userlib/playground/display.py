@@ -7,7 +7,7 @@ repr. ``HTML("<b>...</b>")`` shows HTML as it is, in a sandboxed frame.
 
 from __future__ import annotations
 
-from sandbox.capture import display as _capture
+from jaxplay.sandbox.capture import display as _capture
 
 
 def display(*values: object) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandbox.capture import sharding as _capture
+from jaxplay.sandbox.capture import sharding as _capture
 
 
 def show_sharding(x: Any, name: str | None = None) -> None:

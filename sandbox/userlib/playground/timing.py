@@ -111,7 +111,7 @@ def _user_line(frame: Any) -> int | None:
 
 
 def _describe_call(fn: Any, args: tuple, kwargs: dict) -> str:
-    from sandbox.capture.jit_artifacts import tree_type_text
+    from jaxplay.sandbox.capture.jit_artifacts import tree_type_text
 
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
     if callable(getattr(fn, "lower", None)) and callable(getattr(fn, "trace", None)):
@@ -129,7 +129,7 @@ def _run(call: Callable[[], Any], loops: int) -> float:
 
 def _paused_capture() -> Any:
     try:
-        from sandbox.capture.jit_capture import capture_paused, unwrap
+        from jaxplay.sandbox.capture.jit_capture import capture_paused, unwrap
     except ImportError:  # outside the playground runner
         import contextlib
 
@@ -203,7 +203,7 @@ def timeit(
                 gc.enable()
     result = TimingResult(label=label, samples=samples, loops=number, warmup=warmup_s)
     try:
-        from sandbox import events
+        from jaxplay.sandbox.output import events
 
         events.emit(result.event(line))
     except ImportError:

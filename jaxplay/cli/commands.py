@@ -1,0 +1,169 @@
+"""``jaxplay serve`` and ``jaxplay worker``: flags made from the one Settings definition."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from jaxplay import __version__
+from jaxplay.settings import ENV_PREFIX, Settings
+
+WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
+                 "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+PURGE_FIELDS = ("data_dir", "database_url", "log_level")
+CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
+           "metrics": ("off", "loopback", "token")}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    for f in fields(Settings):
+        if not f.metadata.get("flag") or (only is not None and f.name not in only):
+            continue
+        kind = f.type if isinstance(f.type, str) else f.type.__name__
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})"
+        if kind == "bool":
+            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=help_text)
+            continue
+        convert = {"int": int, "float": float, "Path": Path}.get(kind, str)
+        extra: dict[str, Any] = {"choices": CHOICES[f.name]} if f.name in CHOICES else {}
+        parser.add_argument(flag, dest=f.name, type=convert, default=None, help=help_text, **extra)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    names = {f.name for f in fields(Settings)}
+    return Settings.from_env(**{k: v for k, v in vars(args).items() if k in names})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
+    parser.add_argument("--version", action="version", version=f"jaxplay {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
+    add_setting_flags(serve)
+    serve.add_argument("--no-local-worker", action="store_true", help="Start no local worker (same as --local-workers 0).")
+    worker = commands.add_parser("worker", help="Run a worker that dials a server and executes runs.")
+    worker.add_argument("--server", required=True, help="The server's worker URL, e.g. ws://HOST:8001/worker.")
+    worker.add_argument("--token", default=None, help=f"Shared secret (default: env {ENV_PREFIX}WORKER_TOKEN).")
+    worker.add_argument("--name", default=None, help="Name shown for this worker (default: host name).")
+    add_setting_flags(worker, WORKER_FIELDS)
+    purge = commands.add_parser(
+        "purge-results", help="Delete the result cache's entries a worker recorded (without arguments: list them).")
+    which = purge.add_mutually_exclusive_group()
+    which.add_argument("--worker", action="append", default=[], metavar="NAME",
+                       help="A worker's name, as the server's log shows it ('worker NAME joined'); repeatable.")
+    which.add_argument("--all", action="store_true", help="Every entry, whichever worker recorded it.")
+    add_setting_flags(purge, PURGE_FIELDS)
+    return parser
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("jaxplay").setLevel(level.upper())
+
+
+def serve(args: argparse.Namespace) -> None:
+    from jaxplay.server.app import create_app
+
+    settings = settings_from(args)
+    if args.no_local_worker:
+        settings = settings.replace(local_workers=0)
+    configure_logging(settings.log_level)
+    problem = data_dir_problem(settings)
+    if problem:
+        print(f"jaxplay serve: {problem}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        app = create_app(settings)
+    except ValueError as exc:
+        print(f"jaxplay serve: {exc}", file=sys.stderr)
+        sys.exit(2)
+    print(f"JAX Playground {__version__}: http://{settings.host}:{settings.port}", flush=True)
+    asyncio.run(serve_both(app, settings))
+
+
+def data_dir_problem(settings: Settings) -> str | None:
+    """Why the data dir must not be used: a sandbox could read it (every snippet, every cached output)."""
+    if settings.sandbox == "none" or settings.local_workers == 0:
+        return None
+    from jaxplay.sandbox.isolation.bwrap import exposing_folder
+
+    exposed = exposing_folder(settings.data_dir)
+    if exposed is None:
+        return None
+    return (f"the data dir {settings.data_dir} lies inside {exposed}, which every sandbox can read, so user code "
+            f"could read the stored snippets and cached runs. Choose a folder outside it with --data-dir "
+            f"(the default is {Settings.__dataclass_fields__['data_dir'].default}).")
+
+
+async def serve_both(app: Any, settings: Settings) -> None:
+    """The public server and the workers' listener in one event loop. The public one owns the
+    signals, the lifespan and the shutdown phases (server/ops/shutdown.py); the workers' listener
+    keeps serving while runs drain and closes in the last phase, after the lifespan's exit."""
+    import contextlib
+
+    import uvicorn
+
+    from jaxplay.server.ops.shutdown import PhasedServer
+
+    class WorkerListener(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
+               "timeout_graceful_shutdown": 5}
+    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port, **options),
+                          app.state.playground, settings.shutdown_grace_s)
+    listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,
+                                             port=settings.worker_listen_port, lifespan="off", **options))
+    listening = asyncio.create_task(listener.serve())
+
+    async def close_listener() -> None:
+        listener.should_exit = True
+        await listening
+
+    public.last_phase.append(close_listener)
+    try:
+        await public.serve()
+    finally:
+        await close_listener()
+
+
+def worker(args: argparse.Namespace) -> None:
+    from jaxplay.sandbox.agent import TokenRefused, WorkerAgent, WorkerCannotStart
+
+    settings = settings_from(args)
+    configure_logging(settings.log_level)
+    token = args.token if args.token is not None else os.environ.get(ENV_PREFIX + "WORKER_TOKEN", "")
+    if settings.sandbox == "none":
+        logging.getLogger("jaxplay.worker").warning(
+            "SANDBOX DISABLED (--sandbox none): user code runs unconfined with this worker's privileges.")
+    agent = WorkerAgent(settings, args.server, token, args.name)
+    try:
+        asyncio.run(agent.serve_forever())
+    except TokenRefused as refused:
+        print(f"jaxplay worker: the server refused this worker: {refused.message}", file=sys.stderr)
+        sys.exit(2)
+    except WorkerCannotStart as refused:
+        print(f"jaxplay worker: {refused.message}", file=sys.stderr)
+        sys.exit(3)
+    except KeyboardInterrupt:
+        pass
+
+
+def purge_results(args: argparse.Namespace) -> None:
+    from jaxplay.cli import results
+
+    results.purge_results(args.worker, args.all, settings_from(args))
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    {"serve": serve, "worker": worker, "purge-results": purge_results}[args.command](args)

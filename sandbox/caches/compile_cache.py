@@ -1,0 +1,168 @@
+"""The worker's compile caches on the host: where they live, who may write them, how they stay small.
+
+Layout under ``--compile-cache-dir`` (one per host, shared by its workers)::
+
+    shared/<environment>/     filled by trusted code (``fill``), read-only in every sandbox
+    sessions/<name>/entries/  one browser session's compiled executables
+
+``<environment>`` names the JAX and jaxlib versions, the backend and the
+device count, so an upgrade starts a new shared cache instead of loading
+stale executables (JAX's own cache key also covers versions and XLA flags).
+``<name>`` is the server's derived name for a session, never the session id.
+
+Safety: the sandbox binds ``shared/<environment>`` read-only, so untrusted
+code can never write what another session loads. Each session's entries
+are written only by the run's trusted init (``compile_cache_mounts``); the
+worker caps every session's size (oldest entries go first) and drops
+sessions idle for longer than ``compile_cache_idle_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import logging
+import os
+import shutil
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+
+from jaxplay.sandbox.caches import mounts
+from jaxplay.sandbox.isolation.bwrap import Bind
+
+import jaxplay
+from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.sandbox")
+
+FILLED_STAMP = ".filled"
+SWEEP_EVERY_S = 60.0
+GALLERY = jaxplay.IMPORT_ROOT / "frontend" / "src" / "examples"  # a checkout's; an installed worker has none
+
+
+# Bumped when the keys of entries change: a host's earlier fill is then left behind, not trusted.
+KEYS_VERSION = "2"  # 2: keys no longer depend on the cache's path (sandbox/engine/warmup.py)
+
+
+def environment_name(settings: Settings, backend: str) -> str:
+    parts = [KEYS_VERSION, metadata.version("jax"), metadata.version("jaxlib"), backend, str(settings.cpu_devices)]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+class CompileCaches:
+    def __init__(self, settings: Settings, backend: str, sandbox_uid: int | None) -> None:
+        self.root = settings.compile_cache_dir.expanduser().resolve()
+        self.shared = self.root / "shared" / environment_name(settings, backend)
+        self.sessions = self.root / "sessions"
+        self.session_limit = settings.compile_cache_session_mb << 20
+        self.idle_s = settings.compile_cache_idle_s
+        self.sandbox_uid = sandbox_uid
+        self._last_sweep = 0.0
+
+    def prepare(self) -> None:
+        """Make the folders: shared ones the worker's own, the sessions folder the sandbox user's."""
+        self.shared.mkdir(parents=True, exist_ok=True)
+        for path in (self.root, self.root / "shared", self.shared):
+            path.chmod(0o755)
+        self.sessions.mkdir(exist_ok=True)
+        if self.sandbox_uid is not None:
+            os.chown(self.sessions, self.sandbox_uid, self.sandbox_uid)
+        self.sessions.chmod(0o700)
+
+    def bwrap_binds(self) -> list[Bind]:
+        return [("--ro-bind", str(self.shared), mounts.SHARED), ("--bind", str(self.sessions), mounts.SESSIONS),
+                ("--dir", None, mounts.JAX_CACHE), ("--dir", None, mounts.RUN_LAYER)]
+
+    # --- keeping sessions small ------------------------------------------------
+
+    def after_run(self, session: str | None) -> None:
+        if session and mounts.SESSION_NAME.fullmatch(session):
+            self.cap_session(self.sessions / session / mounts.ENTRIES)
+        now = time.monotonic()
+        if now - self._last_sweep > SWEEP_EVERY_S:
+            self._last_sweep = now
+            self.drop_idle_sessions()
+
+    def cap_session(self, entries: Path) -> None:
+        """Oldest entries first, until the session fits its limit."""
+        try:
+            files = [(p.stat().st_mtime, p.stat().st_size, p) for p in entries.iterdir() if p.is_file()]
+        except OSError:
+            return
+        total = sum(size for _, size, _ in files)
+        for _, size, path in sorted(files):
+            if total <= self.session_limit:
+                break
+            path.unlink(missing_ok=True)
+            total -= size
+
+    def drop_idle_sessions(self) -> None:
+        cutoff = time.time() - self.idle_s
+        try:
+            sessions = list(self.sessions.iterdir())
+        except OSError:
+            return
+        for session in sessions:
+            try:
+                if session.stat().st_mtime < cutoff and (session / mounts.ENTRIES).stat().st_mtime < cutoff:
+                    shutil.rmtree(session, ignore_errors=True)
+            except OSError:
+                continue
+
+    # --- the shared cache --------------------------------------------------------
+
+    def filled(self) -> bool:
+        return (self.shared / FILLED_STAMP).exists()
+
+    async def fill(self, env: dict[str, str]) -> None:
+        """Compile the gallery and the common operations into the shared cache, once per environment.
+
+        Trusted code only (this project's examples), in a process of its own with a
+        clean environment, at the lowest priority: runs are served while it works.
+        """
+        if self.filled():
+            return
+        command = [sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
+                   str(self.shared), str(GALLERY)]
+        process = await asyncio.create_subprocess_exec(
+            *command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE, preexec_fn=lambda: os.nice(19))
+        _, err = await process.communicate()
+        if process.returncode != 0:
+            log.warning("filling the shared compile cache failed (%s): %s", process.returncode,
+                        err.decode(errors="replace")[-800:])
+        else:
+            log.info("shared compile cache ready: %s", self.shared)
+
+
+FILL_MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from jaxplay.sandbox.caches.compile_cache import fill_main; fill_main()"
+
+
+def fill_main() -> None:
+    """In the fill process: ``argv`` is [project, shared folder, examples folder]."""
+    shared, examples = Path(sys.argv[2]), Path(sys.argv[3])
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker of this host may be filling the same folder
+        if (shared / FILLED_STAMP).exists():
+            return
+        import contextlib
+        import io
+
+        from jaxplay.sandbox.engine import runner, warmup
+
+        warmup.use_persistent_cache(str(shared))
+
+        sys.path.insert(0, runner.USERLIB)  # the examples import the playground helpers
+        warmup.common_operations()
+        programs = sorted(examples.glob("*.py")) + sorted((examples / "gallery").glob("*.py"))
+        for path in programs:
+            code = path.read_text(encoding="utf-8").replace("time.sleep(", "(lambda *_: None)(")
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                    exec(compile(code, "<playground>", "exec"), {"__name__": "__main__"})
+            except Exception as exc:  # noqa: BLE001 - one example failing leaves the others cached
+                print(f"fill: {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        (shared / FILLED_STAMP).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

@@ -1,0 +1,54 @@
+"""What this worker offers: backend, device kind and count, versions.
+
+Runs in a sandboxed child (the zygote itself must never initialize a
+backend), so it sees exactly the devices a run will see.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from jaxplay.sandbox.engine import libraries
+from jaxplay.sandbox.output import events
+
+
+def describe() -> dict:
+    import jax
+    import jaxlib
+
+    devices = jax.devices()
+    backend = jax.default_backend()
+    client = devices[0].client
+    stats = devices[0].memory_stats() if backend != "cpu" else None
+    return {
+        "backend_error": accelerator_error() if backend == "cpu" else None,
+        "device_memory_bytes": int((stats or {}).get("bytes_limit") or 0),
+        "type": "probe",
+        "backend": backend,
+        "device_kind": devices[0].device_kind,
+        "device_count": len(devices),
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "platform_version": str(getattr(client, "platform_version", "")) or platform.platform(),
+        "libraries": libraries.installed(),
+    }
+
+
+def accelerator_error() -> str | None:
+    """Why JAX did not start an accelerator backend on a host that has accelerator nodes."""
+    from jaxplay.sandbox.isolation import gpu
+
+    platform = "cuda" if gpu.nvidia_gpus() else "tpu" if gpu.tpu_chips() else None
+    if platform is None:
+        return None
+    import jax
+
+    try:
+        jax.devices(platform)
+    except RuntimeError as exc:
+        return f"{platform}: {str(exc).splitlines()[0][:300]}"
+    return None
+
+
+def report() -> None:
+    events.emit(describe())

@@ -1,0 +1,231 @@
+"""The zygote: the one process per sandbox that pays for ``import jax``, and the mother of every run.
+
+Runs inside the sandbox, started by the worker's ``Slot``. It imports JAX but
+never starts a backend (forking after that deadlocks the child). It keeps
+one spare (``sandbox/engine/spare.py``: the run's own namespaces, a started and
+warmed backend) and hands it the next run; while that run executes it
+prepares the next spare. A program that configures JAX's backend itself gets
+a spare made for it whose backend is not started. Tasks and ownership::
+
+    zygote (pid 2 in the sandbox, never runs user code, non-dumpable)
+      ├─ reads worker messages on the control socket (start, kill)
+      ├─ waits for SIGCHLD through a wakeup pipe (single-threaded: fork-safe)
+      ├─ owns the spare: one keeper process, replaced if it dies
+      └─ owns the running run's keeper: ``kill`` sends it SIGTERM, which
+         ends the run's whole pid namespace. The run is over when its init
+         reports every process of it gone (``gone``), or else when the keeper
+         exits; the slow teardown of the three processes is not waited for.
+
+Nothing is cleaned up after a run: everything it could change lived in its
+own namespaces, which the kernel tears down with its last process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import select
+import signal
+import socket
+import sys
+import time
+from typing import Any
+
+from jaxplay.sandbox.engine import library_preload
+from jaxplay.sandbox.engine import zygote_protocol as zp
+from jaxplay.sandbox.engine.spare import Spare, fork_spare
+from jaxplay.sandbox.isolation import namespaces
+
+SPARE_RETRY_S = (0.1, 0.5, 2.0, 5.0)
+
+
+def preload() -> dict[str, str]:
+    """Import what every run needs, stopping short of backend initialization."""
+    import jax
+    import jax.numpy  # noqa: F401
+    import jaxlib
+    from jaxplay.sandbox import capture  # noqa: F401
+    from jaxplay.sandbox.engine import libraries, runner, warmup  # noqa: F401
+
+    libraries.take_list_from_environment()
+
+    for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
+        importlib.import_module(name)
+    preload_rich_display()
+    library_preload.preload_libraries()
+    preload_lowering()
+    return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
+
+
+def preload_lowering() -> None:
+    """JAX makes its first MLIR context lazily, importing the MLIR dialects: ~150 ms of every run's
+    first operation (half a small program's time). Making one here starts no backend, so each
+    fork inherits the imports without the threads that would deadlock it."""
+    try:
+        from jax._src.interpreters import mlir
+
+        mlir.make_ir_context()
+    except (ImportError, AttributeError):
+        pass  # another JAX version: the run makes its own
+
+
+def preload_rich_display() -> None:
+    """matplotlib (with its font cache) and treescope: a plotting run drops from ~600 ms to ~100 ms."""
+    try:
+        from jaxplay.sandbox.capture import display_figures
+
+        display_figures.prepare_environment()
+        import matplotlib.pyplot  # noqa: F401
+        import treescope  # noqa: F401
+    except ImportError:
+        pass  # optional: runs import them on demand
+
+
+class Zygote:
+    def __init__(self, control: socket.socket, versions: dict[str, str], isolated: bool) -> None:
+        self.isolated = isolated  # in a bwrap sandbox: each run gets namespaces of its own
+        self.control = control
+        self.versions = versions
+        self.spare: Spare | None = None
+        self.running: tuple[str, Spare] | None = None
+        self.spare_failures = 0
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+
+    def fork_spare(self, warm: bool) -> Spare:
+        # A new spare must hold none of these: least of all the running run's socket to its init.
+        own = [self.control, self.spare.control if self.spare else None, self.running_init()]
+        own_fds = [self.wake_r, self.wake_w, *(sock.fileno() for sock in own if sock is not None)]
+        return fork_spare(warm, self.isolated, own_fds)
+
+    def running_init(self) -> socket.socket | None:
+        """The socket to the running run's init, while it is open (until the init's word or its end)."""
+        if self.running is None or self.running[1].control.fileno() < 0:
+            return None
+        return self.running[1].control
+
+    def serve(self) -> None:
+        self.spare = self.fork_spare(warm=True)
+        zp.send(self.control, {"type": "ready", "pid": os.getpid(), **self.versions})
+        while True:
+            running_init = self.running_init()
+            watched = [self.control, self.wake_r] + ([running_init] if running_init else [])
+            readable, _, _ = select.select(watched, [], [])
+            if running_init is not None and running_init in readable:
+                self.hear_from_running_init(running_init)
+            if self.wake_r in readable:
+                os.read(self.wake_r, 4096)
+                self.reap()
+            if self.control in readable:
+                message, fds = zp.receive(self.control)
+                if message is None:
+                    return  # the worker has gone: bwrap's init then ends the sandbox
+                self.handle(message, fds)
+
+    def handle(self, message: dict[str, Any], fds: list[int]) -> None:
+        kind = message.get("type")
+        if kind == "start" and self.running is None:
+            self.start(message, fds)
+        elif kind == "start":
+            for fd in fds:
+                os.close(fd)
+            zp.send(self.control, {"type": "exited", "run_id": message.get("run_id"), "returncode": None,
+                                   "signal": None, "max_rss_kb": 0, "refused": "a run is already in progress"})
+        elif kind == "kill" and self.running and self.running[0] == message.get("run_id"):
+            _signal(self.running[1].pid, signal.SIGTERM)
+
+    def start(self, message: dict[str, Any], fds: list[int]) -> None:
+        if self.spare is not None and not _alive(self.spare):
+            self.spare.control.close()  # killed just now; its exit is reaped as a stranger's
+            self.spare = None
+        if message.get("unstarted_backend") or self.spare is None:
+            spare = self.fork_spare(warm=False)
+        else:
+            spare, self.spare = self.spare, None
+        try:
+            zp.send(spare.control, message, fds)
+        except OSError:
+            spare.control.close()  # the spare died just now: its exit is reported as the run's
+        finally:
+            for fd in fds:
+                os.close(fd)
+        self.running = (message["run_id"], spare)
+        zp.send(self.control, {"type": "started", "run_id": message["run_id"], "pid": spare.pid})
+        if self.spare is None:
+            self.spare = self.fork_spare(warm=True)  # prepared beside the run, at low priority
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if self.running and pid == self.running[1].pid:
+                code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
+                killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+                self.report_exit(code, killed_by, usage.ru_maxrss)
+            elif self.spare and pid == self.spare.pid:
+                self.replace_dead_spare()
+
+    def hear_from_running_init(self, init: socket.socket) -> None:
+        """The run's init says every process of the run is gone (before its own slow exit)."""
+        message, fds = zp.receive(init)
+        for fd in fds:
+            os.close(fd)
+        if message is None or message.get("type") != "gone" or type(message.get("status")) is not int:
+            init.close()  # gone without a word: the keeper's exit reports the run
+            return
+        self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0))
+
+    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int) -> None:
+        assert self.running is not None
+        (run_id, spare), self.running = self.running, None
+        spare.control.close()  # closing twice is harmless
+        if code is not None and code > 128:  # the keeper and the init mirror a signal as 128+N
+            code, killed_by = None, code - 128
+        zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,
+                               "signal": killed_by, "max_rss_kb": max_rss_kb})
+
+    def replace_dead_spare(self) -> None:
+        """The spare died before its run came (killed from outside, or it could not be prepared)."""
+        assert self.spare is not None
+        self.spare.control.close()
+        self.spare = None
+        delay = SPARE_RETRY_S[min(self.spare_failures, len(SPARE_RETRY_S) - 1)]
+        self.spare_failures += 1
+        time.sleep(delay if self.spare_failures > 1 else 0)
+        self.spare = self.fork_spare(warm=True)
+
+
+def _alive(spare: Spare) -> bool:
+    """The spare's keeper has not exited and its init still waits for its run."""
+    try:
+        if os.waitpid(spare.pid, os.WNOHANG)[0] != 0:
+            return False  # reaped here: it died just now
+    except ChildProcessError:
+        return False
+    readable, _, _ = select.select([spare.control], [], [], 0)
+    return not readable  # the init never writes: readable means it has gone
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:
+        pass
+
+
+def main() -> None:
+    control = socket.socket(fileno=int(sys.argv[1]))
+    isolated = "--isolated" in sys.argv[2:]
+    namespaces.set_dumpable(False)
+    versions = preload()
+    Zygote(control, versions, isolated).serve()
+
+
+if __name__ == "__main__":
+    main()

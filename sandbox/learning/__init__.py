@@ -1,0 +1,1 @@
+"""Errors that teach: hints, memory errors a person can act on, and the API index for the editor."""

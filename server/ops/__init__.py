@@ -1,0 +1,1 @@
+"""What operators watch and drive: metrics and who may read them, health, shutdown."""

@@ -1,0 +1,151 @@
+"""``GET /metrics``: what operators watch, in Prometheus text format (prometheus_client).
+
+Where each figure comes from::
+
+    runs, queue wait, run duration   a run observer that ``intercept`` (first of the
+                                     browser socket's interceptors) adds to every run
+    rejected runs by reason          ``BrowserHooks.run_rejected``
+    browser connections              ``BrowserHooks.open``, read at scrape time
+    queue depth, workers, slots      the scheduler, read at scrape time; busy slots
+                                     from each worker's own ``slots`` report
+    sandbox OOM kills and crashes    the workers' ``slots`` reports (cumulative per
+                                     worker process; the growth is counted here)
+    result cache, snippets           their own counters and the cache's size, read at
+                                     scrape time
+
+Every metric lives in this app's own registry, so several apps in one process
+(tests) never share counts. Access: ``server/ops/metrics_access.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jaxplay.server.browser_socket import BrowserHooks
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+
+if TYPE_CHECKING:
+    from jaxplay.server.sharing import Sharing
+
+log = logging.getLogger("jaxplay.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+QUEUE_WAIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+RUN_DURATION_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class PlaygroundMetrics:
+    def __init__(self, scheduler: Scheduler, hooks: BrowserHooks) -> None:
+        self.scheduler = scheduler
+        self.hooks = hooks
+        self.sharing: Sharing | None = None
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.runs = Counter("jaxplay_runs", "Runs that ended, by backend and final status (cached runs included).",
+                            ["backend", "status"], registry=r)
+        self.queue_wait = Histogram("jaxplay_queue_wait_seconds", "Time a run waited in its queue for a worker slot.",
+                                    ["backend"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
+        self.run_duration = Histogram("jaxplay_run_duration_seconds",
+                                      "Time from a run's start on a worker to its end, as the worker measured it.",
+                                      ["backend"], buckets=RUN_DURATION_BUCKETS_S, registry=r)
+        self.rejected = Counter("jaxplay_runs_rejected", "Runs refused before they were queued, by reason.",
+                                ["reason"], registry=r)
+        self.oom_kills = Counter("jaxplay_sandbox_oom_kills", "Runs the kernel's OOM killer ended in a sandbox.",
+                                 ["backend"], registry=r)
+        self.crashes = Counter("jaxplay_sandbox_crashes", "Runs whose sandbox or Python process ended abruptly.",
+                               ["backend"], registry=r)
+        self._reported: dict[tuple[str, str], tuple[int, int]] = {}
+        r.register(_StateCollector(self))
+        hooks.run_rejected.append(lambda reason: self.rejected.labels(reason).inc())
+        scheduler.slots_listeners.append(self.worker_reported)
+
+    # --- events ------------------------------------------------------------
+
+    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
+        """An interceptor that answers nothing: it only starts watching the run."""
+        started: list[float] = []
+
+        def observe(r: Run, event: dict[str, Any]) -> None:
+            kind = event.get("type")
+            if kind == "started" and r.state == "running":  # a cache replay repeats 'started' while still queued
+                started.append(time.monotonic())
+                self.queue_wait.labels(r.backend).observe(started[0] - r.submitted_at)
+            elif kind == "done":
+                self.runs.labels(r.backend, event.get("status", "?")).inc()
+                if started and not event.get("cached"):
+                    self.run_duration.labels(r.backend).observe(float(event.get("elapsed_ms", 0.0)) / 1000)
+
+        run.observers.append(observe)
+        return False
+
+    def worker_reported(self, link: WorkerLink, report: wp.WorkerSlots) -> None:
+        # Counts are cumulative per worker process; a reconnect repeats them, a restarted worker starts at 0.
+        key = (link.hello.name, link.hello.backend)
+        last_oom, last_crashes = self._reported.get(key, (0, 0))
+        grew_oom = report.oom_kills - last_oom if report.oom_kills >= last_oom else report.oom_kills
+        grew_crashes = report.crashes - last_crashes if report.crashes >= last_crashes else report.crashes
+        self._reported[key] = (report.oom_kills, report.crashes)
+        if grew_oom:
+            self.oom_kills.labels(link.hello.backend).inc(grew_oom)
+        if grew_crashes:
+            self.crashes.labels(link.hello.backend).inc(grew_crashes)
+
+    # --- scrape ------------------------------------------------------------
+
+    def scrape(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _StateCollector(Collector):
+    """Gauges read from the live state at each scrape, so they can never drift from it."""
+
+    def __init__(self, metrics: PlaygroundMetrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[Metric]:
+        scheduler = self.metrics.scheduler
+        depth = GaugeMetricFamily("jaxplay_queue_depth", "Runs waiting for a worker slot.", labels=["backend"])
+        workers = GaugeMetricFamily("jaxplay_workers_connected", "Workers connected.", labels=["backend"])
+        total = GaugeMetricFamily("jaxplay_slots_total", "Sandbox slots of the connected workers.", labels=["backend"])
+        busy = GaugeMetricFamily("jaxplay_slots_busy", "Slots running a program now.", labels=["backend"])
+        backends = {w.hello.backend for w in scheduler.workers} | set(scheduler.queues) | scheduler.expected_backends
+        for backend in sorted(backends):
+            links = [w for w in scheduler.workers if w.hello.backend == backend]
+            depth.add_metric([backend], len(scheduler.queues.get(backend, ())))
+            workers.add_metric([backend], len(links))
+            total.add_metric([backend], sum(_slots(w)[1] for w in links))
+            busy.add_metric([backend], sum(_slots(w)[0] for w in links))
+        yield from (depth, workers, total, busy)
+        yield GaugeMetricFamily("jaxplay_browser_connections", "Browser websockets open.",
+                                value=len(self.metrics.hooks.open))
+        sharing = self.metrics.sharing
+        if sharing is None:
+            return
+        cache = sharing.cache
+        yield CounterMetricFamily("jaxplay_result_cache_hits", "Runs answered from the result cache.",
+                                  value=cache.hits)
+        yield CounterMetricFamily("jaxplay_result_cache_misses", "Cache lookups that found nothing to answer with.",
+                                  value=cache.misses)
+        yield CounterMetricFamily("jaxplay_snippets_created", "Snippets shared (new content only).",
+                                  value=sharing.snippets.created)
+        size = cache.size_snapshot
+        yield GaugeMetricFamily("jaxplay_result_cache_bytes", "Compressed size of the result cache's entries.",
+                                value=size["bytes"])
+        yield GaugeMetricFamily("jaxplay_result_cache_entries", "Entries in the result cache.",
+                                value=size["entries"])
+
+
+def _slots(link: WorkerLink) -> tuple[int, int]:
+    """(busy, total): the worker's own report once it sent one, else the server's accounting."""
+    if link.slots_report is not None:
+        return link.slots_report.busy, link.slots_report.total
+    return link.hello.slots - link.free_slots, link.hello.slots

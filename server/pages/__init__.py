@@ -1,0 +1,1 @@
+"""HTML pages: the editor, shared snippets, and the editor's API index data."""

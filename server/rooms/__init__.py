@@ -1,0 +1,1 @@
+"""Workshop rooms: the hub, a room's state, its store, codes, pages, and sync across replicas."""

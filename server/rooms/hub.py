@@ -1,0 +1,336 @@
+"""Workshop rooms: a presenter's editor and runs, followed live by everyone in the room.
+
+All on the server's event loop (no locks). Ownership::
+
+    RoomHub (one per server, created by server/app.py)
+      ├─ rooms: code -> Room, loaded from the ``rooms`` table on first use
+      │    └─ members: BrowserConnection -> is presenter; a connection is in one room at most
+      ├─ sweep task: every minute, closes rooms idle past ``room_idle_expiry_s``
+      │  and forgets empty ones from memory (their state stays stored)
+      └─ saves: a changed room is written at most once a second (``RoomStore``)
+
+Flow: a presenter's ``room_edit`` goes to every other member as one encoded
+frame. A presenter's run is the one execution: ``prepare_run`` adds an
+observer that sends each of its events to the followers as ``room_run`` and
+keeps them, so a late joiner's ``room_state`` carries the output at once.
+Attendees' own runs get the room's shorter timeout and are counted (how
+many ran since the presenter's last run or slide change, how many failed).
+
+Only a connection that joined with the presenter secret may edit or move
+the deck; anything else gets a ``notice`` and nothing reaches followers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from jaxplay.server.rooms.codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
+from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
+from jaxplay.server.rooms.store import RoomRecord, RoomStore
+from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
+from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.storage.snippets import SnippetStore
+
+from jaxplay import browser_protocol as bp
+from jaxplay.settings import Settings
+
+if TYPE_CHECKING:
+    from jaxplay.server.browser_socket import BrowserConnection
+
+log = logging.getLogger("jaxplay.rooms")
+
+SAVE_DELAY_S = 1.0
+COUNTS_DELAY_S = 0.5
+SWEEP_EVERY_S = 60.0
+# An empty room stays in memory this long after its last member left (rejoining is then instant).
+FORGET_EMPTY_AFTER_S = 600.0
+COUNTED_STATUSES = frozenset({"ok", "error", "timeout", "crashed"})
+
+
+class RoomError(ValueError):
+    """A room request we refuse; the message says what to change."""
+
+
+class RoomHub:
+    def __init__(self, settings: Settings, store: RoomStore, snippets: SnippetStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.snippets = snippets
+        self.rooms: dict[str, Room] = {}
+        self.joined: dict[BrowserConnection, Room] = {}
+        self.guesses = AddressLimit(settings.room_join_failures_per_minute)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def start(self) -> None:
+        self.sync.start(self)
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+        for room in self.rooms.values():
+            if room.save_pending:
+                await self.store.save(room.record)
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.sync.stop()
+
+    # --- creating and finding ------------------------------------------------
+
+    async def create(self, program: str, deck: list[str], attendee_timeout_s: float | None) -> tuple[Room, str]:
+        """A new room and its presenter secret (shown once, stored only as a digest)."""
+        limit = self.settings.room_attendee_timeout_s
+        if attendee_timeout_s is not None and not 0 < attendee_timeout_s <= limit:
+            raise RoomError(f"Field 'attendee_timeout_s' must be more than 0 and at most {limit:g} seconds.")
+        for snippet_id in deck:
+            if await self.snippets.load(snippet_id) is None:
+                raise RoomError(f"The deck names {snippet_id!r}, which is no snippet on this server; share it first.")
+        code = new_code()
+        while code in self.rooms or await self.store.exists(code):
+            code = new_code()
+        secret = new_secret()
+        record = RoomRecord(code=code, secret_digest=secret_digest(secret), program=program, deck=list(deck),
+                            attendee_timeout_s=attendee_timeout_s or limit)
+        if deck:
+            record.program = await self._slide_program(deck[0]) or program
+        await self.store.save(record)
+        room = self.rooms[code] = Room(record=record)
+        log.info("room %s created (%d slides)", code, len(deck))
+        return room, secret
+
+    async def find(self, text: str, address: str) -> Room:
+        """The room a code names; unknown codes count against the address's guesses."""
+        if not self.guesses.allowed(address):
+            raise RoomError(f"Too many unknown room codes from this address ({self.guesses.per_minute} a minute); "
+                            "wait a minute, then check the code with whoever is presenting.")
+        code = normalize_code(text)
+        room = self.rooms.get(code) if code else None
+        if room is None and code is not None:
+            record = await self.store.load(code)
+            # Another connection may have loaded it while this one waited for the database.
+            room = self.rooms.get(code)
+            if room is None and record is not None and \
+                    record.last_active >= time.time() - self.settings.room_idle_expiry_s:
+                room = self.rooms[code] = Room(record=record)
+                await self.sync.catch_up(room)  # another replica may hold it live
+        if room is None:
+            self.guesses.record(address)
+            shown = code or text.strip()[:32]
+            raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM2) "
+                            "with whoever is presenting. Rooms close after a while without use.")
+        return room
+
+    async def _slide_program(self, snippet_id: str) -> str | None:
+        snippet = await self.snippets.load(snippet_id)
+        return snippet["code"] if snippet else None
+
+    # --- the socket's hooks ----------------------------------------------------
+
+    async def handle(self, connection: BrowserConnection, message: bp.RoomMessage) -> None:
+        try:
+            if isinstance(message, bp.RoomJoin):
+                await self.join(connection, message)
+            elif isinstance(message, bp.RoomLeave):
+                self.leave(connection)
+            elif isinstance(message, bp.RoomEdit):
+                self.edit(self._presenting(connection, "edit the code"), connection, message)
+            elif isinstance(message, bp.RoomDeck):
+                await self.move(self._presenting(connection, "move the deck"), message)
+        except RoomError as exc:
+            connection.emit(bp.notice_event(str(exc)))
+
+    async def join(self, connection: BrowserConnection, message: bp.RoomJoin) -> None:
+        room = await self.find(message.room, connection.address)
+        presenter = message.secret is not None
+        if presenter and not secret_matches(message.secret, room.record.secret_digest):
+            raise RoomError(f"That is not the presenter secret of room {room.code}: open the presenter link again, "
+                            f"or follow the room without it.")
+        if room.members.get(connection) == presenter and connection in room.members:
+            # Already there: answering again would resend the whole state (up to MAX_KEPT_RUN_BYTES).
+            raise RoomError(f"This connection already follows room {room.code}; its state was sent when it joined.")
+        if connection not in room.members and len(room.members) >= self.settings.max_room_followers:
+            raise RoomError(f"Room {room.code} is full ({self.settings.max_room_followers} people).")
+        self.leave(connection)
+        room.members[connection] = presenter
+        self.joined[connection] = room
+        room.record.last_active = time.time()
+        connection.emit(room.state(presenter, "join"))
+        if presenter:
+            room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
+                           skip=connection, followers_only=True)
+        self._members_changed(room)
+
+    def leave(self, connection: BrowserConnection) -> None:
+        room = self.joined.pop(connection, None)
+        if room is None:
+            return
+        presenter = room.members.pop(connection, False)
+        if presenter and not room.presenter_online:
+            room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": False})
+        if not room.members:
+            room.emptied_at = time.monotonic()
+        self._members_changed(room)
+
+    def _members_changed(self, room: Room) -> None:
+        self.sync.publish(room, "members", local_members(room))
+        self.counts_soon(room)
+
+    def _presenting(self, connection: BrowserConnection, what: str) -> Room:
+        room = self.joined.get(connection)
+        if room is None:
+            raise RoomError(f"Join a room with its presenter link before you {what}.")
+        if not room.members.get(connection):
+            raise RoomError(f"Only the presenter of room {room.code} may {what}; you are following it.")
+        return room
+
+    def edit(self, room: Room, connection: BrowserConnection, message: bp.RoomEdit) -> None:
+        if message.code is not None:
+            room.record.program = message.code
+        if message.selection is not None:
+            size = len(room.record.program)
+            room.selection = (min(message.selection[0], size), min(message.selection[1], size))
+        room.version += 1
+        room.broadcast(bp.room_edit_event(room.code, room.version, message.code, room.selection), skip=connection)
+        self.sync.publish(room, "edit", {"version": room.version, "code": message.code,
+                                         "selection": list(room.selection) if room.selection else None})
+        if message.code is not None:
+            self._touch(room)
+
+    async def move(self, room: Room, message: bp.RoomDeck) -> None:
+        record = room.record
+        deck = list(message.snippets) if message.action == "set" and message.snippets is not None else record.deck
+        if message.action == "set":
+            missing = [s for s in deck if await self.snippets.load(s) is None]
+            if missing:
+                raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
+            position = 0
+        elif not deck:
+            raise RoomError(f"Room {room.code} has no deck: set one (a list of snippet ids) first.")
+        else:
+            step = {"next": 1, "prev": -1}.get(message.action, 0)
+            target = message.position if message.action == "goto" else record.position + step
+            position = min(max(target or 0, 0), len(deck) - 1)
+        program = await self._slide_program(deck[position]) if deck else None
+        record.deck, record.position = deck, position
+        if program is not None:
+            record.program = program
+        room.version += 1
+        room.selection = None
+        room.run_events, room.run_bytes, room.run_id = [], 0, None
+        room.new_round()
+        room.send_states("deck")
+        self.sync.publish(room, "deck", snapshot(room))
+        self._touch(room)
+
+    def prepare_run(self, connection: BrowserConnection, run: Run) -> None:
+        room = self.joined.get(connection)
+        if room is None:
+            return
+        if room.members.get(connection):
+            if room.priority_run is None or room.priority_run.state == "done":
+                run.priority = True
+                room.priority_run = run
+            room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
+            room.new_round()
+            self.sync.publish(room, "run_start", {"run_id": run.client_id})
+            self.counts_soon(room)
+            run.observers.append(lambda r, event: self._presenter_event(room, r, event))
+            self._touch(room)
+        else:
+            run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
+            run.observers.append(lambda r, event: self._attendee_event(room, r, event))
+
+    def _presenter_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
+        if room.run_id != run.client_id:
+            return  # a newer run or a slide change took over: followers moved on
+        self.sync.publish(room, "run_event", {"run_id": run.client_id, "event": event})
+        self.relay_presenter_event(room, event)
+
+    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None:
+        """Keep the presenter's run event for late joiners and send it to this server's followers."""
+        frame = encode(bp.room_run_event(room.code, event))
+        if room.run_bytes + len(frame) <= MAX_KEPT_RUN_BYTES:
+            room.run_events.append(event)
+            room.run_bytes += len(frame)
+        for member, presenter in room.members.items():
+            if not presenter:
+                member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
+
+    def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
+        if event.get("type") == "done" and event.get("status") in COUNTED_STATUSES:
+            room.round_statuses[run.session_id] = str(event["status"])
+            self.sync.publish(room, "status", {"session": run.session_id, "status": str(event["status"])})
+            self.counts_soon(room)
+
+    # --- counts, saves, expiry -------------------------------------------------
+
+    def counts_soon(self, room: Room) -> None:
+        """At most one counts message per room every COUNTS_DELAY_S (200 joins make one message, not 200)."""
+        if room.counts_pending:
+            return
+        room.counts_pending = True
+
+        def send() -> None:
+            room.counts_pending = False
+            room.broadcast(room.counts())
+
+        asyncio.get_running_loop().call_later(COUNTS_DELAY_S, send)
+
+    def _touch(self, room: Room) -> None:
+        room.record.last_active = time.time()
+        if room.save_pending:
+            return
+        room.save_pending = True
+
+        def save() -> None:
+            room.save_pending = False
+            self._spawn(self.store.save(room.record))
+
+        asyncio.get_running_loop().call_later(SAVE_DELAY_S, save)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("saving a room failed: %s", task.exception())
+
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_EVERY_S)
+            try:
+                await self.sweep()
+            except Exception:  # a failed sweep must not end sweeping
+                log.exception("room sweep failed")
+
+    async def sweep(self) -> list[str]:
+        """Close rooms idle past the expiry; forget empty ones from memory. Returns the closed codes."""
+        cutoff = time.time() - self.settings.room_idle_expiry_s
+        closed = [code for code, room in self.rooms.items() if room.record.last_active < cutoff]
+        for code in closed:
+            room = self.rooms.pop(code)
+            room.broadcast(bp.room_closed_event(code, f"Room {code} closed after "
+                                                      f"{self.settings.room_idle_expiry_s / 3600:g} h without use."))
+            for member in list(room.members):
+                self.joined.pop(member, None)
+        closed += [c for c in await self.store.delete_idle(cutoff) if c not in closed]
+        now = time.monotonic()
+        for code, room in list(self.rooms.items()):
+            if not room.members and not room.save_pending and now - room.emptied_at > FORGET_EMPTY_AFTER_S:
+                del self.rooms[code]
+        if closed:
+            log.info("closed %d idle room(s)", len(closed))
+        return closed

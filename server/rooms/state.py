@@ -1,0 +1,95 @@
+"""A workshop room's live state on one server: its record, members, selection, last run and round.
+
+``server/rooms/hub.py`` (the hub) changes it for this server's members;
+``server/rooms/sync.py`` applies what other replicas change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from jaxplay.server.rooms.store import RoomRecord
+
+from jaxplay import browser_protocol as bp
+
+if TYPE_CHECKING:
+    from jaxplay.server.browser_socket import BrowserConnection
+    from jaxplay.server.runs.scheduler import Run
+
+# The presenter's last run kept for late joiners; beyond this its events are sent live only.
+MAX_KEPT_RUN_BYTES = 4 << 20
+# Room frames a follower that cannot keep up may lose (server/browser_socket.py); the rest always go out.
+DROPPABLE = frozenset({"room_edit", "room_run", "room_counts"})
+
+
+def encode(event: dict[str, Any]) -> str:
+    return json.dumps(event, separators=(",", ":"))
+
+
+@dataclass(eq=False)
+class Room:
+    record: RoomRecord
+    members: dict[BrowserConnection, bool] = field(default_factory=dict)  # connection -> is presenter
+    selection: tuple[int, int] | None = None
+    version: int = 0
+    run_events: list[dict[str, Any]] = field(default_factory=list)
+    run_bytes: int = 0
+    run_id: str | None = None
+    # The presenter's run that holds the priority lane; one at a time, so a room is no way around fairness.
+    priority_run: Run | None = None
+    # Attendees' latest run status since the presenter last ran or changed slide, by session.
+    round_statuses: dict[str, str] = field(default_factory=dict)
+    save_pending: bool = False
+    counts_pending: bool = False
+    emptied_at: float = field(default_factory=time.monotonic)
+    # Other replicas' members of this room (server/rooms/sync.py): replica -> (attendees, presenters).
+    remote_members: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    @property
+    def code(self) -> str:
+        return self.record.code
+
+    def attendees(self) -> int:
+        local = sum(1 for presenter in self.members.values() if not presenter)
+        return local + sum(attendees for attendees, _ in self.remote_members.values())
+
+    @property
+    def presenter_online(self) -> bool:
+        return any(self.members.values()) or any(presenters for _, presenters in self.remote_members.values())
+
+    def counts(self) -> dict[str, Any]:
+        errors = sum(1 for status in self.round_statuses.values() if status != "ok")
+        return bp.room_counts_event(self.code, self.attendees(), len(self.round_statuses), errors)
+
+    def state(self, presenter: bool, reason: str) -> dict[str, Any]:
+        """Everything a member needs to show the room now (a late joiner's or a reconnected one's view).
+
+        ``reason``: "join" (the answer to room_join) or "deck" (the presenter moved to another slide).
+        """
+        counts = self.counts()
+        return {"type": "room_state", "room": self.code, "reason": reason,
+                "role": "presenter" if presenter else "attendee",
+                "code": self.record.program, "selection": list(self.selection) if self.selection else None,
+                "version": self.version, "deck": self.record.deck, "position": self.record.position,
+                "attendee_timeout_s": self.record.attendee_timeout_s,
+                "presenter_online": self.presenter_online, "run": self.run_events or None,
+                "people": counts["people"], "ran": counts["ran"], "errors": counts["errors"]}
+
+    def broadcast(self, event: dict[str, Any], *, skip: BrowserConnection | None = None,
+                  followers_only: bool = False) -> None:
+        frame = encode(event)
+        droppable = event["type"] in DROPPABLE
+        for member, presenter in self.members.items():
+            if member is not skip and not (followers_only and presenter):
+                member.send_encoded(frame, droppable)
+
+    def send_states(self, reason: str) -> None:
+        """Each member's whole view of the room again (after a slide move)."""
+        for member, presenter in self.members.items():
+            member.send_encoded(encode(self.state(presenter, reason)), False)
+
+    def new_round(self) -> None:
+        self.round_statuses.clear()

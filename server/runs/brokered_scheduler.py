@@ -1,0 +1,79 @@
+"""The scheduler of a replica started with ``--broker``: its runs go through Redis (server/runs/broker_redis.py).
+
+Browser connections, the result cache and shutdown use it exactly as they use
+``Scheduler``; only where a run waits changes. Its own local queues hold just
+the runs this replica took from Redis for its own workers (``submit_here``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs.broker_redis import RedisBroker
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+
+from jaxplay import worker_protocol as wp
+from jaxplay.settings import Settings
+
+
+class BrokeredScheduler(Scheduler):
+    """A scheduler whose runs go through Redis; its local queues hold only runs it pulled for its workers."""
+
+    def __init__(self, settings: Settings, session_keys: SessionKeys | None = None) -> None:
+        super().__init__(settings, session_keys)
+        self.broker = RedisBroker(settings.broker, self)
+
+    def resolve_backend(self, requested: str | None) -> str:
+        saved = self.expected_backends
+        self.expected_backends = saved | self.broker.remote_backends()
+        try:
+            return super().resolve_backend(requested)
+        finally:
+            self.expected_backends = saved
+
+    def backends(self) -> list[dict[str, Any]]:
+        """This replica's backends, with the workers of the other replicas counted in."""
+        listed = {entry["name"]: entry for entry in super().backends()}
+        for replica, beat in self.broker.live.items():
+            if replica == self.broker.id:
+                continue
+            for name, remote in beat.get("backends", {}).items():
+                entry = listed.setdefault(name, {"name": name, **remote["describe"], "workers": 0, "slots": 0,
+                                                 "free_slots": 0, "queued": 0, "sandbox": self.settings.sandbox})
+                if entry.get("device_kind") is None:
+                    entry.update(remote["describe"])
+                entry["workers"] += remote["workers"]
+                entry["slots"] += remote["slots"]
+        return [listed[name] for name in sorted(listed)]
+
+    def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
+        remote = [wp.WorkerHello(token="", **hello) for replica, beat in self.broker.live.items()
+                  if replica != self.broker.id for hello in beat.get("backends", {}).get(backend, {}).get("hellos", [])]
+        return super().worker_hellos(backend) + remote
+
+    def add_worker(self, link: WorkerLink) -> None:
+        super().add_worker(link)
+        self.broker.beat_soon()  # other replicas learn of the new backend now, not at the next beat
+
+    def submit(self, run: Run) -> None:
+        self.admit(run)  # shutting down, or the browser at its limit: refused here, never queued
+        self.count_for_client(run)
+        self.broker.enqueue(run)
+
+    def submit_here(self, run: Run) -> None:
+        # A job taken from the shared queue: it counts against its browser on the replica it came from.
+        self.queue_here(run, count=False)
+
+    def cancel(self, run: Run) -> None:
+        if run.key in self.broker.pending:
+            self.broker.cancel(run)
+        else:
+            super().cancel(run)
+
+    def withdraw(self, run: Run) -> bool:
+        # A run in Redis cannot be taken back synchronously; burst followers simply run.
+        return False if run.key in self.broker.pending else super().withdraw(run)
+
+    def runs_in_flight(self) -> int:
+        return super().runs_in_flight() + len(self.broker.pending)

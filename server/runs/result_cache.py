@@ -1,0 +1,286 @@
+"""The result cache: a run identical to a recent deterministic successful run is answered at once.
+
+Identical means the same code, backend, device kind and count, JAX and
+jaxlib versions, platform version and run options (``Run.options``, e.g.
+``inspect``). The key is a SHA-256 of those; the entry holds the recorded
+events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
+rule and its reasons.
+
+Flow, all on the server's event loop::
+
+    BrowserConnection.start_run
+      └─ ResultCache.intercept(message, run)
+           ├─ hit: replay the events through run.send, then Scheduler.finish
+           │       with cached=True and cached_at; the worker never sees it
+           └─ miss (or "fresh": true): add a recorder to run.observers and
+              let the run be queued; at its done, an ok run that sent no
+              ``nondeterministic`` event is stored by the storage writer
+              thread (compress, insert, evict least recently used)
+
+Bursts (a workshop pressing Run at once): identical runs in flight form a
+burst. They queue as usual; whichever of them ends first and cacheable
+answers every one still waiting in the queue, which leaves it and gets that
+run's events at once. No run is singled out in advance as the leader: the
+queue may start an identical run before the first one to arrive (fair
+queueing across clients), and the first to end answers for all.
+
+A hit must be answered from the connected workers' environment, so a run is
+looked up only when a worker of its backend is connected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import sqlite3
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from jaxplay.server.runs.scheduler import Run, Scheduler
+from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+
+log = logging.getLogger("jaxplay.cache")
+
+KEY_FORMAT = "jaxplay-result-v1"
+NONDETERMINISTIC = "nondeterministic"
+# Events that describe this server's queue, not the program: never recorded.
+NOT_RECORDED = frozenset({"queued"})
+# A recording stops (and is not cached) beyond this many bytes of event JSON.
+MAX_RECORDING_BYTES = 64 << 20
+EVICT_BATCH = 64
+
+
+def environment(hello: wp.WorkerHello) -> dict[str, Any]:
+    return {"device_kind": hello.device_kind, "device_count": hello.device_count,
+            "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version,
+            "platform_version": hello.platform_version}
+
+
+def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any]) -> str:
+    identity = {"format": KEY_FORMAT, "code": code, "backend": backend, **env, "options": options}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass
+class Recording:
+    events: list[dict[str, Any]] = field(default_factory=list)
+    size: int = 0
+    cacheable: bool = True
+
+
+def burst_key(run: Run) -> str:
+    """Identity of a run before a worker is chosen (the environment joins at the leader's end)."""
+    return json.dumps([run.code, run.backend, run.options], sort_keys=True)
+
+
+class ResultCache:
+    def __init__(self, storage: Storage, scheduler: Scheduler, limit_bytes: int) -> None:
+        self.storage = storage
+        self.scheduler = scheduler
+        self.limit_bytes = limit_bytes
+        # One entry may take at most an eighth of the cache, so one huge run cannot flush all others.
+        self.max_entry_bytes = max(limit_bytes // 8, 1)
+        self._pending: set[asyncio.Task[Any]] = set()
+        # Identical runs in flight that may be answered by another's result ("fresh" runs are not).
+        self._bursts: dict[str, list[Run]] = {}
+        # For the metrics: answers given without a worker, and lookups that found nothing.
+        self.hits = 0
+        self.misses = 0
+        self.size_snapshot = {"entries": 0, "bytes": 0}
+
+    @property
+    def enabled(self) -> bool:
+        return self.limit_bytes > 0
+
+    # --- answering ---------------------------------------------------------
+
+    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
+        """The browser socket's hook: True if the run was answered from the cache."""
+        if not self.enabled or not self.storage.is_open:
+            return False
+        try:
+            if not message.fresh:
+                if await self._answer(run):
+                    self.hits += 1
+                    return True
+                self.misses += 1
+        except (sqlite3.Error, psycopg.Error, zlib.error, ValueError, KeyError) as exc:
+            # A cache that cannot answer must never cost the run: it runs on a worker as if uncached.
+            log.warning("result cache lookup failed, running the program instead: %s", exc)
+        recording = Recording()
+        run.observers.append(lambda r, event: self._observe(recording, r, event))
+        if not message.fresh:
+            self._bursts.setdefault(burst_key(run), []).append(run)
+        return False
+
+    async def _answer(self, run: Run) -> bool:
+        started = time.perf_counter()
+        environments = {json.dumps(environment(hello), sort_keys=True): environment(hello)
+                        for hello in self.scheduler.worker_hellos(run.backend)}
+        for env in environments.values():
+            key = cache_key(run.code, run.backend, env, run.options)
+            row = await self.storage.fetch_one(
+                "SELECT elapsed_ms, cached_at, recorded FROM result_cache WHERE key = ?", (key,))
+            # A recorded run slower than this run's limit might not finish within it: run it for real.
+            if row is None or row["elapsed_ms"] > run.timeout_s * 1000:
+                continue
+            # Decode everything before sending anything: a bad entry must not leave half a replay.
+            recorded = json.loads(zlib.decompress(row["recorded"]))
+            self._replay(run, recorded["events"], recorded["done"], row["cached_at"])
+            self._spawn(self.storage.transaction(lambda tx, k=key: _touch(tx, k), durable=False))
+            log.debug("run %s answered from the cache in %.2f ms", run.key, (time.perf_counter() - started) * 1000)
+            return True
+        return False
+
+    def _replay(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any], cached_at: str) -> None:
+        status, elapsed_ms = bp.RunStatus(done["status"]), float(done["elapsed_ms"])
+        for event in events:
+            run.send(event)
+        self.scheduler.finish(run, status, done.get("message"), elapsed_ms, cached=True, cached_at=cached_at)
+
+    def _answer_burst(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
+        """Runs identical to ``run`` still waiting in the queue get its result now."""
+        cached_at = utc_timestamp()
+        # A copy: each answered run's done removes it from the burst.
+        for waiting in list(self._bursts.get(burst_key(run), ())):
+            if done["elapsed_ms"] <= waiting.timeout_s * 1000 and self.scheduler.withdraw(waiting):
+                self._replay(waiting, events, done, cached_at)
+                self.hits += 1
+
+    def _leave_burst(self, run: Run) -> None:
+        key = burst_key(run)
+        burst = self._bursts.get(key)
+        if burst is not None and run in burst:
+            burst.remove(run)
+            if not burst:
+                del self._bursts[key]
+
+    # --- recording ---------------------------------------------------------
+
+    def _observe(self, recording: Recording, run: Run, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "done":
+            self._leave_burst(run)
+        if not recording.cacheable or kind in NOT_RECORDED:
+            return
+        if kind == NONDETERMINISTIC:
+            recording.cacheable = False
+            recording.events.clear()
+            return
+        if kind != "done":
+            recorded = {k: v for k, v in event.items() if k != "id"}
+            recording.size += len(json.dumps(recorded, separators=(",", ":")))
+            if recording.size > MAX_RECORDING_BYTES:
+                recording.cacheable = False
+                recording.events.clear()
+                return
+            recording.events.append(recorded)
+            return
+        if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
+                or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
+            return
+        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
+        done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
+        if event.get("message"):
+            done["message"] = event["message"]
+        events, recording.events = recording.events, []
+        self._answer_burst(run, events, done)
+        worker = run.worker.hello.name
+        self._spawn(self.storage.transaction(
+            lambda tx: self._store(tx, key, events, done, utc_timestamp(), worker), durable=False))
+
+    async def _store(self, tx: Transaction, key: str, events: list[dict[str, Any]], done: dict[str, Any],
+                     cached_at: str, worker: str) -> bool:
+        """In one write transaction: compress, insert, then evict least recently used entries over the limit."""
+        blob = zlib.compress(json.dumps({"events": events, "done": done}, separators=(",", ":")).encode(), 6)
+        if len(blob) > self.max_entry_bytes:
+            log.debug("run result of %d bytes not cached (an entry may take %d)", len(blob), self.max_entry_bytes)
+            return False
+        await tx.execute(
+            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded, worker) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET size = excluded.size, elapsed_ms = excluded.elapsed_ms, "
+            "cached_at = excluded.cached_at, last_used = excluded.last_used, recorded = excluded.recorded, "
+            "worker = excluded.worker",
+            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob, worker))
+        await evict(tx, self.limit_bytes)
+        return True
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(work)
+        self._pending.add(task)
+        task.add_done_callback(self._settled)
+
+    def _settled(self, task: asyncio.Task[Any]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("result cache write failed: %s", task.exception())
+
+    async def drain(self) -> None:
+        """Wait for cache writes in flight (shutdown, tests)."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    # --- inspection ----------------------------------------------------------
+
+    async def refresh_size(self) -> None:
+        """Update ``size_snapshot`` (read by the metrics) from the database."""
+        if self.storage.is_open:
+            stats = await self.stats()
+            self.size_snapshot = {"entries": stats["entries"], "bytes": stats["bytes"]}
+
+    async def stats(self) -> dict[str, int]:
+        row = await self.storage.fetch_one(
+            "SELECT COUNT(*) AS entries, COALESCE(SUM(size), 0) AS bytes FROM result_cache")
+        assert row is not None
+        return {"entries": int(row["entries"]), "bytes": int(row["bytes"]), "limit_bytes": self.limit_bytes}
+
+
+async def entries_by_worker(storage: Storage) -> dict[str, int]:
+    """How many cached results each worker recorded ('' for entries from before that was kept)."""
+    rows = await storage.fetch_all("SELECT worker, COUNT(*) AS n FROM result_cache GROUP BY worker ORDER BY worker")
+    return {row["worker"]: int(row["n"]) for row in rows}
+
+
+async def purge(storage: Storage, worker: str | None) -> int:
+    """Delete the cached results ``worker`` recorded (every one when None); returns how many.
+
+    For a worker whose word is no longer trusted: its cached answers stop being served at once.
+    """
+    async def work(tx: Transaction) -> int:
+        where, params = ("", ()) if worker is None else (" WHERE worker = ?", (worker,))
+        row = await tx.fetch_one("SELECT COUNT(*) AS n FROM result_cache" + where, params)
+        await tx.execute("DELETE FROM result_cache" + where, params)
+        return int(row["n"]) if row else 0
+
+    return await storage.transaction(work, durable=True)
+
+
+async def _touch(tx: Transaction, key: str) -> None:
+    await tx.execute("UPDATE result_cache SET last_used = ? WHERE key = ?", (time.time(), key))
+
+
+async def evict(tx: Transaction, limit_bytes: int) -> int:
+    """Delete least recently used entries until the total size is within ``limit_bytes``; returns how many."""
+    row = await tx.fetch_one("SELECT COALESCE(SUM(size), 0) AS total FROM result_cache")
+    total = int(row["total"]) if row else 0
+    removed = 0
+    while total > limit_bytes:
+        oldest = await tx.fetch_all("SELECT key, size FROM result_cache ORDER BY last_used LIMIT ?", (EVICT_BATCH,))
+        if not oldest:
+            break
+        for entry in oldest:
+            if total <= limit_bytes:
+                break
+            await tx.execute("DELETE FROM result_cache WHERE key = ?", (entry["key"],))
+            total -= entry["size"]
+            removed += 1
+    return removed

@@ -1,0 +1,341 @@
+"""Runs, the workers that execute them, and the per-backend queues between them.
+
+Everything here runs on the server's one event loop, so the state needs no
+locks. Ownership: a ``Run`` belongs to the browser connection that submitted
+it until its ``done`` is emitted; a ``WorkerLink`` belongs to the /worker
+socket handler. The scheduler hands queued runs to free worker slots, relays
+worker events (adding the browser's run id), and guarantees exactly one
+``done`` per run, last: from the worker's ``finished``, a cancel while
+queued, a lost worker, or the server's own deadline.
+
+Fairness lives in ``server/runs/fair_queue.py``: each backend's queue serves
+clients (browser sessions) in turn, presenters of workshop rooms first, and
+tells each waiting run its position and an estimated wait. Limits per client
+(connections, runs waiting or running) are counted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.server")
+
+Emit = Callable[[dict[str, Any]], None]
+RunObserver = Callable[["Run", dict[str, Any]], None]
+SlotsListener = Callable[["WorkerLink", wp.WorkerSlots], None]
+# Beyond its own deadline, how long a worker has to report before the server gives up on it.
+WORKER_GRACE_S = 30.0
+
+
+@dataclass(eq=False)
+class Run:
+    client_id: str
+    code: str
+    backend: str
+    timeout_s: float
+    options: dict[str, Any]
+    emit: Emit
+    # The browser session (server/clients/sessions.py): the client it counts against for fairness and limits.
+    session_id: str = ""
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)
+    state: str = "queued"  # queued -> running -> done
+    worker: WorkerLink | None = None
+    submitted_at: float = field(default_factory=time.monotonic)
+    position: int = 0
+    # Room presenters' runs go ahead of everyone else's (server/runs/fair_queue.py).
+    priority: bool = False
+    started_at: float | None = None
+    counted: bool = False  # against its client's limit, from submit to done
+    observers: list[RunObserver] = field(default_factory=list)
+    _deadline: asyncio.TimerHandle | None = None
+
+    def send(self, event: dict[str, Any]) -> None:
+        event = {**event, "id": self.client_id}
+        for observer in self.observers:
+            observer(self, event)
+        self.emit(event)
+
+
+@dataclass(eq=False)
+class WorkerLink:
+    hello: wp.WorkerHello
+    send: Callable[[str], Awaitable[None]]
+    free_slots: int = 0
+    runs: dict[str, Run] = field(default_factory=dict)
+    # Results the server may keep and replay to others (the result cache): only from its own local
+    # workers, or remote ones the operator vouched for (--trust-remote-results).
+    trusted: bool = False
+    id: int = field(default_factory=itertools.count(1).__next__)
+    slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.hello.device_kind, "count": self.hello.device_count, "worker": self.hello.name}
+
+
+class Scheduler:
+    def __init__(self, settings: Settings, session_keys: SessionKeys | None = None) -> None:
+        self.settings = settings
+        self.session_keys = session_keys
+        self.workers: list[WorkerLink] = []
+        self.queues: dict[str, FairQueue[Run]] = {}
+        self.durations: dict[str, RunDurations] = {}
+        # Per client: runs waiting or running, and open connections.
+        self.active_runs: Counter[str] = Counter()
+        self.connections: Counter[str] = Counter()
+        self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
+        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        self.accepting = True  # False from the first phase of shutdown on
+        self.slots_listeners: list[SlotsListener] = []
+
+    # --- what is offered ---------------------------------------------------
+
+    def backends(self) -> list[dict[str, Any]]:
+        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends)
+        result = []
+        for name in names:
+            links = [w for w in self.workers if w.hello.backend == name]
+            first = links[0].hello if links else None
+            result.append({
+                "name": name,
+                "device_kind": first.device_kind if first else None,
+                "device_count": first.device_count if first else None,
+                "device_memory_bytes": first.device_memory_bytes if first else None,
+                "jax_version": first.jax_version if first else None,
+                "jaxlib_version": first.jaxlib_version if first else None,
+                "libraries": first.libraries if first else {},
+                "workers": len(links),
+                "slots": sum(w.hello.slots for w in links),
+                "free_slots": sum(w.free_slots for w in links),
+                "queued": len(self.queues.get(name, ())),
+                "sandbox": self.settings.sandbox,
+            })
+        return result
+
+    def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
+        """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
+        return [w.hello for w in self.workers if w.hello.backend == backend]
+
+    def resolve_backend(self, requested: str | None) -> str:
+        known = {w.hello.backend for w in self.workers} | self.expected_backends
+        if requested is None:
+            if not known:
+                raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
+                                       reason="no_worker")
+            return "cpu" if "cpu" in known else sorted(known)[0]
+        if requested not in known:
+            offered = ", ".join(sorted(known)) or "none yet"
+            raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
+                                   reason="unknown_backend")
+        return requested
+
+    # --- clients -----------------------------------------------------------
+
+    def attach_client(self, session_id: str) -> None:
+        """Count one more connection of ``session_id``; refuse it beyond the per-client limit."""
+        limit = self.settings.max_connections_per_client
+        if self.connections[session_id] >= limit:
+            raise bp.ProtocolError(
+                f"This browser already has {self.connections[session_id]} connections open to the playground (the "
+                f"limit is {limit}); close some tabs and reload.")
+        self.connections[session_id] += 1
+
+    def detach_client(self, session_id: str) -> None:
+        self.connections[session_id] -= 1
+        if self.connections[session_id] <= 0:
+            del self.connections[session_id]
+
+    # --- runs --------------------------------------------------------------
+
+    def submit(self, run: Run) -> None:
+        self.admit(run)
+        self.queue_here(run)
+
+    def admit(self, run: Run) -> None:
+        """Refuse a run this server will not take now: shutting down, or its browser at its limit."""
+        if not self.accepting:
+            raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
+                                   "(the page reconnects on its own).", reason="shutting_down")
+        limit = self.settings.max_runs_per_client
+        if self.active_runs[run.session_id] >= limit:
+            raise bp.ProtocolError(
+                f"You already have {self.active_runs[run.session_id]} runs waiting or running (the limit is {limit} "
+                "per browser); wait for one to finish or stop one.", reason="client_limit")
+
+    def count_for_client(self, run: Run) -> None:
+        """The run counts against its browser until ``finish``."""
+        self.active_runs[run.session_id] += 1
+        run.counted = True
+
+    def queue_here(self, run: Run, *, count: bool = True) -> None:
+        """Queue for this server's workers. A client at its limit was refused first (``admit``), so a
+        full queue never sheds another user's run for a newcomer that is refused anyway."""
+        queue = self.queues.setdefault(run.backend, FairQueue())
+        if len(queue) >= self.settings.queue_limit and not self._make_room(queue, run):
+            raise bp.ProtocolError(
+                f"The {run.backend} queue is full ({len(queue)} runs waiting); try again in a minute.",
+                reason="queue_full")
+        if count:
+            self.count_for_client(run)
+        queue.append(run)
+        self._announce_positions(run.backend)
+        self.dispatch(run.backend)
+
+    def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
+        """A full queue sheds the newest run of the client holding the most, if that client holds
+        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        victim = queue.heaviest()
+        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+            return False
+        queue.remove(victim)
+        self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
+                                                   "newest one was dropped to let another user's run in.")
+        return True
+
+    def cancel(self, run: Run) -> None:
+        if run.state == "queued":
+            self.queues[run.backend].remove(run)
+            self.finish(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
+            self._announce_positions(run.backend)
+        elif run.state == "running" and run.worker is not None:
+            asyncio.create_task(run.worker.send(wp.encode(wp.ServerCancel(run_id=run.key))))
+
+    def withdraw(self, run: Run) -> bool:
+        """Take a run out of its queue without ending it (it is about to be answered otherwise)."""
+        if run.state != "queued":
+            return False
+        self.queues[run.backend].remove(run)
+        self._announce_positions(run.backend)
+        return True
+
+    def finish(self, run: Run, status: bp.RunStatus, message: str | None = None, elapsed_ms: float | None = None,
+               **extra: Any) -> None:
+        if run.state == "done":
+            return
+        if run.started_at is not None and not extra.get("cached"):
+            self.durations.setdefault(run.backend, RunDurations()).record(time.monotonic() - run.started_at)
+        if run.counted:
+            run.counted = False
+            self.active_runs[run.session_id] -= 1
+            if self.active_runs[run.session_id] <= 0:
+                del self.active_runs[run.session_id]
+        run.state = "done"
+        if run._deadline:
+            run._deadline.cancel()
+        if run.worker is not None:
+            run.worker.runs.pop(run.key, None)
+        if elapsed_ms is None:
+            elapsed_ms = (time.monotonic() - run.submitted_at) * 1000
+        run.send(bp.done_event(run.client_id, status, elapsed_ms, message, **extra))
+
+    def dispatch(self, backend: str) -> None:
+        queue = self.queues.get(backend)
+        moved = False
+        while queue:
+            link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0),
+                       key=lambda w: w.free_slots, default=None)
+            if link is None:
+                break
+            run = queue.popleft()
+            moved = True
+            link.free_slots -= 1
+            link.runs[run.key] = run
+            run.worker, run.state = link, "running"
+            run.started_at = time.monotonic()
+            run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
+            run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
+                     | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox})
+            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run))
+            asyncio.create_task(self._send_job(link, run, job))
+        if moved:
+            self._announce_positions(backend)
+
+    def job_options(self, run: Run) -> dict[str, Any]:
+        """What the worker gets: the run's options plus the name of its session's private compile cache
+        (derived, so a worker never learns the session id; kept out of ``run.options``, which the
+        result cache keys on)."""
+        if self.session_keys is None or not run.session_id:
+            return run.options
+        return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
+
+    async def _send_job(self, link: WorkerLink, run: Run, job: wp.ServerJob) -> None:
+        try:
+            await link.send(wp.encode(job))
+        except Exception as exc:  # the worker went away between dispatch and send
+            log.info("job %s could not reach worker %s: %s", run.key, link.hello.name, exc)
+            self.finish(run, bp.RunStatus.CRASHED, "The worker disconnected before the run started; run it again.")
+
+    def _overdue(self, run: Run) -> None:
+        log.warning("run %s: worker %s sent no result within its deadline", run.key,
+                    run.worker.hello.name if run.worker else "?")
+        self.finish(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
+
+    def _announce_positions(self, backend: str) -> None:
+        """Tell each waiting run whose place changed its new position and estimated wait."""
+        queue = self.queues.get(backend)
+        if not queue:
+            return
+        now = time.monotonic()
+        links = [w for w in self.workers if w.hello.backend == backend]
+        running_for = [now - r.started_at for w in links for r in w.runs.values() if r.started_at is not None]
+        durations = self.durations.get(backend) or RunDurations()
+        waits = durations.waits(len(queue), sum(w.hello.slots for w in links), running_for)
+        for position, (run, wait_s) in enumerate(zip(list(queue), waits, strict=True), start=1):
+            if run.position != position:
+                run.position = position
+                run.send(bp.queued_event(run.client_id, position, wait_s))
+
+    # --- workers -----------------------------------------------------------
+
+    def add_worker(self, link: WorkerLink) -> None:
+        link.free_slots = link.hello.slots
+        self.workers.append(link)
+        log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
+                 link.hello.device_count, link.hello.device_kind, link.hello.slots)
+        self.dispatch(link.hello.backend)
+
+    def remove_worker(self, link: WorkerLink) -> None:
+        if link in self.workers:
+            self.workers.remove(link)
+        for run in list(link.runs.values()):
+            self.finish(run, bp.RunStatus.CRASHED, "The worker running this program disconnected; run it again.")
+        log.info("worker %s left", link.hello.name)
+
+    def worker_event(self, link: WorkerLink, message: wp.WorkerEvent) -> None:
+        run = link.runs.get(message.run_id)
+        if run is not None and run.state == "running":
+            event = {k: v for k, v in message.event.items() if k != "id"}
+            run.send(event)
+
+    def worker_slots(self, link: WorkerLink, message: wp.WorkerSlots) -> None:
+        link.slots_report = message
+        for listener in self.slots_listeners:
+            listener(link, message)
+
+    def runs_in_flight(self) -> int:
+        return sum(len(q) for q in self.queues.values()) + sum(len(w.runs) for w in self.workers)
+
+    def worker_finished(self, link: WorkerLink, message: wp.WorkerFinished) -> None:
+        run = link.runs.get(message.run_id)
+        link.free_slots = min(link.free_slots + 1, link.hello.slots)
+        if run is not None:
+            try:
+                status = bp.RunStatus(message.status)
+            except ValueError:
+                status = bp.RunStatus.CRASHED
+            self.finish(run, status, message.message, message.elapsed_ms)
+        self.dispatch(link.hello.backend)

@@ -1,0 +1,1 @@
+"""Storage: the interface, its SQLite and PostgreSQL engines, and shared snippets."""

@@ -1,0 +1,180 @@
+"""Storage of snippets, the result cache and workshop rooms: what both database engines share.
+
+``--database-url`` picks the engine (``open_storage``):
+
+- ``sqlite:///PATH`` or empty (the default, ``<data_dir>/jaxplay.sqlite3``):
+  one file, one writer thread (server/storage/sqlite.py). Right for one server.
+- ``postgresql://USER:PASSWORD@HOST:PORT/DB``: PostgreSQL through psycopg 3,
+  async (server/storage/postgres.py). Several server replicas share it.
+
+Both offer the same small interface, used by snippets.py, result_cache.py
+and room_store.py:
+reads (``fetch_one``, ``fetch_all``) and ``transaction(work, durable=...)``,
+where ``work`` is an async function of a ``Transaction`` that awaits nothing
+but that transaction's own methods. The SQL is written once, in the subset
+both engines speak, with ``?`` placeholders.
+
+The schema is versioned; ``MIGRATIONS`` are applied in order on open, each in
+its own transaction, with one SQL text per engine (PostgreSQL needs BYTEA and
+DOUBLE PRECISION where SQLite has BLOB and REAL). Never edit a released
+migration: append a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+Row = Mapping[str, Any]  # sqlite3.Row or a psycopg dict row: read by column name
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    purpose: str
+    sql: str  # SQLite
+    postgres: str
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "snippets: immutable shared programs, addressed by a hash of their content", """
+        CREATE TABLE snippets (
+            id           TEXT PRIMARY KEY,          -- the shortest unused prefix of content_hash, >= 8 chars
+            content_hash TEXT NOT NULL UNIQUE,      -- base32 sha256 of the canonical content
+            created_at   TEXT NOT NULL,             -- ISO 8601, UTC
+            forked_from  TEXT REFERENCES snippets(id),
+            document     BLOB NOT NULL              -- zlib of the JSON that GET /api/snippets/{id} answers
+        );
+        CREATE INDEX snippets_forked_from ON snippets(forked_from);
+    """, """
+        CREATE TABLE snippets (
+            id           TEXT PRIMARY KEY,
+            content_hash TEXT NOT NULL UNIQUE,
+            created_at   TEXT NOT NULL,
+            forked_from  TEXT REFERENCES snippets(id),
+            document     BYTEA NOT NULL
+        );
+        CREATE INDEX snippets_forked_from ON snippets(forked_from);
+    """),
+    Migration(2, "result_cache: recorded events of deterministic successful runs, evicted least recently used", """
+        CREATE TABLE result_cache (
+            key        TEXT PRIMARY KEY,            -- sha256 of code, backend, devices, versions, options
+            size       INTEGER NOT NULL,            -- len(recorded): what counts against the cache limit
+            elapsed_ms REAL NOT NULL,
+            cached_at  TEXT NOT NULL,               -- when the recorded run finished, ISO 8601 UTC
+            last_used  REAL NOT NULL,               -- unix time of the last answer from this entry
+            recorded   BLOB NOT NULL                -- zlib of the JSON {events, done}; last, so scans skip it
+        );
+        -- Covers both the eviction order and the total size, without touching the blobs.
+        CREATE INDEX result_cache_last_used ON result_cache(last_used, size);
+    """, """
+        CREATE TABLE result_cache (
+            key        TEXT PRIMARY KEY,
+            size       INTEGER NOT NULL,
+            elapsed_ms DOUBLE PRECISION NOT NULL,
+            cached_at  TEXT NOT NULL,
+            last_used  DOUBLE PRECISION NOT NULL,   -- REAL (4 bytes) would round unix times to minutes
+            recorded   BYTEA NOT NULL
+        );
+        CREATE INDEX result_cache_last_used ON result_cache(last_used, size);
+    """),
+    Migration(3, "rooms: workshop rooms' code, deck and position, so a restart keeps the class where it was", """
+        CREATE TABLE rooms (
+            code               TEXT PRIMARY KEY,    -- jax-XXXXXX (server/rooms/codes.py)
+            secret_digest      TEXT NOT NULL,       -- sha256 hex of the presenter secret, never the secret
+            created_at         TEXT NOT NULL,       -- ISO 8601, UTC
+            last_active        REAL NOT NULL,       -- unix time of the last presenter action or join
+            program            TEXT NOT NULL,       -- the presenter's editor text
+            deck               TEXT NOT NULL,       -- JSON list of snippet ids
+            position           INTEGER NOT NULL,    -- index into deck (0 when the deck is empty)
+            attendee_timeout_s REAL NOT NULL
+        );
+        CREATE INDEX rooms_last_active ON rooms(last_active);
+    """, """
+        CREATE TABLE rooms (
+            code               TEXT PRIMARY KEY,
+            secret_digest      TEXT NOT NULL,
+            created_at         TEXT NOT NULL,
+            last_active        DOUBLE PRECISION NOT NULL,   -- REAL (4 bytes) would round unix times to minutes
+            program            TEXT NOT NULL,
+            deck               TEXT NOT NULL,
+            position           INTEGER NOT NULL,
+            attendee_timeout_s DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX rooms_last_active ON rooms(last_active);
+    """),
+    Migration(4, "result_cache.worker: the worker that recorded each entry, so an operator can purge its word", """
+        ALTER TABLE result_cache ADD COLUMN worker TEXT NOT NULL DEFAULT '';  -- its hello's name; '' before v4
+        CREATE INDEX result_cache_worker ON result_cache(worker);
+    """, """
+        ALTER TABLE result_cache ADD COLUMN worker TEXT NOT NULL DEFAULT '';
+        CREATE INDEX result_cache_worker ON result_cache(worker);
+    """),
+)
+
+
+def utc_timestamp() -> str:
+    """Now, as stored and shown: ISO 8601 in UTC to the second, e.g. '2025-05-01T12:00:00Z'."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class StorageError(RuntimeError):
+    """The database cannot be used as it is; the message says what to do."""
+
+
+def newer_schema(found: int, newest: int, where: str) -> StorageError:
+    return StorageError(
+        f"The database was written by a newer JAX Playground (schema version {found}; this one knows up to "
+        f"{newest}). Upgrade this server, or point {where} at another database.")
+
+
+class Transaction(Protocol):
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None: ...
+    async def fetch_one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None: ...
+    async def fetch_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]: ...
+
+
+class Storage(Protocol):
+    description: str
+
+    @property
+    def is_open(self) -> bool: ...
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def fetch_one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None: ...
+    async def fetch_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]: ...
+    async def transaction(self, work: Callable[[Transaction], Awaitable[T]], *, durable: bool) -> T: ...
+    async def schema_version(self) -> int: ...
+    async def probe_writable(self) -> None: ...
+
+
+def open_storage(database_url: str, data_dir: Path) -> Storage:
+    """The storage a ``--database-url`` names (not yet opened); ValueError says what to change."""
+    from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage
+
+    if not database_url:
+        return SQLiteStorage(Path(data_dir) / DB_FILENAME)
+    if database_url.startswith("sqlite:///"):
+        path = Path(database_url.removeprefix("sqlite:///"))
+        if not path.is_absolute():
+            path = Path.cwd() / path
+        return SQLiteStorage(path)
+    if database_url.startswith(("postgresql://", "postgres://")):
+        from jaxplay.server.storage.postgres import PostgresStorage
+
+        return PostgresStorage(database_url)
+    raise ValueError(f"--database-url {redact(database_url)!r} is not understood: use sqlite:///PATH or "
+                     "postgresql://USER:PASSWORD@HOST:PORT/DATABASE.")
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and messages."""
+    scheme, sep, rest = url.partition("://")
+    credentials, at, host = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    return f"{scheme}{sep}{credentials.split(':', 1)[0]}:***@{host}"

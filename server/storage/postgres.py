@@ -1,0 +1,172 @@
+"""PostgreSQL storage through psycopg 3 (async): what several server replicas share.
+
+Connections and ownership, all on the server's event loop::
+
+    reader  autocommit connection: every read (psycopg serialises its users)
+    writer  one transaction at a time, under ``_write_lock``: the same one
+            write path as SQLite, so the shared SQL behaves the same
+
+Two replicas may write at once: a transaction that loses a race on a unique
+key (two replicas sharing the same new snippet) is retried and then finds the
+other's row, which is what the SQL already handles. Non-durable writes (the
+result cache) commit with ``synchronous_commit = off``: a crash of the
+database may lose the last few, which costs only a re-run. Snippets wait for
+the WAL flush before their link is answered.
+
+The schema version lives in ``jaxplay_schema``; replicas starting together
+migrate one at a time under an advisory lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import psycopg
+from jaxplay.server.storage.interface import MIGRATIONS, Migration, Row, StorageError, Transaction, newer_schema, redact
+from psycopg import errors
+from psycopg.rows import dict_row, tuple_row
+
+log = logging.getLogger("jaxplay.storage")
+
+T = TypeVar("T")
+MIGRATION_LOCK = 0x6A617870  # "jaxp": the advisory lock replicas take while migrating
+RACE_RETRIES = 3
+CONNECT_TIMEOUT_S = 10
+
+
+def placeholders(sql: str) -> str:
+    """The shared SQL's ``?`` placeholders in psycopg's spelling."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class PostgresTransaction:
+    def __init__(self, connection: psycopg.AsyncConnection[Any]) -> None:
+        self.connection = connection
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        await self.connection.execute(placeholders(sql), params)
+
+    async def fetch_one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None:
+        cursor = await self.connection.execute(placeholders(sql), params)
+        return await cursor.fetchone()
+
+    async def fetch_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+        cursor = await self.connection.execute(placeholders(sql), params)
+        return await cursor.fetchall()
+
+
+class PostgresStorage:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.description = f"PostgreSQL {redact(url)}"
+        self._reader: psycopg.AsyncConnection[Any] | None = None
+        self._writer: psycopg.AsyncConnection[Any] | None = None
+        self._write_lock = asyncio.Lock()
+
+    # --- lifecycle ---------------------------------------------------------
+
+    async def _connect(self, autocommit: bool) -> psycopg.AsyncConnection[Any]:
+        try:
+            return await psycopg.AsyncConnection.connect(self.url, autocommit=autocommit, row_factory=dict_row,
+                                                         connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
+            raise StorageError(f"Cannot connect to {self.description}: {str(exc).strip()}. "
+                               "Check --database-url (JAXPLAY_DATABASE_URL) and that the server is running.") from exc
+
+    async def open(self) -> None:
+        self._writer = await self._connect(autocommit=True)  # transactions are explicit below
+        await self._migrate(self._writer)
+        self._reader = await self._connect(autocommit=True)
+        log.info("storage: %s (schema version %d)", self.description, await self.schema_version())
+
+    async def close(self) -> None:
+        for connection in (self._reader, self._writer):
+            if connection is not None:
+                await connection.close()
+        self._reader = self._writer = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._reader is not None and self._writer is not None
+
+    async def _usable(self, which: str) -> psycopg.AsyncConnection[Any]:
+        """The connection, opened again if the database dropped it (a restart, a failover)."""
+        connection = getattr(self, which)
+        if connection is None:
+            raise StorageError("storage is not open")
+        if connection.closed or connection.broken:
+            log.warning("storage: %s connection was lost; connecting again", which.strip("_"))
+            connection = await self._connect(autocommit=True)
+            setattr(self, which, connection)
+        return connection
+
+    async def _migrate(self, connection: psycopg.AsyncConnection[Any],
+                       migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
+        await connection.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+        try:
+            async with connection.transaction():
+                await connection.execute("CREATE TABLE IF NOT EXISTS jaxplay_schema (version INTEGER NOT NULL)")
+                await connection.execute("INSERT INTO jaxplay_schema (version) SELECT 0 "
+                                         "WHERE NOT EXISTS (SELECT 1 FROM jaxplay_schema)")
+            current = await self._version(connection)
+            newest = migrations[-1].version if migrations else 0
+            if current > newest:
+                raise newer_schema(current, newest, "--database-url")
+            for migration in migrations:
+                if migration.version <= current:
+                    continue
+                log.info("storage: migrating to schema version %d (%s)", migration.version, migration.purpose)
+                async with connection.transaction():
+                    await connection.execute(migration.postgres)
+                    await connection.execute("UPDATE jaxplay_schema SET version = %s", (migration.version,))
+                current = migration.version
+            return current
+        finally:
+            await connection.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+    @staticmethod
+    async def _version(connection: psycopg.AsyncConnection[Any]) -> int:
+        cursor = connection.cursor(row_factory=tuple_row)
+        await cursor.execute("SELECT version FROM jaxplay_schema")
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    # --- the one write path ------------------------------------------------
+
+    async def transaction(self, work: Callable[[Transaction], Awaitable[T]], *, durable: bool) -> T:
+        async with self._write_lock:
+            for attempt in range(RACE_RETRIES):
+                connection = await self._usable("_writer")
+                try:
+                    async with connection.transaction():
+                        if not durable:
+                            await connection.execute("SET LOCAL synchronous_commit = off")
+                        return await work(PostgresTransaction(connection))
+                except (errors.UniqueViolation, errors.SerializationFailure):
+                    if attempt == RACE_RETRIES - 1:
+                        raise
+                    log.info("storage: a write raced another replica's; trying again")
+            raise AssertionError("unreachable")
+
+    # --- reads -------------------------------------------------------------
+
+    async def fetch_one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None:
+        cursor = await (await self._usable("_reader")).execute(placeholders(sql), params)
+        return await cursor.fetchone()
+
+    async def fetch_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+        cursor = await (await self._usable("_reader")).execute(placeholders(sql), params)
+        return await cursor.fetchall()
+
+    async def schema_version(self) -> int:
+        return await self._version(await self._usable("_reader"))
+
+    async def probe_writable(self) -> None:
+        """Commit a real write (the schema version, unchanged): raises if the database cannot take one."""
+        async def rewrite(tx: Transaction) -> None:
+            await tx.execute("UPDATE jaxplay_schema SET version = version")
+
+        await self.transaction(rewrite, durable=False)
