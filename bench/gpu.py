@@ -18,10 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jaxplay.sandbox.isolation import gpu  # noqa: E402
-
 from bench.stats import percentile  # noqa: E402
 from bench.warm import timed_runs  # noqa: E402
+from jaxplay.sandbox.isolation import gpu  # noqa: E402
 from tests.gpu.test_gpu_host import BARE, MATMUL  # noqa: E402
 from tests.live_server import running_server  # noqa: E402
 

@@ -25,9 +25,8 @@ import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jaxplay.sandbox.isolation import bwrap  # noqa: E402
-
 from bench.stats import percentile  # noqa: E402
+from jaxplay.sandbox.isolation import bwrap  # noqa: E402
 from tests.live_server import LiveServer, running_server  # noqa: E402
 
 NAIVE_CODE = "import jax; print(jax.numpy.ones(3).sum())"

@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from jaxplay.sandbox.engine import library_preload  # noqa: E402
 from jaxplay.sandbox.engine.slot import Slot  # noqa: E402
 from jaxplay.sandbox.isolation import bwrap  # noqa: E402
-
 from jaxplay.settings import Settings  # noqa: E402
 
 LIBRARIES = ("optax", "flax.nnx", "equinox", "chex", "einops", "jaxtyping", "orbax.checkpoint", "scipy",

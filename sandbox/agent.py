@@ -22,11 +22,11 @@ import socket
 from typing import Any
 
 import websockets
+
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.slot import Slot
 from jaxplay.sandbox.isolation import bwrap, gpu
-
-from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.worker")

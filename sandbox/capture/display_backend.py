@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxplay.sandbox.capture import display_figures
 from matplotlib.backend_bases import FigureManagerBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from jaxplay.sandbox.capture import display_figures
 
 
 class FigureManagerPlayground(FigureManagerBase):

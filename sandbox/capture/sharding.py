@@ -29,6 +29,7 @@ from typing import Any
 
 import jax
 import numpy as np
+
 from jaxplay.sandbox.capture.sharding_compiled import add_sharding_fields
 from jaxplay.sandbox.capture.sharding_layout import axis_type_name, describe_layout, describe_mesh
 from jaxplay.sandbox.output import events

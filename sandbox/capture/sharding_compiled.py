@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 from jax import tree_util
+
 from jaxplay.sandbox.capture.sharding_layout import describe_layout
 
 log = logging.getLogger("jaxplay.sandbox.sharding")

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from jaxplay.browser_protocol import RunStatus
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries
 from jaxplay.sandbox.engine import zygote_protocol as zp
@@ -29,8 +30,6 @@ from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.sandbox.isolation.cgroups import SlotCgroup
 from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
-
-from jaxplay.browser_protocol import RunStatus
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.sandbox")

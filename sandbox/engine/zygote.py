@@ -44,6 +44,7 @@ def preload() -> dict[str, str]:
     import jax
     import jax.numpy  # noqa: F401
     import jaxlib
+
     from jaxplay.sandbox import capture  # noqa: F401
     from jaxplay.sandbox.engine import libraries, runner, warmup  # noqa: F401
 

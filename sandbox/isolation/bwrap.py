@@ -23,10 +23,9 @@ import shutil
 import sys
 from pathlib import Path
 
+import jaxplay
 from jaxplay.sandbox.isolation.exposed_paths import exposed_paths
 from jaxplay.sandbox.isolation.gpu import ACCELERATOR_SYSFS
-
-import jaxplay
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 INSIDE_UID = 1000

@@ -10,11 +10,12 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from jaxplay.server.pages.editor import render_page
-from jaxplay.server.storage.snippets import SnippetStore
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
+
+from jaxplay.server.pages.editor import render_page
+from jaxplay.server.storage.snippets import SnippetStore
 
 TITLE_CHARS = 70
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 import html
 import json
 
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
 from jaxplay.server.rooms.hub import RoomError, RoomHub
 from jaxplay.server.storage.snippets import SnippetError, read_body
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-from starlette.routing import Route
 
 MAX_BODY_BYTES = 512 * 1024
 ROOMS_PER_ADDRESS_PER_MINUTE = 10

@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from jaxplay.server.runs.scheduler import Run, Scheduler
-from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.scheduler import Run, Scheduler
+from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 

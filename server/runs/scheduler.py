@@ -26,11 +26,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from jaxplay.server.clients.sessions import SessionKeys
-from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
-
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")

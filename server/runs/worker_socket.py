@@ -12,10 +12,10 @@ import contextlib
 import hmac
 import logging
 
-from jaxplay.server.runs.scheduler import Scheduler, WorkerLink
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.scheduler import Scheduler, WorkerLink
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")

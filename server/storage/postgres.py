@@ -25,9 +25,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import psycopg
-from jaxplay.server.storage.interface import MIGRATIONS, Migration, Row, StorageError, Transaction, newer_schema, redact
 from psycopg import errors
 from psycopg.rows import dict_row, tuple_row
+
+from jaxplay.server.storage.interface import MIGRATIONS, Migration, Row, StorageError, Transaction, newer_schema, redact
 
 log = logging.getLogger("jaxplay.storage")
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay import json_input
+from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 from jaxplay.settings import Settings
 
 MIN_ID_CHARS = 8

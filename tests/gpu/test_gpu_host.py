@@ -10,8 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from jaxplay.sandbox.isolation import gpu
 
+from jaxplay.sandbox.isolation import gpu
 from tests.conftest import done_of, output_text
 from tests.live_server import LiveServer
 

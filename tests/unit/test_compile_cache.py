@@ -7,7 +7,6 @@ import time
 
 from jaxplay.sandbox.caches import mounts
 from jaxplay.sandbox.caches.compile_cache import CompileCaches, environment_name
-
 from jaxplay.settings import Settings
 
 

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from jaxplay.server.app import create_app
 from starlette.routing import Route
 
 from jaxplay.cli.commands import build_parser
+from jaxplay.server.app import create_app
 from jaxplay.settings import Settings
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"

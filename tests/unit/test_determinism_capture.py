@@ -20,6 +20,7 @@ import timeit  # before any install, as in the zygote (its matplotlib imports ti
 from pathlib import Path
 
 import pytest
+
 from jaxplay.sandbox.capture import determinism
 from jaxplay.sandbox.output import events
 

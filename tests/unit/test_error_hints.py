@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
+
 from jaxplay.sandbox.learning.error_hints import short_paths
 from jaxplay.sandbox.learning.error_hints_data import HINTS
-
 from tests.runner_harness import run_programs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,6 +8,7 @@ import os
 import time
 
 import pytest
+
 from jaxplay.sandbox.output import event_channel as ec
 from jaxplay.sandbox.output.relay import OutputRelay
 

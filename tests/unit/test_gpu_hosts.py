@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from jaxplay.sandbox.isolation import bwrap, gpu
 
+from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.settings import Settings
 
 

@@ -151,6 +151,7 @@ def test_nnx_jit_reports_the_user_function_with_modules_by_their_variables(tmp_p
 def test_patches_are_undone_after_the_run():
     import equinox._jit
     from flax.nnx.transforms import compilation
+
     from jaxplay.sandbox.capture import jit_libraries
 
     before = (equinox._jit._call, compilation.JitWrapped.__call__, compilation.SimpleJitWrapped.__call__)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from jaxplay.sandbox.capture import jit_source_map
-
 from tests.unit.test_jit_capture import compiled_events, run_program
 
 PROGRAM = """

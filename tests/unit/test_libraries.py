@@ -7,6 +7,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from jaxplay.sandbox.engine import libraries, library_preload
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"

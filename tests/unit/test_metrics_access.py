@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from jaxplay.server.app import create_app
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
+from jaxplay.server.app import create_app
 from jaxplay.settings import Settings
 
 

@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 import pytest
-from jaxplay.sandbox.engine.runner import ends_with_semicolon, split_last_expression
 
+from jaxplay.sandbox.engine.runner import ends_with_semicolon, split_last_expression
 from tests.runner_harness import run_programs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,11 +11,11 @@ import asyncio
 import time
 
 import pytest
-from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
-from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
 
 
@@ -191,7 +191,6 @@ def test_fair_queue_iterates_in_service_order_and_removes():
 
 def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_user():
     from jaxplay.server.runs.scheduler import Run, Scheduler
-
     from jaxplay.settings import Settings
 
     scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))

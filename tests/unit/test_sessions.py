@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from jaxplay.server.clients.sessions import COOKIE, SCOPE_KEY, SessionKeys, SessionMiddleware
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+
+from jaxplay.server.clients.sessions import COOKIE, SCOPE_KEY, SessionKeys, SessionMiddleware
 
 
 def test_issued_ids_verify_and_forged_ones_do_not(tmp_path):

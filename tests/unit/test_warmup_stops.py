@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import jax
+
 from jaxplay.sandbox.engine import warmup
 
 
