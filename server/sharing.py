@@ -8,13 +8,13 @@ runs' results are written).
 
 from __future__ import annotations
 
+from starlette.routing import Route
+
 from jaxplay.server.pages.share import share_page_routes
 from jaxplay.server.runs.result_cache import ResultCache
 from jaxplay.server.runs.scheduler import Scheduler
-from jaxplay.server.storage.interface import open_storage
+from jaxplay.server.storage.factory import open_storage
 from jaxplay.server.storage.snippets import SnippetStore, snippet_routes
-from starlette.routing import Route
-
 from jaxplay.settings import Settings
 
 

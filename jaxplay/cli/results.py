@@ -19,7 +19,8 @@ from jaxplay.settings import Settings
 def purge_results(workers: list[str], everything: bool, settings: Settings) -> None:
     """Delete ``workers``' entries (every entry with ``everything``); with neither, list them."""
     from jaxplay.server.runs import result_cache
-    from jaxplay.server.storage.interface import StorageError, open_storage
+    from jaxplay.server.storage.factory import open_storage
+    from jaxplay.server.storage.interface import StorageError
 
     async def main() -> int:
         storage = open_storage(settings.database_url, settings.data_dir)

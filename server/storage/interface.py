@@ -1,13 +1,8 @@
 """Storage of snippets, the result cache and workshop rooms: what both database engines share.
 
-``--database-url`` picks the engine (``open_storage``):
-
-- ``sqlite:///PATH`` or empty (the default, ``<data_dir>/jaxplay.sqlite3``):
-  one file, one writer thread (server/storage/sqlite.py). Right for one server.
-- ``postgresql://USER:PASSWORD@HOST:PORT/DB``: PostgreSQL through psycopg 3,
-  async (server/storage/postgres.py). Several server replicas share it.
-
-Both offer the same small interface, used by snippets.py, result_cache.py
+Two engines implement it (``--database-url`` picks one, in server/storage/factory.py,
+which alone imports them): SQLite (server/storage/sqlite.py) and PostgreSQL
+(server/storage/postgres.py). Both offer the same small interface, used by snippets.py, result_cache.py
 and room_store.py:
 reads (``fetch_one``, ``fetch_all``) and ``transaction(work, durable=...)``,
 where ``work`` is an async function of a ``Transaction`` that awaits nothing
@@ -25,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -150,25 +144,6 @@ class Storage(Protocol):
     async def transaction(self, work: Callable[[Transaction], Awaitable[T]], *, durable: bool) -> T: ...
     async def schema_version(self) -> int: ...
     async def probe_writable(self) -> None: ...
-
-
-def open_storage(database_url: str, data_dir: Path) -> Storage:
-    """The storage a ``--database-url`` names (not yet opened); ValueError says what to change."""
-    from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage
-
-    if not database_url:
-        return SQLiteStorage(Path(data_dir) / DB_FILENAME)
-    if database_url.startswith("sqlite:///"):
-        path = Path(database_url.removeprefix("sqlite:///"))
-        if not path.is_absolute():
-            path = Path.cwd() / path
-        return SQLiteStorage(path)
-    if database_url.startswith(("postgresql://", "postgres://")):
-        from jaxplay.server.storage.postgres import PostgresStorage
-
-        return PostgresStorage(database_url)
-    raise ValueError(f"--database-url {redact(database_url)!r} is not understood: use sqlite:///PATH or "
-                     "postgresql://USER:PASSWORD@HOST:PORT/DATABASE.")
 
 
 def redact(url: str) -> str:

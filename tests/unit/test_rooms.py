@@ -12,14 +12,15 @@ import json
 import time
 
 import pytest
+
+from jaxplay import browser_protocol as bp
 from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
 from jaxplay.server.rooms.hub import RoomError, RoomHub
 from jaxplay.server.rooms.store import RoomStore
 from jaxplay.server.runs.scheduler import Run
-from jaxplay.server.storage.interface import Storage, open_storage
+from jaxplay.server.storage.factory import open_storage
+from jaxplay.server.storage.interface import Storage
 from jaxplay.server.storage.snippets import SnippetStore, parse_content
-
-from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
 
 

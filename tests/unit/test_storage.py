@@ -8,7 +8,9 @@ import threading
 
 import psycopg
 import pytest
-from jaxplay.server.storage.interface import MIGRATIONS, StorageError, Transaction, open_storage, redact
+
+from jaxplay.server.storage.factory import open_storage
+from jaxplay.server.storage.interface import MIGRATIONS, StorageError, Transaction, redact
 from jaxplay.server.storage.postgres import PostgresStorage
 from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage, migrate
 

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jaxplay.server.runs.result_cache import ResultCache
-from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
-from jaxplay.server.storage.interface import open_storage
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.result_cache import ResultCache
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+from jaxplay.server.storage.factory import open_storage
 from jaxplay.settings import Settings
 
 RECORDED = [

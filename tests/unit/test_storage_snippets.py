@@ -7,10 +7,10 @@ import asyncio
 import json
 
 import pytest
-from jaxplay.server.storage.interface import open_storage
+
+from jaxplay.server.storage.factory import open_storage
 from jaxplay.server.storage.postgres import PostgresStorage
 from jaxplay.server.storage.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
-
 from jaxplay.settings import Settings
 
 SETTINGS = Settings()
