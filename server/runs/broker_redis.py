@@ -38,17 +38,14 @@ import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis.asyncio as aioredis
-from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-
-if TYPE_CHECKING:
-    from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
+from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.broker")
 
@@ -79,7 +76,7 @@ async def _nowhere(text: str) -> None:
 
 
 class RedisBroker:
-    def __init__(self, url: str, scheduler: BrokeredScheduler) -> None:
+    def __init__(self, url: str, scheduler: Scheduler) -> None:
         self.url = url
         self.scheduler = scheduler
         self.id = uuid.uuid4().hex[:12]
@@ -295,7 +292,8 @@ class RedisBroker:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
             return
         try:
-            self.scheduler.submit_here(run)
+            # A job taken from the shared queue: it counts against its browser on the replica it came from.
+            self.scheduler.queue_here(run, count=False)
         except bp.ProtocolError as exc:
             self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc))
 

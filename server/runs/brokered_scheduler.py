@@ -2,18 +2,17 @@
 
 Browser connections, the result cache and shutdown use it exactly as they use
 ``Scheduler``; only where a run waits changes. Its own local queues hold just
-the runs this replica took from Redis for its own workers (``submit_here``).
+the runs this replica took from Redis for its own workers (the broker's ``queue_here``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs.broker_redis import RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
-
-from jaxplay import worker_protocol as wp
 from jaxplay.settings import Settings
 
 
@@ -60,10 +59,6 @@ class BrokeredScheduler(Scheduler):
         self.admit(run)  # shutting down, or the browser at its limit: refused here, never queued
         self.count_for_client(run)
         self.broker.enqueue(run)
-
-    def submit_here(self, run: Run) -> None:
-        # A job taken from the shared queue: it counts against its browser on the replica it came from.
-        self.queue_here(run, count=False)
 
     def cancel(self, run: Run) -> None:
         if run.key in self.broker.pending:
