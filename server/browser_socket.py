@@ -11,8 +11,8 @@ Tasks and ownership per connection::
 When the browser goes away its runs in flight are cancelled and it leaves
 its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
 (server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
-(one ``json.dumps`` for a whole room). ``BrowserHooks`` is what the server as a whole watches: the open connections
-(told of a shutdown) and refused runs (counted by reason in the metrics).
+(one ``json.dumps`` for a whole room). Rooms, metrics and shutdown see a connection only as a
+``Client`` and watch them all through ``BrowserHooks`` (server/clients/connection.py).
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from jaxplay.server.clients.sessions import SCOPE_KEY
-from jaxplay.server.runs.scheduler import Run, Scheduler
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
+from jaxplay.server.clients.connection import BrowserHooks
+from jaxplay.server.clients.sessions import SCOPE_KEY
+from jaxplay.server.runs.scheduler import Run, Scheduler
 
 if TYPE_CHECKING:
     from jaxplay.server.rooms.hub import RoomHub
@@ -44,13 +44,6 @@ DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "
                        "notice"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
 RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
-
-
-@dataclass
-class BrowserHooks:
-    open: set[BrowserConnection] = field(default_factory=set)
-    run_rejected: list[Callable[[str], None]] = field(default_factory=list)
-    connected: list[Callable[[BrowserConnection], None]] = field(default_factory=list)
 
 
 class BrowserConnection:

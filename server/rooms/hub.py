@@ -4,7 +4,7 @@ All on the server's event loop (no locks). Ownership::
 
     RoomHub (one per server, created by server/app.py)
       ├─ rooms: code -> Room, loaded from the ``rooms`` table on first use
-      │    └─ members: BrowserConnection -> is presenter; a connection is in one room at most
+      │    └─ members: Client -> is presenter; a connection is in one room at most
       ├─ sweep task: every minute, closes rooms idle past ``room_idle_expiry_s``
       │  and forgets empty ones from memory (their state stays stored)
       └─ saves: a changed room is written at most once a second (``RoomStore``)
@@ -28,18 +28,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from jaxplay import browser_protocol as bp
 from jaxplay.server.rooms.codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
 from jaxplay.server.runs.scheduler import Run
 from jaxplay.server.storage.snippets import SnippetStore
-
-from jaxplay import browser_protocol as bp
 from jaxplay.settings import Settings
 
 if TYPE_CHECKING:
-    from jaxplay.server.browser_socket import BrowserConnection
+    from jaxplay.server.clients.connection import Client
 
 log = logging.getLogger("jaxplay.rooms")
 
@@ -61,7 +60,7 @@ class RoomHub:
         self.store = store
         self.snippets = snippets
         self.rooms: dict[str, Room] = {}
-        self.joined: dict[BrowserConnection, Room] = {}
+        self.joined: dict[Client, Room] = {}
         self.guesses = AddressLimit(settings.room_join_failures_per_minute)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
@@ -136,7 +135,7 @@ class RoomHub:
 
     # --- the socket's hooks ----------------------------------------------------
 
-    async def handle(self, connection: BrowserConnection, message: bp.RoomMessage) -> None:
+    async def handle(self, connection: Client, message: bp.RoomMessage) -> None:
         try:
             if isinstance(message, bp.RoomJoin):
                 await self.join(connection, message)
@@ -149,7 +148,7 @@ class RoomHub:
         except RoomError as exc:
             connection.emit(bp.notice_event(str(exc)))
 
-    async def join(self, connection: BrowserConnection, message: bp.RoomJoin) -> None:
+    async def join(self, connection: Client, message: bp.RoomJoin) -> None:
         room = await self.find(message.room, connection.address)
         presenter = message.secret is not None
         if presenter and not secret_matches(message.secret, room.record.secret_digest):
@@ -170,7 +169,7 @@ class RoomHub:
                            skip=connection, followers_only=True)
         self._members_changed(room)
 
-    def leave(self, connection: BrowserConnection) -> None:
+    def leave(self, connection: Client) -> None:
         room = self.joined.pop(connection, None)
         if room is None:
             return
@@ -185,7 +184,7 @@ class RoomHub:
         self.sync.publish(room, "members", local_members(room))
         self.counts_soon(room)
 
-    def _presenting(self, connection: BrowserConnection, what: str) -> Room:
+    def _presenting(self, connection: Client, what: str) -> Room:
         room = self.joined.get(connection)
         if room is None:
             raise RoomError(f"Join a room with its presenter link before you {what}.")
@@ -193,7 +192,7 @@ class RoomHub:
             raise RoomError(f"Only the presenter of room {room.code} may {what}; you are following it.")
         return room
 
-    def edit(self, room: Room, connection: BrowserConnection, message: bp.RoomEdit) -> None:
+    def edit(self, room: Room, connection: Client, message: bp.RoomEdit) -> None:
         if message.code is not None:
             room.record.program = message.code
         if message.selection is not None:
@@ -232,7 +231,7 @@ class RoomHub:
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
 
-    def prepare_run(self, connection: BrowserConnection, run: Run) -> None:
+    def prepare_run(self, connection: Client, run: Run) -> None:
         room = self.joined.get(connection)
         if room is None:
             return

@@ -11,12 +11,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jaxplay import browser_protocol as bp
 from jaxplay.server.rooms.store import RoomRecord
 
-from jaxplay import browser_protocol as bp
-
 if TYPE_CHECKING:
-    from jaxplay.server.browser_socket import BrowserConnection
+    from jaxplay.server.clients.connection import Client
     from jaxplay.server.runs.scheduler import Run
 
 # The presenter's last run kept for late joiners; beyond this its events are sent live only.
@@ -32,7 +31,7 @@ def encode(event: dict[str, Any]) -> str:
 @dataclass(eq=False)
 class Room:
     record: RoomRecord
-    members: dict[BrowserConnection, bool] = field(default_factory=dict)  # connection -> is presenter
+    members: dict[Client, bool] = field(default_factory=dict)  # connection -> is presenter
     selection: tuple[int, int] | None = None
     version: int = 0
     run_events: list[dict[str, Any]] = field(default_factory=list)
@@ -78,7 +77,7 @@ class Room:
                 "presenter_online": self.presenter_online, "run": self.run_events or None,
                 "people": counts["people"], "ran": counts["ran"], "errors": counts["errors"]}
 
-    def broadcast(self, event: dict[str, Any], *, skip: BrowserConnection | None = None,
+    def broadcast(self, event: dict[str, Any], *, skip: Client | None = None,
                   followers_only: bool = False) -> None:
         frame = encode(event)
         droppable = event["type"] in DROPPABLE

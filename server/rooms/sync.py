@@ -29,19 +29,28 @@ import contextlib
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from jaxplay.server.rooms.state import encode
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
+from jaxplay.server.rooms.state import encode
 
 if TYPE_CHECKING:
-    from jaxplay.server.rooms.hub import RoomHub
     from jaxplay.server.rooms.state import Room
     from jaxplay.server.runs.broker_redis import RedisBroker
 
 log = logging.getLogger("jaxplay.rooms")
+
+
+class RoomHost(Protocol):
+    """What sync needs of this server's rooms (server/rooms/hub.py's ``RoomHub``)."""
+
+    rooms: dict[str, Room]
+
+    def counts_soon(self, room: Room) -> None: ...
+
+    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None: ...
 
 CHANNEL = "jaxplay:rooms"
 CATCH_UP_WAIT_S = 0.5  # how long a replica loading a room waits for another's live state
@@ -51,7 +60,7 @@ PRUNE_EVERY_S = 2.0
 class RoomSync:
     """The embedded default: one server, nothing to send."""
 
-    def start(self, hub: RoomHub) -> None:
+    def start(self, hub: RoomHost) -> None:
         self.hub = hub
 
     async def stop(self) -> None:
@@ -78,7 +87,7 @@ class RedisRoomSync(RoomSync):
         self.tasks: list[asyncio.Task[None]] = []
         self.waiting: dict[str, asyncio.Future[tuple[str, dict[str, Any]]]] = {}
 
-    def start(self, hub: RoomHub) -> None:
+    def start(self, hub: RoomHost) -> None:
         super().start(hub)
         self.tasks = [asyncio.create_task(loop()) for loop in (self._publish_in_order, self._listen, self._prune)]
 

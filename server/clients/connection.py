@@ -1,0 +1,41 @@
+"""One browser connection as the rest of the server sees it, and the hooks that watch them all.
+
+The websocket itself lives at the top (server/browser_socket.py). Rooms, metrics
+and shutdown hold connections only as ``Client``, so none of them imports the
+socket module, and the socket module may import all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Client(Protocol):
+    """A browser connection: who it counts as, and how to send it something."""
+
+    session_id: str  # the browser session it counts against (fairness, limits, room counts)
+    address: str  # the peer address, for per-address limits
+    outbox: asyncio.Queue[str | None]  # frames not yet written; shutdown waits for it to empty
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Encode and queue one event (droppable output is dropped when the browser cannot keep up)."""
+
+    def send_encoded(self, frame: str, droppable: bool) -> None:
+        """Queue a frame already encoded once for many connections (a room broadcast)."""
+
+    def spawn(self, work: Awaitable[Any]) -> None:
+        """Run ``work`` beside the connection, kept referenced until it ends."""
+
+
+@dataclass
+class BrowserHooks:
+    """What the server as a whole watches: open connections (told of a shutdown, counted in the
+    metrics), refused runs (counted by reason) and new connections (a broker tells them of runs
+    their browser had in flight on a replica that stopped)."""
+
+    open: set[Client] = field(default_factory=set)
+    run_rejected: list[Callable[[str], None]] = field(default_factory=list)
+    connected: list[Callable[[Client], None]] = field(default_factory=list)
