@@ -13,7 +13,16 @@ import secrets
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from jaxplay.server.browser_socket import BrowserHooks, RunInterceptor, handle_browser_socket
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
+
+from jaxplay import __version__
+from jaxplay.server.browser_socket import RunInterceptor, handle_browser_socket
+from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
 from jaxplay.server.ops import metrics_access
 from jaxplay.server.ops.health import health_routes
@@ -29,14 +38,7 @@ from jaxplay.server.runs.local_workers import LocalWorkers
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
-from starlette.websockets import WebSocket
-
-from jaxplay import __version__
+from jaxplay.server.storage.interface import Storage
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")
@@ -54,6 +56,11 @@ class AppState:
     draining: bool = False
     rooms: RoomHub | None = None
 
+    @property
+    def storage(self) -> Storage:
+        assert self.sharing is not None
+        return self.sharing.storage
+
 
 def create_app(settings: Settings) -> Starlette:
     metrics_access.check_settings(settings)
@@ -64,7 +71,7 @@ def create_app(settings: Settings) -> Starlette:
     state = AppState(settings=settings, scheduler=scheduler_class(settings, session_keys))
     state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)
     state.sharing = sharing = Sharing(settings, state.scheduler)
-    metrics.sharing = sharing
+    metrics.cache, metrics.snippets = sharing.cache, sharing.snippets
     # Metrics first: it must watch every run, including those the cache answers.
     state.interceptors.extend([metrics.intercept, sharing.cache.intercept])
     state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)

@@ -25,7 +25,7 @@ from starlette.routing import Route
 from jaxplay import __version__
 
 if TYPE_CHECKING:
-    from jaxplay.server.app import AppState
+    from jaxplay.server.ops.replica import Replica
 
 log = logging.getLogger("jaxplay.server")
 
@@ -33,12 +33,11 @@ STORAGE_PROBE_S = 2.0
 HEALTH_PATHS = ("/healthz", "/readyz")
 
 
-async def readiness(state: AppState) -> dict[str, Any]:
+async def readiness(state: Replica) -> dict[str, Any]:
     scheduler = state.scheduler
     checks: dict[str, Any] = {"accepting": not state.draining}
     try:
-        assert state.sharing is not None
-        await asyncio.wait_for(state.sharing.storage.probe_writable(), STORAGE_PROBE_S)
+        await asyncio.wait_for(state.storage.probe_writable(), STORAGE_PROBE_S)
         checks["storage"] = "writable"
     except Exception as exc:  # any failure means not ready; the reason is shown, not raised
         log.warning("readiness: storage is not writable: %s", exc)
@@ -54,7 +53,7 @@ async def readiness(state: AppState) -> dict[str, Any]:
     return result
 
 
-def health_routes(state: AppState) -> list[Route]:
+def health_routes(state: Replica) -> list[Route]:
     async def healthz(request: Request) -> Response:
         scheduler = state.scheduler
         return JSONResponse({"ok": True, "version": __version__, "workers": len(scheduler.workers),

@@ -24,17 +24,18 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from jaxplay.server.browser_socket import BrowserHooks
-from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.connection import BrowserHooks
+from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 
 if TYPE_CHECKING:
-    from jaxplay.server.sharing import Sharing
+    from jaxplay.server.runs.result_cache import ResultCache
+    from jaxplay.server.storage.snippets import SnippetStore
 
 log = logging.getLogger("jaxplay.metrics")
 
@@ -47,7 +48,9 @@ class PlaygroundMetrics:
     def __init__(self, scheduler: Scheduler, hooks: BrowserHooks) -> None:
         self.scheduler = scheduler
         self.hooks = hooks
-        self.sharing: Sharing | None = None
+        # Set by server/app.py once sharing exists: their counters are read at scrape time.
+        self.cache: ResultCache | None = None
+        self.snippets: SnippetStore | None = None
         self.registry = CollectorRegistry()
         r = self.registry
         self.runs = Counter("jaxplay_runs", "Runs that ended, by backend and final status (cached runs included).",
@@ -127,16 +130,15 @@ class _StateCollector(Collector):
         yield from (depth, workers, total, busy)
         yield GaugeMetricFamily("jaxplay_browser_connections", "Browser websockets open.",
                                 value=len(self.metrics.hooks.open))
-        sharing = self.metrics.sharing
-        if sharing is None:
+        cache, snippets = self.metrics.cache, self.metrics.snippets
+        if cache is None or snippets is None:
             return
-        cache = sharing.cache
         yield CounterMetricFamily("jaxplay_result_cache_hits", "Runs answered from the result cache.",
                                   value=cache.hits)
         yield CounterMetricFamily("jaxplay_result_cache_misses", "Cache lookups that found nothing to answer with.",
                                   value=cache.misses)
         yield CounterMetricFamily("jaxplay_snippets_created", "Snippets shared (new content only).",
-                                  value=sharing.snippets.created)
+                                  value=snippets.created)
         size = cache.size_snapshot
         yield GaugeMetricFamily("jaxplay_result_cache_bytes", "Compressed size of the result cache's entries.",
                                 value=size["bytes"])

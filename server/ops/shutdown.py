@@ -32,7 +32,7 @@ import uvicorn
 from jaxplay import browser_protocol as bp
 
 if TYPE_CHECKING:
-    from jaxplay.server.app import AppState
+    from jaxplay.server.ops.replica import Replica
 
 log = logging.getLogger("jaxplay.server")
 
@@ -42,7 +42,7 @@ UNFINISHED = "The server shut down before this run finished; run it again."
 FLUSH_S = 0.5  # time for the notices to leave the outboxes before uvicorn closes the sockets
 
 
-async def drain(state: AppState, grace_s: float) -> None:
+async def drain(state: Replica, grace_s: float) -> None:
     """Phases 1 to 3; phase 4 is the lifespan's exit."""
     scheduler = state.scheduler
     log.info("shutdown phase 1/4: refusing new runs; /readyz answers 503")
@@ -77,7 +77,7 @@ async def drain(state: AppState, grace_s: float) -> None:
 class PhasedServer(uvicorn.Server):
     """uvicorn's server, with phases 1-3 run before uvicorn's own shutdown begins."""
 
-    def __init__(self, config: uvicorn.Config, state: AppState, grace_s: float) -> None:
+    def __init__(self, config: uvicorn.Config, state: Replica, grace_s: float) -> None:
         super().__init__(config)
         self.state = state
         self.grace_s = grace_s
