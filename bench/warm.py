@@ -49,7 +49,7 @@ def wait_for_shared_cache(server: LiveServer, limit_s: float = 300) -> float:
     start = time.monotonic()
     time.sleep(2)  # the worker starts the fill once its slots are up
     while time.monotonic() - start < limit_s:
-        filling = [proc for proc in host_processes.matching("from jaxplay.sandbox.caches.compile_cache import fill_main")
+        filling = [proc for proc in host_processes.matching("from jaxplay.sandbox.engine.shared_cache_fill import fill_main")
                    if host_processes.is_descendant(proc.pid, server.process.pid)]
         if not filling:
             break

@@ -20,7 +20,6 @@ sessions idle for longer than ``compile_cache_idle_s``.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import logging
 import os
@@ -30,10 +29,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+import jaxplay
 from jaxplay.sandbox.caches import mounts
 from jaxplay.sandbox.isolation.bwrap import Bind
-
-import jaxplay
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.sandbox")
@@ -138,31 +136,6 @@ class CompileCaches:
             log.info("shared compile cache ready: %s", self.shared)
 
 
-FILL_MAIN = "import sys; sys.path.insert(0, sys.argv[1]); from jaxplay.sandbox.caches.compile_cache import fill_main; fill_main()"
-
-
-def fill_main() -> None:
-    """In the fill process: ``argv`` is [project, shared folder, examples folder]."""
-    shared, examples = Path(sys.argv[2]), Path(sys.argv[3])
-    with open(shared / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker of this host may be filling the same folder
-        if (shared / FILLED_STAMP).exists():
-            return
-        import contextlib
-        import io
-
-        from jaxplay.sandbox.engine import runner, warmup
-
-        warmup.use_persistent_cache(str(shared))
-
-        sys.path.insert(0, runner.USERLIB)  # the examples import the playground helpers
-        warmup.common_operations()
-        programs = sorted(examples.glob("*.py")) + sorted((examples / "gallery").glob("*.py"))
-        for path in programs:
-            code = path.read_text(encoding="utf-8").replace("time.sleep(", "(lambda *_: None)(")
-            try:
-                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    exec(compile(code, "<playground>", "exec"), {"__name__": "__main__"})
-            except Exception as exc:  # noqa: BLE001 - one example failing leaves the others cached
-                print(f"fill: {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        (shared / FILLED_STAMP).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+# The fill runs trusted code only, in a process of its own (sandbox/engine/shared_cache_fill.py).
+FILL_MAIN = ("import sys; sys.path.insert(0, sys.argv[1]); "
+             "from jaxplay.sandbox.engine.shared_cache_fill import fill_main; fill_main()")

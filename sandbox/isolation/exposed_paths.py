@@ -22,13 +22,11 @@ from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
-import jaxplay.sandbox
-
 import jaxplay
 
 log = logging.getLogger("jaxplay.worker")
 
-SANDBOX_DIR = Path(jaxplay.sandbox.__file__).resolve().parent
+SANDBOX_DIR = Path(__file__).resolve().parents[1]  # jaxplay.sandbox, in a checkout or a wheel
 JAXPLAY_DIR = Path(jaxplay.__file__).resolve().parent
 # What of jaxplay a run never imports: the server and the command line stay out of every sandbox.
 HOST_ONLY_SUBPACKAGES = frozenset({"server", "cli"})
