@@ -1,5 +1,5 @@
-"""The ``jaxplay`` command: starts the server (server/) and the worker (sandbox/).
+"""The ``jaxplay`` command: starts the server (jaxplay.server) and the worker (jaxplay.sandbox).
 
-It sits above both, apart from the ``jaxplay`` package that holds the settings
-and the protocols they share, so neither side imports the other through it.
+It sits above both; ``jaxplay`` itself holds only the settings and the
+protocols they share, so neither side imports the other through it.
 """

@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+
 from jaxplay.sandbox.isolation import bwrap, exposed_paths
 
 SITE = Path(sysconfig.get_paths()["purelib"])
