@@ -151,17 +151,32 @@ class Slot:
         return self.settings.memory_limit_mb << 20
 
     async def _read_zygote(self) -> None:
+        """Every zygote message into ``_messages``; a door that comes with one travels in it as ``door``."""
         loop = asyncio.get_running_loop()
         assert self.control is not None
+        control = self.control
+        readable = asyncio.Event()
+        loop.add_reader(control.fileno(), readable.set)
         try:
             while True:
-                data = await loop.sock_recv(self.control, zp.MAX_PACKET)
-                message = zp.decode(data)
-                await self._messages.put(message)
-                if message is None:
-                    return
-        except (OSError, asyncio.CancelledError):
-            await self._messages.put(None)
+                await readable.wait()
+                readable.clear()
+                while True:
+                    try:
+                        message, fds = zp.receive(control)
+                    except BlockingIOError:
+                        break
+                    if message is not None and fds:
+                        message["door"] = socket.socket(fileno=fds.pop(0))
+                        zp.close_all(fds)
+                    self._messages.put_nowait(message)
+                    if message is None:
+                        return
+        except (OSError, ValueError, asyncio.CancelledError):
+            self._messages.put_nowait(None)
+        finally:
+            if control.fileno() >= 0:
+                loop.remove_reader(control.fileno())
 
     async def _next_message(self) -> dict[str, Any]:
         message = await self._messages.get()
@@ -195,19 +210,20 @@ class Slot:
                        "artifact_limit_bytes": self.settings.artifact_limit_bytes}
         if self.cgroup is None:
             run_options["memory_rlimit_bytes"] = self.memory_limit_bytes
-        message = {"type": "start", "run_id": run_id, "code": code, "options": run_options,
-                   "unstarted_backend": jax_config.needs_unstarted_backend(code), "probe": probe}
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=probe)
-        try:
-            zp.send(self.control, message, [w for _, w in pipes])
-        finally:
-            for _, w in pipes:
-                os.close(w)
         started_at = time.monotonic()
         relay.start(*(r for r, _ in pipes))
         try:
-            exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay)
+            try:
+                refused = await self._hand_over(run_id, code, {"type": "run", "options": run_options, "probe": probe}, [w for _, w in pipes])
+            finally:
+                for _, w in pipes:
+                    os.close(w)
+            if refused is not None:
+                exited, ended_by = refused, None
+            else:
+                exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay)
         except SlotDied:
             relay.close()
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
@@ -222,6 +238,40 @@ class Slot:
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
+
+    async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int]) -> dict[str, Any] | None:
+        """Ask the zygote for a spare, then send ``run`` through the door its ``started`` brings; the
+        zygote's ``exited`` instead when it refused the start. The program goes through the door only,
+        never through the zygote, which forks every later spare (zygote_protocol). A spare that died
+        just now takes nothing: its exit comes as the run's."""
+        assert self.control is not None
+        try:
+            zp.send(self.control, {"type": "start", "run_id": run_id,
+                                   "unstarted_backend": jax_config.needs_unstarted_backend(code)})
+        except OSError as exc:
+            raise SlotDied(f"the zygote cannot be reached ({exc})") from None
+        while True:
+            message = await self._next_message()
+            if message.get("run_id") != run_id:
+                _close_door(message)  # a late word on an earlier run
+                continue
+            if message.get("type") == "exited":
+                return message
+            if message.get("type") == "started":
+                break
+        door = message.get("door")
+        if not isinstance(door, socket.socket):
+            await self.close()
+            raise SlotDied("the zygote started a run without a door to it")
+        code_fd = zp.code_file(code)
+        try:
+            zp.send(door, run, [*pipes, code_fd])
+        except OSError:
+            pass  # the spare died just now: its exit comes as the run's
+        finally:
+            os.close(code_fd)
+            door.close()
+        return None
 
     async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event,
                           relay: OutputRelay | None) -> tuple[dict[str, Any], RunStatus | None]:
@@ -307,6 +357,12 @@ class Slot:
         how = f"signal {signal_number}" if signal_number else f"exit code {code}"
         hint = " It was killed, most likely for running out of memory." if signal_number == 9 else ""
         return RunResult(RunStatus.CRASHED, elapsed_ms, f"The Python process ended abruptly ({how}).{hint}")
+
+
+def _close_door(message: dict[str, Any]) -> None:
+    door = message.get("door")
+    if isinstance(door, socket.socket):
+        door.close()
 
 
 def _ms_since(start: float) -> float:

@@ -5,18 +5,33 @@ The zygote forks a spare while the previous run executes (at low priority)::
     zygote ─ keeper   made the run's namespaces (user, mount, IPC, pid, net, UTS),
               │       fresh /tmp and /dev/shm, read-only /dev; waits; mirrors the
               │       run's exit; on SIGTERM kills the init (and so everything)
-              └ init  pid 1 of the run's pid namespace, non-dumpable; mounts /proc;
-                  │   at the start mounts the session's compile cache, hands the
-                  │   code on, drops its capabilities, reaps; after the run
-                  │   kills what is left and saves new cache entries
-                  └ run   drops every capability before any thread exists, starts
-                          the JAX backend and warms it, waits for code, runs it once
+              └ init  pid 1 of the run's pid namespace, non-dumpable, a session of
+                  │   its own; mounts /proc; waits on its door for the worker's
+                  │   ``run``, mounts the session's compile cache, hands the run on,
+                  │   drops its capabilities, reaps; after the run kills what is left
+                  │   and saves new cache entries
+                  └ run   a session and process group of its own; drops every
+                          capability before any thread exists, starts the JAX
+                          backend and warms it, waits for code, runs it once
 
-Nothing a run leaves behind survives it: its files live on tmpfs mounts of its
-own mount namespace, its IPC objects in its IPC namespace, its processes in its
-pid namespace, which the kernel empties when the init exits. The sandbox's own
-pid 1 and the zygote are outside the run's pid namespace, so the run cannot see
-them, signal them or read their memory.
+Sockets: ``door`` (worker <-> init, the zygote holds the worker's end only until
+the spare is taken, and never reads it), ``control`` (zygote <-> init: the init's
+``gone``, or EOF when either side goes), and the init's own socket to the run.
+
+Invariants, each relied on elsewhere:
+
+- The program reaches the init and the run through the door alone: no process
+  that forks spares (the zygote) ever holds it (``zygote_protocol``). The init
+  forks nothing after it arrives, and the keeper never sees it.
+- A spare holds no fd of any other spare or run: each fork closes the zygote's.
+- Nothing the run signals reaches the keeper or the zygote: the run and the init
+  each lead a session (so a process group) of their own, and the keeper, the
+  zygote and the sandbox's init are outside the run's pid namespace.
+- Nothing a run leaves behind survives it: its files live on tmpfs mounts of its
+  own mount namespace, its IPC objects in its IPC namespace, its processes in its
+  pid namespace, which the kernel empties when the init exits. The sandbox's own
+  pid 1 and the zygote are outside the run's pid namespace, so the run cannot see
+  them, signal them or read their memory.
 """
 
 from __future__ import annotations
@@ -48,8 +63,12 @@ RUN_OOM_SCORE_ADJ = 1000
 @dataclass
 class Spare:
     pid: int  # the keeper, the zygote's child
-    control: socket.socket  # to the init: the start message and its fds
+    control: socket.socket  # to the init: its ``gone``, or EOF when it has gone
+    door: socket.socket | None  # the worker's end of the init's door, held here until the spare is taken
     warm: bool
+
+    def fds(self) -> list[int]:
+        return [sock.fileno() for sock in (self.control, self.door) if sock is not None and sock.fileno() >= 0]
 
 
 def _fork(role: str, main: Callable[[], int], before: Callable[[], None] = lambda: None) -> int:
@@ -73,32 +92,37 @@ def _fork(role: str, main: Callable[[], int], before: Callable[[], None] = lambd
 def fork_spare(warm: bool, isolated: bool, zygote_fds: list[int]) -> Spare:
     """In the zygote: fork a keeper; it prepares the spare in the background.
 
-    ``isolated`` is False only without a sandbox (development mode): then no namespaces are made.
+    ``zygote_fds`` are every fd the zygote holds that a spare must not: its control socket
+    and every other spare's and run's sockets. ``isolated`` is False only without a sandbox
+    (development mode): then no namespaces are made.
     """
     zygote_end, init_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    worker_door, init_door = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
 
     def leave_the_zygote() -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        for fd in (*zygote_fds, zygote_end.fileno()):
+        for fd in (*zygote_fds, zygote_end.fileno(), worker_door.fileno()):
             os.close(fd)
 
-    pid = _fork("keeper", lambda: keeper_main(init_end, warm, isolated), leave_the_zygote)
+    pid = _fork("keeper", lambda: keeper_main(init_end, init_door, warm, isolated), leave_the_zygote)
     init_end.close()
-    return Spare(pid, zygote_end, warm)
+    init_door.close()
+    return Spare(pid, zygote_end, worker_door, warm)
 
 
-def keeper_main(init_end: socket.socket, warm: bool, isolated: bool) -> int:
+def keeper_main(init_end: socket.socket, door: socket.socket, warm: bool, isolated: bool) -> int:
     os.setsid()
     ns.set_dumpable(True)  # the zygote is not; a non-dumpable process may not write its own id maps
     if isolated:
         ns.unshare_run_namespaces(os.getuid(), os.getgid())
         fresh_writable_places()
-    init_pid = _fork("init", lambda: init_main(init_end, warm, isolated))
+    init_pid = _fork("init", lambda: init_main(init_end, door, warm, isolated))
     init_end.close()
+    door.close()
     # The zygote's kill: the init is pid 1 of the run's namespace, so killing it ends every process
-    # there; without a sandbox, the process group is the best there is.
-    signal.signal(signal.SIGTERM, lambda *_: _kill(init_pid) if isolated else _kill_group())
+    # there; without a sandbox, the init ends the run's session itself (``_end_the_run_on_term``).
+    signal.signal(signal.SIGTERM, lambda *_: _kill(init_pid) if isolated else _signal(init_pid, signal.SIGTERM))
     _, status = os.waitpid(init_pid, 0)
     return _mirror(status)
 
@@ -145,37 +169,45 @@ def _mounts_under(root: str) -> list[str]:
     return [p for p in sorted(points) if not any(p.startswith(q + "/") for q in points if q != p)]
 
 
-def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
+def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolated: bool) -> int:
     ns.set_parent_death_signal(signal.SIGKILL)
+    os.setsid()  # the keeper's process group is the keeper's alone
     if isolated:
         ns.mount_proc()
         ns.set_dumpable(False)
+        # As pid 1 of the run's namespace, the init gets from inside it only the signals it handles:
+        # none but SIGCHLD (Python's SIGINT handler would let the run interrupt it).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     init_end, run_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     run_pid = _fork("run", lambda: run_main(run_end, warm, isolated),
-                    lambda: (zygote_end.close(), init_end.close()) and None)
+                    lambda: _close_sockets(zygote_end, door, init_end))
     run_end.close()
+    if not isolated:
+        signal.signal(signal.SIGTERM, lambda *_: _end_the_run_on_term(run_pid))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     session: cache_mounts.SessionCache | None = None
-    while True:  # until the start message comes, or the run process dies while it is prepared
-        readable, _, _ = select.select([zygote_end, wake_r], [], [])
+    while True:  # until the worker's run comes, or the run process dies while it is prepared
+        readable, _, _ = select.select([door, zygote_end, wake_r], [], [])
         if wake_r in readable:
             os.read(wake_r, 512)
             status = _reap(run_pid)
             if status is not None:
                 return status
         if zygote_end in readable:
-            message, fds = zp.receive(zygote_end)
+            return 0  # the zygote has gone, or dropped this spare (it never writes before the run)
+        if door in readable:
+            message, fds = zp.receive(door)
+            door.close()
             if message is None:
-                return 0  # the zygote has gone, or dropped this spare
+                return 0  # the worker took this spare and let it go
             if isolated:
                 session = cache_mounts.mount_for_run(message.get("options", {}).get("compile_cache"))
             _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             zp.send(init_end, message, fds)
-            for fd in fds:
-                os.close(fd)
+            zp.close_all(fds)
             init_end.close()
             break
     if isolated:
@@ -195,6 +227,17 @@ def init_main(zygote_end: socket.socket, warm: bool, isolated: bool) -> int:
         _report_gone(zygote_end, status)
     zygote_end.close()
     return status
+
+
+def _close_sockets(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        sock.close()
+
+
+def _end_the_run_on_term(run_pid: int) -> None:
+    """Without a sandbox (development mode): the zygote's kill ends the run's session, then the init."""
+    _signal(-run_pid, signal.SIGKILL)
+    os._exit(128 + signal.SIGTERM)
 
 
 def _report_gone(zygote_end: socket.socket, status: int) -> None:
@@ -237,23 +280,20 @@ def _mirror(status: int) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def _kill_group() -> None:
-    """Without a sandbox: the run's process group (its session leader is the keeper)."""
-    try:
-        os.killpg(os.getpgid(0), signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def _kill(pid: int) -> None:
+    _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, number: int) -> None:
     try:
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, number)
     except (ProcessLookupError, PermissionError):
         pass
 
 
 def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     """The run's own process: unprivileged before anything else, then warmed, then the run."""
+    os.setsid()  # kill(0, ...) and killpg of its own group reach the run's processes and nothing else
     ns.set_dumpable(True)  # the init is not; the run is an ordinary process (its own /proc is its own)
     if isolated:
         ns.drop_all_capabilities()
@@ -283,12 +323,11 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
 
 
 def execute(message: dict[str, Any], fds: list[int]) -> int:
-    stdout_fd, stderr_fd, events_fd = fds
+    stdout_fd, stderr_fd, events_fd, code_fd = fds
     os.dup2(stdout_fd, 1)
     os.dup2(stderr_fd, 2)
     os.close(stdout_fd)
     os.close(stderr_fd)
-    os.environ.update(message.get("env", {}))
     from jaxplay.sandbox.engine import jax_config, runner
     from jaxplay.sandbox.isolation import limits
     from jaxplay.sandbox.output import events
@@ -299,12 +338,13 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     limits.apply_in_child(options)
     events.open_channel(events_fd)
     runner.reopen_std_streams()
+    code = zp.read_code(code_fd)
     if message.get("probe"):
         from jaxplay.sandbox.engine import probe
 
         probe.report()
         return 0
-    return runner.execute(message["code"], options)
+    return runner.execute(code, options)
 
 
 def _restore_priority(pid: int) -> None:

@@ -16,6 +16,12 @@ a spare made for it whose backend is not started. Tasks and ownership::
          reports every process of it gone (``gone``), or else when the keeper
          exits; the slow teardown of the three processes is not waited for.
 
+What the zygote must never hold: the program or its options. Every spare it
+forks inherits its whole heap, freed memory included, so whatever passed
+through it would reach the next user's process. A ``start`` names only the
+run; the zygote answers with the chosen spare's door, and the worker sends the
+program through the door to that spare's init (``zygote_protocol``).
+
 Nothing is cleaned up after a run: everything it could change lived in its
 own namespaces, which the kernel tears down with its last process.
 """
@@ -97,8 +103,9 @@ class Zygote:
 
     def fork_spare(self, warm: bool) -> Spare:
         # A new spare must hold none of these: least of all the running run's socket to its init.
-        own = [self.control, self.spare.control if self.spare else None, self.running_init()]
-        own_fds = [self.wake_r, self.wake_w, *(sock.fileno() for sock in own if sock is not None)]
+        own_fds = [self.wake_r, self.wake_w, self.control.fileno()]
+        for spare in (self.spare, self.running[1] if self.running else None):
+            own_fds += spare.fds() if spare is not None else []
         return fork_spare(warm, self.isolated, own_fds)
 
     def running_init(self) -> socket.socket | None:
@@ -126,34 +133,32 @@ class Zygote:
                 self.handle(message, fds)
 
     def handle(self, message: dict[str, Any], fds: list[int]) -> None:
+        zp.close_all(fds)  # the worker sends none here
         kind = message.get("type")
-        if kind == "start" and self.running is None:
-            self.start(message, fds)
+        if kind == "start" and self.running is None and type(message.get("run_id")) is str:
+            self.start(message["run_id"], bool(message.get("unstarted_backend")))
         elif kind == "start":
-            for fd in fds:
-                os.close(fd)
             zp.send(self.control, {"type": "exited", "run_id": message.get("run_id"), "returncode": None,
                                    "signal": None, "max_rss_kb": 0, "refused": "a run is already in progress"})
         elif kind == "kill" and self.running and self.running[0] == message.get("run_id"):
             _signal(self.running[1].pid, signal.SIGTERM)
 
-    def start(self, message: dict[str, Any], fds: list[int]) -> None:
+    def start(self, run_id: str, unstarted_backend: bool) -> None:
+        """Hand the worker the door of a spare for ``run_id``; the run itself never comes this way."""
         if self.spare is not None and not _alive(self.spare):
-            self.spare.control.close()  # killed just now; its exit is reaped as a stranger's
+            _close_spare(self.spare)  # killed just now; its exit is reaped as a stranger's
             self.spare = None
-        if message.get("unstarted_backend") or self.spare is None:
+        if unstarted_backend or self.spare is None:
             spare = self.fork_spare(warm=False)
         else:
             spare, self.spare = self.spare, None
+        door, spare.door = spare.door, None
+        assert door is not None
+        self.running = (run_id, spare)
         try:
-            zp.send(spare.control, message, fds)
-        except OSError:
-            spare.control.close()  # the spare died just now: its exit is reported as the run's
+            zp.send(self.control, {"type": "started", "run_id": run_id, "pid": spare.pid}, [door.fileno()])
         finally:
-            for fd in fds:
-                os.close(fd)
-        self.running = (message["run_id"], spare)
-        zp.send(self.control, {"type": "started", "run_id": message["run_id"], "pid": spare.pid})
+            door.close()
         if self.spare is None:
             self.spare = self.fork_spare(warm=True)  # prepared beside the run, at low priority
 
@@ -175,8 +180,7 @@ class Zygote:
     def hear_from_running_init(self, init: socket.socket) -> None:
         """The run's init says every process of the run is gone (before its own slow exit)."""
         message, fds = zp.receive(init)
-        for fd in fds:
-            os.close(fd)
+        zp.close_all(fds)
         if message is None or message.get("type") != "gone" or type(message.get("status")) is not int:
             init.close()  # gone without a word: the keeper's exit reports the run
             return
@@ -194,12 +198,19 @@ class Zygote:
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""
         assert self.spare is not None
-        self.spare.control.close()
+        _close_spare(self.spare)
         self.spare = None
         delay = SPARE_RETRY_S[min(self.spare_failures, len(SPARE_RETRY_S) - 1)]
         self.spare_failures += 1
         time.sleep(delay if self.spare_failures > 1 else 0)
         self.spare = self.fork_spare(warm=True)
+
+
+def _close_spare(spare: Spare) -> None:
+    spare.control.close()
+    if spare.door is not None:
+        spare.door.close()
+        spare.door = None
 
 
 def _alive(spare: Spare) -> bool:

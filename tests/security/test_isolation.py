@@ -9,11 +9,13 @@ searches everything a run can read for it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -74,8 +76,8 @@ print("FOUND", found)
 """
 
 
-def run(live, code: str) -> str:
-    events = live.run(code)
+def run(live, code: str, **fields) -> str:
+    events = live.run(code, **fields)
     assert done_of(events)["status"] == "ok", events[-3:]
     return output_text(events) + output_text(events, "stderr")
 
@@ -194,3 +196,91 @@ def test_no_secret_of_the_server_or_worker_is_reachable_from_a_run():
                 worker.wait(10)
         finally:
             server.stop()
+
+
+# Searches this run's own readable memory (heap, anonymous maps, stack, writable data) for a secret
+# it knows only by its first bytes and its hash, so the searching program holds no copy to find.
+SEARCH_OWN_MEMORY = r"""
+import hashlib
+PREFIX, DIGEST, LENGTH = {prefix!r}, {digest!r}, {length}
+hits, scanned = [], 0
+mem = open("/proc/self/mem", "rb", buffering=0)
+for line in open("/proc/self/maps").read().splitlines():
+    fields = line.split()
+    start, end = (int(x, 16) for x in fields[0].split("-"))
+    path = fields[5] if len(fields) > 5 else ""
+    if not fields[1].startswith("r") or path in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+        continue
+    if path.startswith("/") and "w" not in fields[1]:
+        continue  # a file's read-only pages hold what the file holds, never a run's data
+    at = start
+    while at < end:
+        size = min(end - at, 64 << 20)
+        try:
+            mem.seek(at)
+            chunk = mem.read(size + LENGTH if at + size < end else size)
+        except (OSError, ValueError, OverflowError):
+            break
+        scanned += len(chunk)
+        i = chunk.find(PREFIX)
+        while i >= 0:
+            if hashlib.sha256(chunk[i:i + LENGTH]).hexdigest() == DIGEST:
+                hits.append(path or "anonymous memory")
+            i = chunk.find(PREFIX, i + 1)
+        at += size
+print("HITS", sorted(set(hits)), "scanned", scanned >> 20, "MiB")
+"""
+
+
+@pytest.mark.attack("state between runs")
+def test_a_runs_code_is_in_no_later_runs_memory(live):
+    """A key pasted into one run's code must not be in the memory of any later run's process, on any
+    slot (the spares forked while it ran, and those forked after, included)."""
+    secret = f"sk-live-{uuid.uuid4().hex}{uuid.uuid4().hex}"
+    planted = run(live, f'API_KEY = "{secret}"\nprint("planted", len(API_KEY))\n')
+    assert planted.strip() == f"planted {len(secret)}"
+    search = SEARCH_OWN_MEMORY.format(prefix=secret[:12].encode(), digest=hashlib.sha256(secret.encode()).hexdigest(),
+                                      length=len(secret))
+    for _ in range(6):  # every slot, more than once
+        out = run(live, search, fresh=True)
+        assert out.startswith("HITS [] scanned"), out
+        assert int(out.split()[-2]) > 50, out  # it did read the process's memory
+
+
+STOP_OWN_GROUP = """
+import os, signal
+print("stopping", flush=True)
+os.kill(0, signal.{name})
+print("after", flush=True)
+"""
+
+
+def _zygotes(live) -> set[int]:
+    """The server's zygotes (not their forks, which share their command line)."""
+    forks = {proc.pid: proc.parent for proc in host_processes.all_processes()
+             if "-m jaxplay.sandbox.engine.zygote" in proc.cmdline}
+    return {pid for pid, parent in forks.items()
+            if parent not in forks and host_processes.is_descendant(pid, live.process.pid)}
+
+
+@pytest.mark.attack("signals")
+def test_a_run_that_stops_its_process_group_times_out_and_the_slot_lives(live):
+    zygotes = _zygotes(live)
+    assert zygotes
+    events = live.run(STOP_OWN_GROUP.format(name="SIGSTOP"), timeout_s=3)
+    done = done_of(events)
+    assert done["status"] == "timeout", done
+    assert "time limit of 3 s" in done["message"]
+    assert output_text(events) == "stopping\n"
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGTSTP"):  # what each does to the run is the run's business
+        done = done_of(live.run(STOP_OWN_GROUP.format(name=name), timeout_s=3))
+        assert "sandbox ended unexpectedly" not in done.get("message", ""), (name, done)
+    for _ in range(3):
+        assert run(live, "print('still here')").strip() == "still here"
+    assert _zygotes(live) == zygotes  # no sandbox was restarted
+
+
+@pytest.mark.attack("signals")
+def test_the_run_leads_its_own_session_and_process_group(live):
+    out = run(live, "import os\nprint(os.getsid(0) == os.getpid() == os.getpgrp(), os.getpgid(1) != os.getpgrp())")
+    assert out.strip() == "True True"
