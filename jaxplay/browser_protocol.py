@@ -98,9 +98,10 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
     try:
         raw = json_input.loads(text)
     except json.JSONDecodeError as exc:
-        raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.") from None
+        raise ProtocolError(f"Malformed JSON ({exc.msg} at position {exc.pos}): send one JSON object per frame.",
+                            readable_run_id(text)) from None
     except ValueError as exc:
-        raise ProtocolError(f"Malformed JSON ({exc}): send one JSON object per frame.") from None
+        raise ProtocolError(f"Malformed JSON ({exc}): send one JSON object per frame.", readable_run_id(text)) from None
     if not isinstance(raw, dict):
         raise ProtocolError("Each message must be a JSON object with a 'type' field.")
     run_id = raw.get("id") if isinstance(raw.get("id"), str) else None
@@ -113,6 +114,16 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
         return _parse_room(kind, raw, max_code_bytes)
     raise ProtocolError(f"Unknown message type {kind!r}: use 'run' or 'cancel' (or a room message: "
                         "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
+
+
+def readable_run_id(text: str) -> str | None:
+    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run", a valid ``id``):
+    the reply is then that run's ``done``, so the client's run ends."""
+    fields = json_input.top_level_strings(text, ("type", "id"))
+    run_id = fields.get("id")
+    if fields.get("type") != "run" or run_id is None or not 0 < len(run_id) <= MAX_RUN_ID_CHARS:
+        return None
+    return run_id
 
 
 def _short_string(raw: dict[str, Any], name: str, kind: str, required: bool) -> str | None:

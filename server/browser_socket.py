@@ -200,10 +200,7 @@ class BrowserConnection:
 
 
 def _looks_like_run(text: str | None) -> bool:
-    try:
-        return isinstance(text, str) and json_input.loads(text).get("type") == "run"
-    except (ValueError, AttributeError):
-        return False
+    return isinstance(text, str) and json_input.top_level_strings(text, ("type",)).get("type") == "run"
 
 
 def origin_allowed(origin: str | None, host: str | None) -> bool:

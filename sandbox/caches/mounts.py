@@ -46,6 +46,12 @@ class SessionCache:
         self.entries_fd = entries_fd
         self.upper = upper
 
+    def has_new_entries(self) -> bool:
+        try:
+            return bool(os.listdir(self.upper))
+        except OSError:
+            return True  # unknown: assume so
+
     def save(self) -> None:
         budget = SAVE_BUDGET_BYTES
         for name in sorted(os.listdir(self.upper)):
@@ -91,17 +97,6 @@ def mount_for_run(session: str | None) -> SessionCache | None:
     ns.mount_tmpfs(SESSIONS, 4096, mode="0")
     ns.remount_read_only(SESSIONS)
     return saved
-
-
-def run_wrote_entries() -> bool:
-    """In the run's process: whether the run added entries that its init will save after the exit."""
-    upper = f"{RUN_LAYER}/upper"
-    if not os.path.isdir(RUN_LAYER):
-        return False  # no compile caches here
-    try:
-        return bool(os.listdir(upper))
-    except OSError:
-        return True  # unknown: assume so
 
 
 def _forget(saved: SessionCache | None) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import socket
 import time
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ log = logging.getLogger("jaxplay.sandbox")
 START_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
-EXIT_GRACE_S = 2.0  # after a run said it ended: its process exits within this, or is killed
+EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the rest: gone within this
 
 
 @dataclass
@@ -50,6 +51,14 @@ class RunResult:
 
 class SlotDied(RuntimeError):
     pass
+
+
+class NotStarted(Exception):
+    """The run ended (its deadline, or a cancel) before a process was ready for it."""
+
+    def __init__(self, status: RunStatus) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 class Slot:
@@ -68,6 +77,8 @@ class Slot:
         self._reader: asyncio.Task[None] | None = None
         self._cancel_requested: dict[str, asyncio.Event] = {}
         self._exit_wait: asyncio.Task[None] | None = None  # a run reported done, its process not yet gone
+        self._spare: tuple[int, socket.socket] | None = None  # the warm spare's pid and door, from ``spare``
+        self._spare_offered = asyncio.Event()
         self.alive = False
 
     # --- lifecycle ---------------------------------------------------------
@@ -130,6 +141,9 @@ class Slot:
         self._exit_wait = None
         if self._reader:
             self._reader.cancel()
+        if self._spare is not None:
+            self._spare[1].close()
+            self._spare = None
         if self.control:
             self.control.close()
             self.control = None
@@ -151,7 +165,8 @@ class Slot:
         return self.settings.memory_limit_mb << 20
 
     async def _read_zygote(self) -> None:
-        """Every zygote message into ``_messages``; a door that comes with one travels in it as ``door``."""
+        """Every zygote message into ``_messages`` (a door that comes with one travels in it as ``door``),
+        but a ``spare``: its door is kept for the next run, in place of any before it."""
         loop = asyncio.get_running_loop()
         assert self.control is not None
         control = self.control
@@ -169,14 +184,45 @@ class Slot:
                     if message is not None and fds:
                         message["door"] = socket.socket(fileno=fds.pop(0))
                         zp.close_all(fds)
+                    if message is not None and message.get("type") == "spare" and "door" in message:
+                        self._offered(message["pid"], message["door"])
+                        continue
                     self._messages.put_nowait(message)
                     if message is None:
                         return
         except (OSError, ValueError, asyncio.CancelledError):
             self._messages.put_nowait(None)
         finally:
+            self._spare_offered.set()  # whoever waits for a spare learns that none will come
             if control.fileno() >= 0:
                 loop.remove_reader(control.fileno())
+
+    def _offered(self, pid: int, door: socket.socket) -> None:
+        if self._spare is not None:
+            self._spare[1].close()  # the zygote replaced a spare that died
+        self._spare = (pid, door)
+        self._spare_offered.set()
+
+    async def _take_spare(self, deadline: float, cancelled: asyncio.Event) -> tuple[int, socket.socket]:
+        """The warm spare's pid and door, waiting (within the run's deadline) for the zygote to offer one."""
+        while True:
+            if self._spare is None:
+                if self._reader is None or self._reader.done():
+                    raise SlotDied("the sandbox process ended unexpectedly")
+                self._spare_offered.clear()
+                offered, stop = asyncio.create_task(self._spare_offered.wait()), asyncio.create_task(cancelled.wait())
+                done, _ = await asyncio.wait({offered, stop}, timeout=max(deadline - time.monotonic(), 0),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                offered.cancel()
+                stop.cancel()
+                if offered not in done:
+                    raise NotStarted(RunStatus.CANCELLED if stop in done else RunStatus.TIMEOUT)
+                continue
+            (pid, door), self._spare = self._spare, None
+            if select.select([door], [], [], 0)[0]:
+                door.close()  # its init has gone (it never writes before its run): the zygote offers another
+                continue
+            return pid, door
 
     async def _next_message(self) -> dict[str, Any]:
         message = await self._messages.get()
@@ -214,55 +260,64 @@ class Slot:
         relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=probe)
         started_at = time.monotonic()
         relay.start(*(r for r, _ in pipes))
+        door: socket.socket | None = None
         try:
             try:
-                refused = await self._hand_over(run_id, code, {"type": "run", "options": run_options, "probe": probe}, [w for _, w in pipes])
+                door, refused = await self._hand_over(run_id, code, {"type": "run", "options": run_options,
+                                                                     "probe": probe}, [w for _, w in pipes],
+                                                      started_at + timeout_s, cancelled)
             finally:
                 for _, w in pipes:
                     os.close(w)
             if refused is not None:
                 exited, ended_by = refused, None
             else:
-                exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay)
+                exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay, door)
         except SlotDied:
             relay.close()
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
+        except NotStarted as never:
+            relay.close()
+            return self._result({}, never.status, _ms_since(started_at), timeout_s, False, relay)
         finally:
             del self._cancel_requested[run_id]
+            if door is not None:
+                door.close()
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
+        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         if exited.get("before_exit"):
             self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, options.get("compile_cache")))
-            return self._result(exited, None, elapsed_ms, timeout_s, False, relay)
-        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+            return self._result(exited, None, elapsed_ms, timeout_s, oom, relay)
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
-    async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int]) -> dict[str, Any] | None:
-        """Ask the zygote for a spare, then send ``run`` through the door its ``started`` brings; the
-        zygote's ``exited`` instead when it refused the start. The program goes through the door only,
-        never through the zygote, which forks every later spare (zygote_protocol). A spare that died
-        just now takes nothing: its exit comes as the run's."""
-        assert self.control is not None
-        try:
-            zp.send(self.control, {"type": "start", "run_id": run_id,
-                                   "unstarted_backend": jax_config.needs_unstarted_backend(code)})
-        except OSError as exc:
-            raise SlotDied(f"the zygote cannot be reached ({exc})") from None
-        while True:
-            message = await self._next_message()
-            if message.get("run_id") != run_id:
+    async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int], deadline: float,
+                         cancelled: asyncio.Event) -> tuple[socket.socket | None, dict[str, Any] | None]:
+        """Send ``run`` (the code as a file beside the pipes) through a spare's door and name the run
+        and the spare to the zygote: the program never passes through the zygote, which forks every
+        later spare (zygote_protocol). Returns the door, which brings the init's ``ended``, or the
+        zygote's ``exited`` when it refused the start. A spare that died just now takes nothing:
+        its exit comes as the run's."""
+        if jax_config.needs_unstarted_backend(code):  # a spare made now, for a program that configures JAX
+            self._tell_zygote({"type": "start", "run_id": run_id, "unstarted_backend": True})
+            while True:
+                message = await self._next_message()
+                if message.get("run_id") == run_id and message.get("type") in ("started", "exited"):
+                    break
                 _close_door(message)  # a late word on an earlier run
-                continue
-            if message.get("type") == "exited":
-                return message
-            if message.get("type") == "started":
-                break
-        door = message.get("door")
-        if not isinstance(door, socket.socket):
-            await self.close()
-            raise SlotDied("the zygote started a run without a door to it")
+            if message["type"] == "exited":
+                return None, message
+            door = message.get("door")
+            if not isinstance(door, socket.socket):
+                await self.close()
+                raise SlotDied("the zygote started a run without a door to it")
+        else:
+            pid, door = await self._take_spare(deadline, cancelled)
+            # Before the run goes through the door: the zygote must know the spare is taken before its
+            # keeper can exit.
+            self._tell_zygote({"type": "start", "run_id": run_id, "spare": pid})
         code_fd = zp.code_file(code)
         try:
             zp.send(door, run, [*pipes, code_fd])
@@ -270,23 +325,38 @@ class Slot:
             pass  # the spare died just now: its exit comes as the run's
         finally:
             os.close(code_fd)
-            door.close()
-        return None
+        door.setblocking(False)
+        return door, None
 
-    async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event,
-                          relay: OutputRelay | None) -> tuple[dict[str, Any], RunStatus | None]:
-        """The run's exit (or, with ``before_exit``, its word on ``relay`` that it ended and every pipe
-        closed). Past the deadline or on cancel it is killed; a sandbox that cannot kill it is closed."""
+    def _tell_zygote(self, message: dict[str, Any]) -> None:
+        assert self.control is not None
+        try:
+            zp.send(self.control, message)
+        except OSError as exc:
+            raise SlotDied(f"the zygote cannot be reached ({exc})") from None
+
+    async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event, relay: OutputRelay | None,
+                          door: socket.socket | None = None) -> tuple[dict[str, Any], RunStatus | None]:
+        """The run's exit: the zygote's ``exited`` once every process of it is gone, or (with
+        ``before_exit``) its init's ``ended`` on ``door``, the kernel's status of the run's process, once
+        every pipe on ``relay`` is closed too. Past the deadline or on cancel it is killed; a sandbox
+        that cannot kill it is closed."""
         ended_by: RunStatus | None = None
         cancel_wait = asyncio.create_task(cancelled.wait())
         pipes_closed = asyncio.create_task(relay.closed()) if relay is not None else None
+        ended = _next_word(door) if door is not None else None
         try:
             while True:
+                if ended_by is None and pipes_closed is not None and pipes_closed.done() and ended is not None \
+                        and ended.done() and _status_of(ended.result()) is not None:
+                    return {"type": "exited", "run_id": run_id, **_status_of(ended.result()),  # type: ignore[dict-item]
+                            "before_exit": True}, None
                 next_message = asyncio.create_task(self._next_message())
                 budget = deadline - time.monotonic() if ended_by is None else KILL_GRACE_S
                 waiting = {next_message} if ended_by is not None else {next_message, cancel_wait}
-                if ended_by is None and pipes_closed is not None and not pipes_closed.done():
-                    waiting.add(pipes_closed)
+                for word in (pipes_closed, ended):
+                    if ended_by is None and word is not None and not word.done():
+                        waiting.add(word)
                 done, _ = await asyncio.wait(waiting, timeout=max(budget, 0), return_when=asyncio.FIRST_COMPLETED)
                 if next_message in done:
                     message = next_message.result()
@@ -294,26 +364,25 @@ class Slot:
                         return message, ended_by
                     continue
                 next_message.cancel()
-                if pipes_closed in done and relay is not None and ended_by is None:
-                    if relay.ended_returncode is not None:
-                        return {"type": "exited", "run_id": run_id, "returncode": relay.ended_returncode,
-                                "signal": None, "before_exit": True}, None
-                    continue  # the pipes closed without a word: the exit tells
+                if pipes_closed in done or ended in done:
+                    continue  # both together end the run; either alone, the exit tells
                 if ended_by is not None:  # killed, yet no exit within the grace: the sandbox is stuck
                     await self.close()
                     raise SlotDied("the sandbox did not end the run")
                 ended_by = RunStatus.CANCELLED if cancel_wait in done else RunStatus.TIMEOUT
                 zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
         finally:
-            cancel_wait.cancel()
-            if pipes_closed is not None:
-                pipes_closed.cancel()
+            for task in (cancel_wait, pipes_closed, ended):
+                if task is not None:
+                    task.cancel()
+            if door is not None and door.fileno() >= 0:
+                asyncio.get_running_loop().remove_reader(door.fileno())
 
     async def _await_late_exit(self, run_id: str, session: str | None) -> None:
-        """After a run was reported done: its process exits (or is killed), then its cache is tended.
+        """After a run was reported done: every process of it is gone (or killed), then its cache is tended.
 
-        A program that said it ended and yet runs on is killed after EXIT_GRACE_S; a
-        sandbox that cannot end it is restarted, so the next run gets a sound slot.
+        Its init has reaped the run's process and kills what is left at once; a sandbox that has not
+        done so within EXIT_GRACE_S is restarted, so the next run gets a sound slot.
         """
         try:
             await self._await_exit(run_id, time.monotonic() + EXIT_GRACE_S, asyncio.Event(), None)
@@ -357,6 +426,36 @@ class Slot:
         how = f"signal {signal_number}" if signal_number else f"exit code {code}"
         hint = " It was killed, most likely for running out of memory." if signal_number == 9 else ""
         return RunResult(RunStatus.CRASHED, elapsed_ms, f"The Python process ended abruptly ({how}).{hint}")
+
+
+def _next_word(sock: socket.socket) -> asyncio.Future[dict[str, Any] | None]:
+    """The next message on a non-blocking socket (None at its end). The caller removes the reader
+    if it stops waiting before the word comes."""
+    loop = asyncio.get_running_loop()
+    word: asyncio.Future[dict[str, Any] | None] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            message, fds = zp.receive(sock)
+        except BlockingIOError:
+            return
+        except OSError:
+            message, fds = None, []
+        zp.close_all(fds)
+        loop.remove_reader(sock.fileno())
+        if not word.done():
+            word.set_result(message)
+
+    loop.add_reader(sock.fileno(), readable)
+    return word
+
+
+def _status_of(ended: dict[str, Any] | None) -> dict[str, int | None] | None:
+    """The init's ``ended`` as an exit: the status it mirrors (a signal as 128+N), None if it is no such word."""
+    if ended is None or ended.get("type") != "ended" or type(ended.get("status")) is not int:
+        return None
+    status = ended["status"]
+    return {"returncode": None, "signal": status - 128} if status > 128 else {"returncode": status, "signal": None}
 
 
 def _close_door(message: dict[str, Any]) -> None:

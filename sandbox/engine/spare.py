@@ -10,13 +10,16 @@ The zygote forks a spare while the previous run executes (at low priority)::
                   │   ``run``, mounts the session's compile cache, hands the run on,
                   │   drops its capabilities, reaps; after the run kills what is left
                   │   and saves new cache entries
-                  └ run   a session and process group of its own; drops every
-                          capability before any thread exists, starts the JAX
-                          backend and warms it, waits for code, runs it once
+                  ├ run   a session and process group of its own; drops every
+                  │       capability before any thread exists, starts the JAX
+                  │       backend and warms it, waits for code, runs it once
+                  └ holder  shares the run's address space, runs nothing, so the
+                            run's exit is quick (``address_space_holder``)
 
-Sockets: ``door`` (worker <-> init, the zygote holds the worker's end only until
-the spare is taken, and never reads it), ``control`` (zygote <-> init: the init's
-``gone``, or EOF when either side goes), and the init's own socket to the run.
+Sockets: ``door`` (worker <-> init: the run in, the run's ``ended`` out; the
+zygote hands the worker's end over as soon as the spare is forked and never
+reads it), ``control`` (zygote <-> init: the init's ``gone``, or EOF when either
+side goes), and the init's own socket to the run.
 
 Invariants, each relied on elsewhere:
 
@@ -24,6 +27,9 @@ Invariants, each relied on elsewhere:
   that forks spares (the zygote) ever holds it (``zygote_protocol``). The init
   forks nothing after it arrives, and the keeper never sees it.
 - A spare holds no fd of any other spare or run: each fork closes the zygote's.
+- The run's status is the kernel's: the init reports the run's process's exit
+  to the worker (``ended``, on the door) and, once every process of the run is
+  reaped, to the zygote (``gone``). The run holds neither socket.
 - Nothing the run signals reaches the keeper or the zygote: the run and the init
   each lead a session (so a process group) of their own, and the keeper, the
   zygote and the sandbox's init are outside the run's pid namespace.
@@ -47,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
-from jaxplay.sandbox.engine import warmup
+from jaxplay.sandbox.engine import address_space_holder, warmup
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.isolation import namespaces as ns
 from jaxplay.sandbox.isolation import seccomp
@@ -105,7 +111,11 @@ def fork_spare(warm: bool, isolated: bool, zygote_fds: list[int]) -> Spare:
         for fd in (*zygote_fds, zygote_end.fileno(), worker_door.fileno()):
             os.close(fd)
 
-    pid = _fork("keeper", lambda: keeper_main(init_end, init_door, warm, isolated), leave_the_zygote)
+    try:
+        pid = _fork("keeper", lambda: keeper_main(init_end, init_door, warm, isolated), leave_the_zygote)
+    except OSError:
+        _close_sockets(zygote_end, worker_door, init_end, init_door)
+        raise
     init_end.close()
     init_door.close()
     return Spare(pid, zygote_end, worker_door, warm)
@@ -200,9 +210,8 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
             return 0  # the zygote has gone, or dropped this spare (it never writes before the run)
         if door in readable:
             message, fds = zp.receive(door)
-            door.close()
             if message is None:
-                return 0  # the worker took this spare and let it go
+                return 0  # the worker let this spare go (or closed the sandbox)
             if isolated:
                 session = cache_mounts.mount_for_run(message.get("options", {}).get("compile_cache"))
             _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
@@ -217,14 +226,20 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
         status = _reap(run_pid)
         if status is not None:
             break
+    if session is None or not session.has_new_entries():
+        # The kernel's word on the run's process, final whatever the program said: the worker may
+        # report the run done once its pipes are closed. A run whose new cache entries must be saved
+        # first waits for ``gone``, so the session's next run (on any slot) finds them.
+        _report(door, "ended", status)
+    door.close()
     if isolated:
-        _end_every_process()  # what the run left behind, before the cache is read
+        _end_every_process()  # what the run left behind (the holder included), before the cache is read
     if session is not None:
         session.save()
     if isolated:
         # Nothing of the run is left: the zygote may report it over now, while this process, the
         # keeper and the namespaces tear down (~20 ms of unmapping a zygote-sized address space).
-        _report_gone(zygote_end, status)
+        _report(zygote_end, "gone", status)
     zygote_end.close()
     return status
 
@@ -240,12 +255,12 @@ def _end_the_run_on_term(run_pid: int) -> None:
     os._exit(128 + signal.SIGTERM)
 
 
-def _report_gone(zygote_end: socket.socket, status: int) -> None:
+def _report(to: socket.socket, kind: str, status: int) -> None:
     try:
-        zp.send(zygote_end, {"type": "gone", "status": status,
-                             "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
+        zp.send(to, {"type": kind, "status": status,
+                     "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
     except OSError:
-        pass  # the zygote has gone: the keeper's exit is all there is to report
+        pass  # the zygote or the worker has gone: the keeper's exit is all there is to report
 
 
 def _end_every_process() -> None:
@@ -260,17 +275,35 @@ def _end_every_process() -> None:
 
 
 def _reap(run_pid: int) -> int | None:
-    """Reap every exited child; the run's exit status once the run itself has ended."""
-    result = None
+    """Reap every other exited child; the run's exit status once the run itself has ended.
+
+    The run's own zombie is left in place (``WNOWAIT``): reaping a process invalidates its /proc
+    entries, which takes tens of ms for a run's process (hundreds on a busy host). The status is
+    final all the same; ``_end_every_process`` reaps the run later, off the run's critical path.
+    """
     while True:
+        status = _exit_status(run_pid)
+        if status is not None:
+            return status
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return result
+            return None
         if pid == 0:
-            return result
-        if pid == run_pid:
-            result = _mirror(status)
+            return None
+        if pid == run_pid:  # it ended between the two calls
+            return _mirror(wait_status)
+
+
+def _exit_status(pid: int) -> int | None:
+    """How ``pid`` ended, if it has (as ``_mirror`` gives it), leaving it to be reaped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
 
 
 def _mirror(status: int) -> int:
@@ -294,12 +327,14 @@ def _signal(pid: int, number: int) -> None:
 def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     """The run's own process: unprivileged before anything else, then warmed, then the run."""
     os.setsid()  # kill(0, ...) and killpg of its own group reach the run's processes and nothing else
+    os.setpriority(os.PRIO_PROCESS, 0, SPARE_NICE)  # preparing must not slow the run that executes beside it
     ns.set_dumpable(True)  # the init is not; the run is an ordinary process (its own /proc is its own)
     if isolated:
         ns.drop_all_capabilities()
         seccomp.install()  # before any thread exists, so every later thread is filtered too
     _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
-    os.nice(SPARE_NICE)  # preparing must not slow the run that executes beside it
+    if isolated:
+        address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
     warmup.prepare(initialize_backend=warm)
     from jaxplay.sandbox import capture
 
@@ -311,15 +346,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         return 0
     _restore_priority(os.getpid())
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
-    status = execute(message, fds)
-    session = message.get("options", {}).get("compile_cache")
-    if not message.get("probe") and not (session and cache_mounts.run_wrote_entries()):
-        # Done before the teardown; a run whose new cache entries its init must save first
-        # ends the slow way, so the session's next run (on any slot) finds them.
-        from jaxplay.sandbox.output import events
-
-        events.announce_end(status)
-    return status
+    return execute(message, fds)
 
 
 def execute(message: dict[str, Any], fds: list[int]) -> int:

@@ -10,7 +10,8 @@ a spare made for it whose backend is not started. Tasks and ownership::
     zygote (pid 2 in the sandbox, never runs user code, non-dumpable)
       ├─ reads worker messages on the control socket (start, kill)
       ├─ waits for SIGCHLD through a wakeup pipe (single-threaded: fork-safe)
-      ├─ owns the spare: one keeper process, replaced if it dies
+      ├─ owns the spare: one keeper process, replaced if it dies (the worker
+      │  holds its door, and learns of a replacement from its ``spare``)
       └─ owns the running run's keeper: ``kill`` sends it SIGTERM, which
          ends the run's whole pid namespace. The run is over when its init
          reports every process of it gone (``gone``), or else when the keeper
@@ -18,9 +19,10 @@ a spare made for it whose backend is not started. Tasks and ownership::
 
 What the zygote must never hold: the program or its options. Every spare it
 forks inherits its whole heap, freed memory included, so whatever passed
-through it would reach the next user's process. A ``start`` names only the
-run; the zygote answers with the chosen spare's door, and the worker sends the
-program through the door to that spare's init (``zygote_protocol``).
+through it would reach the next user's process. The zygote gives the worker
+each spare's door as soon as it is forked and keeps no copy; the worker sends
+the program through the door to that spare's init, and only names the run and
+the spare to the zygote (``zygote_protocol``).
 
 Nothing is cleaned up after a run: everything it could change lived in its
 own namespaces, which the kernel tears down with its last process.
@@ -96,6 +98,7 @@ class Zygote:
         self.spare: Spare | None = None
         self.running: tuple[str, Spare] | None = None
         self.spare_failures = 0
+        self.next_spare_at: float | None = None  # when to try again to fork a warm spare (none now)
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -115,52 +118,90 @@ class Zygote:
         return self.running[1].control
 
     def serve(self) -> None:
-        self.spare = self.fork_spare(warm=True)
+        spare = self.fork_spare(warm=True)
         zp.send(self.control, {"type": "ready", "pid": os.getpid(), **self.versions})
+        self.offer(spare)
         while True:
             running_init = self.running_init()
             watched = [self.control, self.wake_r] + ([running_init] if running_init else [])
-            readable, _, _ = select.select(watched, [], [])
-            if running_init is not None and running_init in readable:
-                self.hear_from_running_init(running_init)
-            if self.wake_r in readable:
-                os.read(self.wake_r, 4096)
-                self.reap()
+            wait = None if self.next_spare_at is None else max(0.0, self.next_spare_at - time.monotonic())
+            readable, _, _ = select.select(watched, [], [], wait)
+            # The worker's word first: a ``start`` always comes before that spare's keeper can exit.
             if self.control in readable:
                 message, fds = zp.receive(self.control)
                 if message is None:
                     return  # the worker has gone: bwrap's init then ends the sandbox
                 self.handle(message, fds)
+            if running_init is not None and running_init in readable and running_init.fileno() >= 0:
+                self.hear_from_running_init(running_init)
+            if self.wake_r in readable:
+                os.read(self.wake_r, 4096)
+                self.reap()
+            if self.next_spare_at is not None and time.monotonic() >= self.next_spare_at:
+                self.prepare_next_spare()
+
+    def prepare_next_spare(self) -> None:
+        """Fork the next warm spare and offer it; when the sandbox cannot fork now (its processes all
+        taken, say by a run's fork bomb), try again later, never blocking the worker's messages."""
+        self.next_spare_at = None
+        try:
+            spare = self.fork_spare(warm=True)
+        except OSError:
+            self.retry_spare_later()
+            return
+        self.offer(spare)
+
+    def retry_spare_later(self) -> None:
+        delay = SPARE_RETRY_S[min(self.spare_failures, len(SPARE_RETRY_S) - 1)]
+        self.spare_failures += 1
+        self.next_spare_at = time.monotonic() + (delay if self.spare_failures > 1 else 0)
+
+    def offer(self, spare: Spare) -> None:
+        """Make ``spare`` the next run's, and give the worker its door (the zygote keeps no copy)."""
+        self.spare = spare
+        door, spare.door = spare.door, None
+        assert door is not None
+        try:
+            zp.send(self.control, {"type": "spare", "pid": spare.pid}, [door.fileno()])
+        finally:
+            door.close()
 
     def handle(self, message: dict[str, Any], fds: list[int]) -> None:
         zp.close_all(fds)  # the worker sends none here
-        kind = message.get("type")
-        if kind == "start" and self.running is None and type(message.get("run_id")) is str:
-            self.start(message["run_id"], bool(message.get("unstarted_backend")))
-        elif kind == "start":
-            zp.send(self.control, {"type": "exited", "run_id": message.get("run_id"), "returncode": None,
-                                   "signal": None, "max_rss_kb": 0, "refused": "a run is already in progress"})
-        elif kind == "kill" and self.running and self.running[0] == message.get("run_id"):
+        kind, run_id = message.get("type"), message.get("run_id")
+        if kind == "start" and type(run_id) is str:
+            refusal = self.start(run_id, message.get("spare"), bool(message.get("unstarted_backend")))
+            if refusal:
+                zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": None, "signal": None,
+                                       "max_rss_kb": 0, "refused": refusal})
+        elif kind == "kill" and self.running and self.running[0] == run_id:
             _signal(self.running[1].pid, signal.SIGTERM)
 
-    def start(self, run_id: str, unstarted_backend: bool) -> None:
-        """Hand the worker the door of a spare for ``run_id``; the run itself never comes this way."""
-        if self.spare is not None and not _alive(self.spare):
-            _close_spare(self.spare)  # killed just now; its exit is reaped as a stranger's
-            self.spare = None
-        if unstarted_backend or self.spare is None:
-            spare = self.fork_spare(warm=False)
-        else:
-            spare, self.spare = self.spare, None
-        door, spare.door = spare.door, None
-        assert door is not None
-        self.running = (run_id, spare)
-        try:
-            zp.send(self.control, {"type": "started", "run_id": run_id, "pid": spare.pid}, [door.fileno()])
-        finally:
-            door.close()
-        if self.spare is None:
-            self.spare = self.fork_spare(warm=True)  # prepared beside the run, at low priority
+    def start(self, run_id: str, spare_pid: Any, unstarted_backend: bool) -> str | None:
+        """The worker has sent (or, for an unstarted backend, is about to send) ``run_id`` through a
+        spare's door: that spare is now the running one. The run itself never comes this way.
+        Returns why the start is refused, if it is."""
+        if self.running is not None:
+            return "a run is already in progress"
+        if unstarted_backend:
+            try:
+                spare = self.fork_spare(warm=False)
+            except OSError as exc:
+                return f"the sandbox could not start a process for it ({exc.strerror})"
+            door, spare.door = spare.door, None
+            assert door is not None
+            self.running = (run_id, spare)
+            try:
+                zp.send(self.control, {"type": "started", "run_id": run_id, "pid": spare.pid}, [door.fileno()])
+            finally:
+                door.close()
+            return None
+        if self.spare is None or self.spare.pid != spare_pid:
+            return "its prepared process had just died; run it again"
+        self.running, self.spare = (run_id, self.spare), None
+        self.spare_failures = 0
+        self.prepare_next_spare()  # beside the run, at low priority
+        return None
 
     def reap(self) -> None:
         while True:
@@ -198,30 +239,9 @@ class Zygote:
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""
         assert self.spare is not None
-        _close_spare(self.spare)
+        self.spare.control.close()
         self.spare = None
-        delay = SPARE_RETRY_S[min(self.spare_failures, len(SPARE_RETRY_S) - 1)]
-        self.spare_failures += 1
-        time.sleep(delay if self.spare_failures > 1 else 0)
-        self.spare = self.fork_spare(warm=True)
-
-
-def _close_spare(spare: Spare) -> None:
-    spare.control.close()
-    if spare.door is not None:
-        spare.door.close()
-        spare.door = None
-
-
-def _alive(spare: Spare) -> bool:
-    """The spare's keeper has not exited and its init still waits for its run."""
-    try:
-        if os.waitpid(spare.pid, os.WNOHANG)[0] != 0:
-            return False  # reaped here: it died just now
-    except ChildProcessError:
-        return False
-    readable, _, _ = select.select([spare.control], [], [], 0)
-    return not readable  # the init never writes: readable means it has gone
+        self.retry_spare_later()  # at once the first time, then backing off
 
 
 def _signal(pid: int, number: int) -> None:

@@ -13,12 +13,19 @@ named by who sends them::
                                session's compile cache and hands it on to the run's process,
                                which alone reads the code (a memfd: no size limit of a packet)
     worker -> zygote  kill     {run_id}                              ends the run's pid namespace
-    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}
+    zygote -> worker  ended    {run_id, returncode, signal, max_rss_kb}   the run's process exited
+    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}   every process of the run gone
 
 and inside the sandbox, on the socket between the zygote and each spare::
 
+    run's init -> zygote  ended {status, max_rss_kb}   the run's process reaped: its status, from
+                                                        the kernel (not sent when the init must
+                                                        save cache entries first)
     run's init -> zygote  gone  {status, max_rss_kb}   every process of the run reaped; the
                                                         zygote then sends ``exited``
+
+A status is never the program's word about itself: only the init's (the
+kernel's exit status of the run's process) or the keeper's.
 
 The invariant this shape keeps: the program and its options (anything a user
 typed, keys pasted into code included) go from the worker through the door

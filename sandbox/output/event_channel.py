@@ -5,14 +5,24 @@ user code can write anything there. The worker accepts only the event types
 a run may send (never ``started`` or ``done``: those are the worker's and the
 server's), enforces every cap itself (the largest line, bytes per type,
 total bytes, events per second), parses with a depth limit, and rejects
-non-finite numbers. What it refuses is dropped, with one notice per reason.
+non-finite numbers. What it refuses is dropped, with one notice per reason,
+and the lines after it are read as usual.
+
+An admitted event is one the server accepts in turn: the worker protocol
+wraps it one level deep (``WorkerEvent.event``) and the server parses every
+frame with ``jaxplay.json_input`` (its depth limit, finite numbers only). A
+frame the server refuses would end the worker's connection and every run on
+it, so this gate is the stricter of the two.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
+
+from jaxplay import json_input
 
 # type -> bytes of that type one run may send. Output (stdout/stderr) has its own pipes and cap.
 RUN_EVENT_BUDGETS: dict[str, int] = {
@@ -26,11 +36,10 @@ RUN_EVENT_BUDGETS: dict[str, int] = {
     "display": 20 << 20,
     "nondeterministic": 64 << 10,
     "probe": 256 << 10,
-    "ended": 48,  # once (two would not fit): {"type":"ended","returncode":N}, read by the worker itself (sandbox/output/relay.py)
 }
 MAX_EVENT_BYTES = 16 << 20
 MAX_TOTAL_BYTES = 80 << 20
-MAX_DEPTH = 64
+MAX_DEPTH = json_input.MAX_DEPTH - 1  # the worker protocol's frame holds each event one level down
 EVENTS_PER_SECOND = 2000
 EVENT_BURST = 10000
 
@@ -43,16 +52,20 @@ def _no_constants(name: str) -> Any:
     raise EventRefused(f"non-finite number {name}")
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
+def _problem(value: Any, limit: int) -> str | None:
+    """What the server would refuse in ``value``: nesting deeper than ``limit``, or a non-finite number
+    (``1e999`` parses as infinity without ever spelling it)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return "an event with a non-finite number"
         if isinstance(item, dict | list):
             if depth > limit:
-                return False
+                return "an event nested too deeply"
             children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return True
+            stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | float))
+    return None
 
 
 class EventGate:
@@ -82,8 +95,9 @@ class EventGate:
         budget = RUN_EVENT_BUDGETS.get(kind)
         if budget is None or (kind == "probe" and not self.allow_probe):
             raise EventRefused(f"an event of type {kind[:40]!r}, which a run may not send")
-        if not _depth_ok(event, MAX_DEPTH):
-            raise EventRefused("an event nested too deeply")
+        problem = _problem(event, MAX_DEPTH)
+        if problem:
+            raise EventRefused(problem)
         if self.spent.get(kind, 0) + size > budget or self.total + size > MAX_TOTAL_BYTES:
             raise EventRefused(f"more {kind!r} data than a run may send")
         self.spent[kind] = self.spent.get(kind, 0) + size

@@ -47,27 +47,6 @@ def emit(event: dict[str, Any]) -> None:
             view = view[written:]
 
 
-def announce_end(returncode: int) -> None:
-    """Tell the worker the program is over, then let go of the output and event pipes.
-
-    The worker can then report the run done without waiting for this process's
-    teardown (tens of ms for a process with a started backend); it still waits
-    for the exit before the slot takes its next run. Later writes (a daemon
-    thread's) go to /dev/null. Without /dev/null the worker waits for the exit.
-    """
-    if _fd is None:
-        return
-    try:
-        null = os.open("/dev/null", os.O_WRONLY)
-    except OSError:
-        return
-    emit({"type": "ended", "returncode": returncode})
-    with _lock:
-        for fd in (1, 2, _fd):
-            os.dup2(null, fd)
-    os.close(null)
-
-
 def _fallback(value: Any) -> Any:
     # numpy scalars, paths, dtypes: reported as text rather than failing the run.
     if hasattr(value, "item"):

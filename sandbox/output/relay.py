@@ -51,7 +51,6 @@ class OutputRelay:
         self._refusals: set[str] = set()
         self.gate = event_channel.EventGate(allow_probe)
         self._all_closed = asyncio.Event()
-        self.ended_returncode: int | None = None  # the program's own word that it is over
 
     def start(self, stdout_fd: int, stderr_fd: int, events_fd: int) -> None:
         loop = asyncio.get_running_loop()
@@ -175,11 +174,6 @@ class OutputRelay:
             event = self.gate.admit(line)
         except event_channel.EventRefused as refused:
             self._refuse(refused)
-            return
-        if event["type"] == "ended":
-            code = event.get("returncode")
-            if self.ended_returncode is None and code in (0, 1) and type(code) is int:
-                self.ended_returncode = code
             return
         if event["type"] == "error":
             if self.error_sent:

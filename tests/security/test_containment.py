@@ -187,7 +187,7 @@ for pid in visible:
         os.kill(pid, signal.SIGKILL)
 print(visible, os.getppid())
 """)
-    assert out.strip() == "[1, 2] 1"
+    assert out.strip() == "[1, 2, 3] 1"  # its init, itself, and the holder of its address space
     for _ in range(3):
         assert run_ok(live, "print('alive')").strip() == "alive"
 

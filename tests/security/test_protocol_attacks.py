@@ -48,36 +48,48 @@ def test_forged_and_oversized_events_never_reach_the_browser_as_such(live):
     assert output_text(live.run("print(6 * 7)")).strip() == "42"
 
 
-CLAIM_ENDED_AND_RUN_ON = r"""
+CLAIM_ENDED = r"""
 import os, time
 from jaxplay.sandbox.output import events
 fd = events._fd
-os.write(fd, b'{"type":"ended","returncode":0}\n')
-os.write(fd, b'{"type":"ended","returncode":1}\n')  # a second word does not fit the budget
+os.write(fd, b'{{"type":"ended","returncode":0}}\n')  # what an honest program's end once looked like
 print("said it ended", flush=True)
 null = os.open("/dev/null", os.O_WRONLY)
 for target in (1, 2, fd):
     os.dup2(null, target)
-time.sleep(600)  # runs on in silence, holding the slot if nothing stops it
+{then}
 """
 
 
 @pytest.mark.attack("forged events")
-def test_a_run_that_says_it_ended_and_runs_on_is_stopped_before_the_slot_runs_again(tmp_path):
+def test_a_run_that_says_it_ended_gets_the_status_of_its_real_exit(live):
+    """The worker reports a run's status from the kernel (its init reaps it), never from the program."""
+    code = CLAIM_ENDED.format(then="raise ValueError('and then it failed')")
+    events = live.run(code)
+    done = done_of(events)
+    assert done["status"] == "crashed" and "exit code 1" in done["message"], done
+    assert "said it ended" in output_text(events)
+    assert "ended" not in [e["type"] for e in events if e["type"] != "notice"]
+    again = done_of(live.run(code))  # not cached: an answer from the cache carries cached=true
+    assert again["status"] == "crashed" and not again.get("cached"), again
+    exits = done_of(live.run(CLAIM_ENDED.format(then="os._exit(3)")))
+    assert exits["status"] == "crashed" and "exit code 3" in exits["message"], exits
+
+
+@pytest.mark.attack("forged events")
+def test_a_run_that_says_it_ended_and_runs_on_ends_at_its_deadline(tmp_path):
     # One slot: the next run must wait for the liar's process to be gone, and not for 600 s.
     server = LiveServer(tmp_path / "data", extra_args=["--slots", "1"])
     try:
         server.wait_ready()
-        events = server.run(CLAIM_ENDED_AND_RUN_ON, timeout=60)
-        assert done_of(events)["status"] == "ok"  # its own word about itself, as its exit code would be
+        events = server.run(CLAIM_ENDED.format(then="time.sleep(600)"), timeout=60, timeout_s=3)
+        assert done_of(events)["status"] == "timeout"
         assert "said it ended" in output_text(events)
-        assert "ended" not in [e["type"] for e in events]  # the worker's to read, never the browser's
-        started = time.monotonic()
         after = server.run("print(6 * 7)", timeout=60)
         assert done_of(after)["status"] == "ok" and output_text(after).strip() == "42"
-        assert time.monotonic() - started < 30  # stopped about 2 s after its word, not after its sleep
-        again = server.run("import os\nprint(sorted(p for p in os.listdir('/proc') if p.isdigit()))")
-        assert output_text(again).strip() == "['1', '2']"  # its own init and itself: nothing survived
+        again = server.run("import os\nprint([open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') "
+                           "if p.isdigit() and int(p) not in (1, os.getpid())])")
+        assert output_text(again).strip() == "['jaxplay-holder']"  # nothing of the liar survived
     finally:
         server.stop()
 
@@ -154,15 +166,40 @@ def test_deeply_nested_or_non_finite_json_gets_a_clear_answer(live):
 
     deep_reply, nan_reply, done = asyncio.run(frames())
     assert deep_reply["type"] == "notice" and "nested deeper" in deep_reply["message"]
-    assert nan_reply["type"] == "notice" and "NaN" in nan_reply["message"]
     assert done["status"] == "ok"
+    # A run frame that cannot be parsed but whose id can be read ends that run, so the client's run ends.
+    assert nan_reply["type"] == "done" and nan_reply["id"] == "n" and nan_reply["status"] == "rejected", nan_reply
+    assert "NaN" in nan_reply["message"]
+
+
+@pytest.mark.attack("malformed input")
+def test_an_unparseable_run_frame_with_a_readable_id_is_rejected_by_that_id(live):
+    frames = {
+        "inf": '{"type":"run","id":"inf","code":"print(1)","timeout_s":Infinity}',
+        "deep": '{"type":"run","id":"deep","code":"print(1)","x":' + "[" * 5000 + "]" * 5000 + "}",
+        "cut": '{"type":"run","id":"cut","code":"print(',
+    }
+
+    async def exchange() -> dict[str, dict]:
+        async with websockets.connect(live.ws_url) as ws:
+            for frame in frames.values():
+                await ws.send(frame)
+            replies = {}
+            while len(replies) < len(frames):
+                reply = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                replies[reply.get("id")] = reply
+            return replies
+
+    replies = asyncio.run(exchange())
+    for run_id in frames:
+        assert replies[run_id]["type"] == "done" and replies[run_id]["status"] == "rejected", replies[run_id]
+        assert "Malformed JSON" in replies[run_id]["message"]
 
 
 @pytest.mark.attack("malformed input")
 def test_local_workers_do_not_outlive_a_killed_server(tmp_path):
     import os
     import signal
-    import time
 
     from tests.live_server import LiveServer
 
@@ -178,3 +215,24 @@ def test_local_workers_do_not_outlive_a_killed_server(tmp_path):
         assert not [pid for pid in workers if host_processes.is_alive(pid)]
     finally:
         server.stop()
+
+
+JUNK_THEN_AN_ERROR = r"""
+import os
+from jaxplay.sandbox.output import events
+for junk in (b'{"type":"notice","message":1e999}', b'{"type":"notice","m":' + b'[' * 63 + b']' * 63 + b'}',
+             b'\xff garbage', b'[[[['):
+    os.write(events._fd, junk + b"\n")
+print("after the junk", flush=True)
+raise ValueError("a legitimate error")
+"""
+
+
+@pytest.mark.attack("forged events")
+def test_junk_on_the_event_channel_costs_nothing_that_follows(live):
+    events = live.run(JUNK_THEN_AN_ERROR)
+    done = done_of(events)
+    assert done["status"] == "error", done
+    assert output_text(events) == "after the junk\n"
+    errors = [e for e in events if e["type"] == "error"]
+    assert len(errors) == 1 and errors[0]["message"] == "a legitimate error" and errors[0]["line"] == 8

@@ -41,6 +41,14 @@ def test_defaults():
     ({"type": "run", "id": "a", "code": "1", "timeout_s": True}, "positive", "a"),
     ({"type": "run", "id": "a", "code": "1", "inspect": "yes"}, "'inspect'", "a"),
     ({"type": "cancel"}, "'id' is required", None),
+    # Not JSON, yet a run's id can be read: the reply ends that run (``done``, ``rejected``).
+    ('{"type":"run","id":"n","code":"print(1)","timeout_s":NaN}', "NaN is not a JSON number", "n"),
+    ('{"id":"i","type":"run","code":"1","timeout_s":-Infinity}', "Infinity", "i"),
+    ('{"type":"run","id":"d","code":"1","x":' + "[" * 100000 + "]" * 100000 + "}", "nested deeper", "d"),
+    ('{"type":"run","x":["]\\"",{"id":"inner"}],"id":"s","y":NaN}', "NaN", "s"),
+    ('{"type":"run","id":"t","code":"print(', "Malformed JSON", "t"),
+    ('{"type":"cancel","id":"c","x":NaN}', "NaN", None),  # not a run: a notice names it
+    ('{"type":"run","id":"' + "x" * 129 + '","x":NaN}', "NaN", None),
 ])
 def test_bad_input_names_the_problem(raw, fragment, run_id):
     with pytest.raises(bp.ProtocolError) as info:

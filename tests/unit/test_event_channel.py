@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.output import event_channel as ec
 from jaxplay.sandbox.output.relay import OutputRelay
 
@@ -104,3 +105,40 @@ def test_one_huge_line_costs_linear_time_and_bounded_memory():
     assert any(e["type"] == "notice" and "size limit" in e["message"] for e in sent)
     assert any(e.get("message") == "after" for e in sent)  # the line after the huge one still arrives
     assert elapsed < 20  # was ~8 CPU-seconds of rescanning per 96 MiB line before; generous on a loaded host
+
+
+LEGITIMATE = {"type": "notice", "level": "info", "message": "still heard"}
+
+
+@pytest.mark.parametrize("junk", [
+    b'{"type":"notice","message":1e999}',  # parses as infinity without spelling it
+    b'{"type":"notice","message":-1e400}',
+    b'{"type":"notice","message":' + b"[" * 63 + b"]" * 63 + b"}",  # within the gate, one level over the server's
+    b'{"type":"notice","message":' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b"\xff\xfe\x00 not utf-8",
+    b'{"type":"notice","message":NaN}',
+    b'{"type": "notice", "message": "unterminated',
+    b"[[[[",
+    b"",
+])
+@pytest.mark.attack("forged events")
+def test_junk_on_the_event_channel_is_skipped_and_what_passes_the_server_accepts(junk):
+    """Whatever a run writes, every event the relay passes on is a frame the server parses (a frame it
+    refused would end the worker's connection, and with it the run's later events), and a legitimate
+    event after the junk still arrives."""
+    sent: list[dict] = []
+
+    async def scenario() -> None:
+        relay = OutputRelay(sent.append, 1 << 20)
+        pipes = [os.pipe() for _ in range(3)]
+        relay.start(*(r for r, _ in pipes))
+        os.write(pipes[2][1], junk + b"\n" + line(LEGITIMATE) + b"\n")
+        for _, w in pipes:
+            os.close(w)
+        await relay.drained(5)
+
+    asyncio.run(scenario())
+    for event in sent:
+        frame = wp.encode(wp.WorkerEvent(run_id="r", event=event))
+        assert wp.decode(frame).event == event  # the server's own parser takes it
+    assert LEGITIMATE in sent
