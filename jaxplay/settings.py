@@ -67,7 +67,11 @@ class Settings:
     worker_port: int = setting(0, "Port of the workers' listener; 0 means the server's port plus one.")
     compile_cache_dir: Path = setting(user_dir("XDG_CACHE_HOME", ".cache"),
                                       "Folder for a worker's compile caches (shared and per session).")
-    compile_cache_session_mb: int = setting(256, "Size of one browser session's private compile cache, in MiB.")
+    compile_cache_session_mb: int = setting(256, "Size of one browser session's private compile cache, in MiB of "
+                                                 "disk blocks.")
+    compile_cache_session_files: int = setting(4096, "Files one browser session's private compile cache may hold.")
+    compile_cache_total_mb: int = setting(8192, "Size of all browser sessions' private compile caches together, in "
+                                                "MiB of disk blocks; the least recently used go first.")
     compile_cache_idle_s: float = setting(6 * 3600.0, "A session's compile cache is dropped after this many "
                                                       "seconds without a run.")
     gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "

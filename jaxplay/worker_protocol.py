@@ -8,14 +8,17 @@ A worker dials the server and speaks first::
     server -> worker  job       {run_id, code, timeout_s, options}
     server -> worker  cancel    {run_id}
     worker -> server  event     {run_id, event}         an event for the browser, no 'id'
-    worker -> server  finished  {run_id, status, elapsed_ms, message?}
+    worker -> server  finished  {run_id, status, elapsed_ms, message?, read_session_cache}
     worker -> server  slots     {busy, total, oom_kills, crashes}   after welcome and on every change
 
 ``slots`` is the worker's own view of its sandboxes for the server's metrics:
 ``oom_kills`` and ``crashes`` count since the worker process started.
 
 ``finished`` is the worker's last word on a run; the server turns it into the
-browser's ``done``. Messages are JSON text frames named by who sends them.
+browser's ``done``. ``read_session_cache`` says the run could load compile-cache
+entries that earlier runs of its browser session wrote (code JAX executes):
+the server then never answers another session with its result. Messages are
+JSON text frames named by who sends them.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class WorkerFinished:
     status: str
     elapsed_ms: float
     message: str | None = None
+    read_session_cache: bool = False
     type: str = "finished"
 
 
@@ -118,6 +122,10 @@ MAX_FIELD_CHARS = 1 << 10
 def _validate(message: Any) -> None:
     for f in fields(message):
         value = getattr(message, f.name)
+        if str(f.type) == "bool":
+            if type(value) is not bool:
+                raise ValueError(f"field {f.name!r} of {message.type!r} must be true or false")
+            continue
         expected = _CHECKS.get(str(f.type))
         if expected is None:
             continue

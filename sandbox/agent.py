@@ -187,7 +187,7 @@ class WorkerAgent:
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,
-                                                          result.message)))
+                                                          result.message, result.read_session_cache)))
         except Exception as exc:  # a worker fault, not the user's: report it and keep serving
             log.exception("run %s failed in the worker", job.run_id)
             self.crashes += 1

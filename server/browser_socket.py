@@ -30,7 +30,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
 from jaxplay.server.clients.connection import BrowserHooks
-from jaxplay.server.clients.sessions import SCOPE_KEY
+from jaxplay.server.clients.sessions import FROM_COOKIE_KEY, SCOPE_KEY
 from jaxplay.server.runs.scheduler import Run, Scheduler
 
 if TYPE_CHECKING:
@@ -54,6 +54,9 @@ class BrowserConnection:
         # The client this connection counts against (fairness, limits, room counts): its browser session.
         # A socket without a session cookie gets a fresh one from the middleware; "" only in-process.
         self.session_id: str = websocket.scope.get(SCOPE_KEY) or uuid.uuid4().hex
+        # Only a session of the server's cookie keeps a compile cache on the workers: a socket without one
+        # gets a session for this connection alone, and a host folder for each would be unbounded.
+        self.keeps_compile_cache: bool = websocket.scope.get(FROM_COOKIE_KEY) is True
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
@@ -185,7 +188,8 @@ class BrowserConnection:
             raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
-                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
+                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id,
+                  keeps_compile_cache=self.keeps_compile_cache)
         if self.rooms is not None:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run

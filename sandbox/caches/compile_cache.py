@@ -12,9 +12,17 @@ stale executables (JAX's own cache key also covers versions and XLA flags).
 
 Safety: the sandbox binds ``shared/<environment>`` read-only, so untrusted
 code can never write what another session loads. Each session's entries
-are written only by the run's trusted init (``compile_cache_mounts``); the
-worker caps every session's size (oldest entries go first) and drops
-sessions idle for longer than ``compile_cache_idle_s``.
+are written only by the run's trusted init (``sandbox/caches/mounts.py``),
+and only for a browser session the server issued a cookie to (a connection
+without one keeps nothing). The worker bounds what they cost the host, in
+allocated blocks (at least one per file, so many tiny or sparse files cost
+what they take on disk) and in files: per session (oldest entries go first),
+and over all sessions (least recently used sessions go first); sessions idle
+for longer than ``compile_cache_idle_s`` are dropped whole.
+
+A session's entries are code its own runs wrote. ``session_has_entries``
+tells the slot, before a run starts, whether the run may load any: its
+result is then never served to another session.
 """
 
 from __future__ import annotations
@@ -56,6 +64,8 @@ class CompileCaches:
         self.shared = self.root / "shared" / environment_name(settings, backend)
         self.sessions = self.root / "sessions"
         self.session_limit = settings.compile_cache_session_mb << 20
+        self.session_files = settings.compile_cache_session_files
+        self.total_limit = settings.compile_cache_total_mb << 20
         self.idle_s = settings.compile_cache_idle_s
         self.sandbox_uid = sandbox_uid
         self._last_sweep = 0.0
@@ -74,6 +84,16 @@ class CompileCaches:
         return [("--ro-bind", str(self.shared), mounts.SHARED), ("--bind", str(self.sessions), mounts.SESSIONS),
                 ("--dir", None, mounts.JAX_CACHE), ("--dir", None, mounts.RUN_LAYER)]
 
+    def session_has_entries(self, session: str) -> bool:
+        """Whether the session's earlier runs saved entries a run of it could load (and so execute)."""
+        if not mounts.SESSION_NAME.fullmatch(session):
+            return False
+        try:
+            with os.scandir(self.sessions / session / mounts.ENTRIES) as entries:
+                return any(True for _ in entries)
+        except OSError:
+            return False
+
     # --- keeping sessions small ------------------------------------------------
 
     def after_run(self, session: str | None) -> None:
@@ -83,32 +103,49 @@ class CompileCaches:
         if now - self._last_sweep > SWEEP_EVERY_S:
             self._last_sweep = now
             self.drop_idle_sessions()
+            self.cap_all_sessions()
 
     def cap_session(self, entries: Path) -> None:
-        """Oldest entries first, until the session fits its limit."""
-        try:
-            files = [(p.stat().st_mtime, p.stat().st_size, p) for p in entries.iterdir() if p.is_file()]
-        except OSError:
-            return
-        total = sum(size for _, size, _ in files)
-        for _, size, path in sorted(files):
-            if total <= self.session_limit:
+        """Oldest entries first, until the session fits its limits of host blocks and of files."""
+        files = _entries(entries)
+        total = sum(cost for _, cost, _ in files)
+        count = len(files)
+        for _, cost, path in sorted(files):
+            if total <= self.session_limit and count <= self.session_files:
                 break
             path.unlink(missing_ok=True)
-            total -= size
+            total -= cost
+            count -= 1
 
     def drop_idle_sessions(self) -> None:
         cutoff = time.time() - self.idle_s
-        try:
-            sessions = list(self.sessions.iterdir())
-        except OSError:
-            return
-        for session in sessions:
+        for session in self._session_folders():
             try:
                 if session.stat().st_mtime < cutoff and (session / mounts.ENTRIES).stat().st_mtime < cutoff:
                     shutil.rmtree(session, ignore_errors=True)
             except OSError:
                 continue
+
+    def cap_all_sessions(self) -> None:
+        """Least recently used sessions first, until all of them together fit ``compile_cache_total_mb``
+        (bounds the host however many sessions are made: a cookie costs a client nothing)."""
+        sizes = []
+        for session in self._session_folders():
+            files = _entries(session / mounts.ENTRIES)
+            last_used = max([mtime for mtime, _, _ in files], default=_mtime(session))
+            sizes.append((last_used, 2 * mounts.BLOCK_BYTES + sum(cost for _, cost, _ in files), session))
+        total = sum(cost for _, cost, _ in sizes)
+        for _, cost, session in sorted(sizes):
+            if total <= self.total_limit:
+                break
+            shutil.rmtree(session, ignore_errors=True)
+            total -= cost
+
+    def _session_folders(self) -> list[Path]:
+        try:
+            return [path for path in self.sessions.iterdir() if mounts.SESSION_NAME.fullmatch(path.name)]
+        except OSError:
+            return []
 
     # --- the shared cache --------------------------------------------------------
 
@@ -134,6 +171,29 @@ class CompileCaches:
                         err.decode(errors="replace")[-800:])
         else:
             log.info("shared compile cache ready: %s", self.shared)
+
+
+def _entries(folder: Path) -> list[tuple[float, int, Path]]:
+    """(modified, host cost, path) of each file: its allocated blocks, at least one (an inode and a block)."""
+    found = []
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                found.append((info.st_mtime, max(mounts.BLOCK_BYTES, info.st_blocks * 512), Path(entry.path)))
+    except OSError:
+        pass
+    return found
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 # The fill runs trusted code only, in a process of its own (sandbox/engine/shared_cache_fill.py).

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
+from jaxplay.sandbox.caches import mounts as cache_mounts
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries
 from jaxplay.sandbox.engine import zygote_protocol as zp
@@ -47,6 +48,9 @@ class RunResult:
     elapsed_ms: float
     message: str | None = None
     out_of_memory: bool = False  # the cgroup's OOM killer ended it (counted in the worker's metrics)
+    # The run could load what earlier runs of its session wrote into the compile cache (code JAX executes):
+    # the server never serves its result to another session.
+    read_session_cache: bool = False
 
 
 class SlotDied(RuntimeError):
@@ -244,7 +248,19 @@ class Slot:
 
     async def run(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
                   send: SendEvent, probe: bool = False) -> RunResult:
-        """Execute one run; every event goes to ``send``; never raises for user faults."""
+        """Execute one run; every event goes to ``send``; never raises for user faults.
+
+        The run may load its session's saved compile-cache entries only when there are some (decided
+        here, before it starts, so no entry saved meanwhile can slip in unreported)."""
+        session = options.get("compile_cache")
+        reads_session = bool(self.caches is not None and session and self.caches.session_has_entries(session))
+        result = await self._execute(run_id, code, timeout_s, {**options, "compile_cache_read": reads_session},
+                                     send, probe)
+        result.read_session_cache = reads_session
+        return result
+
+    async def _execute(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
+                       send: SendEvent, probe: bool) -> RunResult:
         await self._previous_run_gone()
         if self.control is None:
             raise SlotDied("the slot could not be restarted after its previous run")
@@ -291,6 +307,8 @@ class Slot:
             return self._result(exited, None, elapsed_ms, timeout_s, oom, relay)
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
+        if exited.get("unsaved_entries"):
+            relay.send(unsaved_notice(exited["unsaved_entries"]))
         return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
 
     async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int], deadline: float,
@@ -456,6 +474,14 @@ def _status_of(ended: dict[str, Any] | None) -> dict[str, int | None] | None:
         return None
     status = ended["status"]
     return {"returncode": None, "signal": status - 128} if status > 128 else {"returncode": status, "signal": None}
+
+
+def unsaved_notice(count: int) -> dict[str, Any]:
+    return {"type": "notice", "level": "info",
+            "message": f"{count} newly compiled function(s) were not kept in your session's compile cache: one run "
+                       f"may keep at most {cache_mounts.SAVE_BUDGET_FILES} files and "
+                       f"{format_bytes(cache_mounts.SAVE_BUDGET_BYTES)}. Later runs compile them again; compile fewer "
+                       "distinct functions in one run to keep them all."}
 
 
 def _close_door(message: dict[str, Any]) -> None:

@@ -213,7 +213,9 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
             if message is None:
                 return 0  # the worker let this spare go (or closed the sandbox)
             if isolated:
-                session = cache_mounts.mount_for_run(message.get("options", {}).get("compile_cache"))
+                options = message.get("options", {})
+                session = cache_mounts.mount_for_run(options.get("compile_cache"),
+                                                     bool(options.get("compile_cache_read")))
             _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             zp.send(init_end, message, fds)
             zp.close_all(fds)
@@ -234,12 +236,11 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
     door.close()
     if isolated:
         _end_every_process()  # what the run left behind (the holder included), before the cache is read
-    if session is not None:
-        session.save()
+    left_out = session.save() if session is not None else 0
     if isolated:
         # Nothing of the run is left: the zygote may report it over now, while this process, the
         # keeper and the namespaces tear down (~20 ms of unmapping a zygote-sized address space).
-        _report(zygote_end, "gone", status)
+        _report(zygote_end, "gone", status, unsaved_entries=left_out)
     zygote_end.close()
     return status
 
@@ -255,10 +256,10 @@ def _end_the_run_on_term(run_pid: int) -> None:
     os._exit(128 + signal.SIGTERM)
 
 
-def _report(to: socket.socket, kind: str, status: int) -> None:
+def _report(to: socket.socket, kind: str, status: int, **extra: int) -> None:
     try:
         zp.send(to, {"type": kind, "status": status,
-                     "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss})
+                     "max_rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, **extra})
     except OSError:
         pass  # the zygote or the worker has gone: the keeper's exit is all there is to report
 

@@ -225,16 +225,18 @@ class Zygote:
         if message is None or message.get("type") != "gone" or type(message.get("status")) is not int:
             init.close()  # gone without a word: the keeper's exit reports the run
             return
-        self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0))
+        left_out = message.get("unsaved_entries")
+        self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0),
+                         left_out if type(left_out) is int else 0)
 
-    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int) -> None:
+    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int, unsaved_entries: int = 0) -> None:
         assert self.running is not None
         (run_id, spare), self.running = self.running, None
         spare.control.close()  # closing twice is harmless
         if code is not None and code > 128:  # the keeper and the init mirror a signal as 128+N
             code, killed_by = None, code - 128
-        zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code,
-                               "signal": killed_by, "max_rss_kb": max_rss_kb})
+        zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code, "signal": killed_by,
+                               "max_rss_kb": max_rss_kb, "unsaved_entries": unsaved_entries})
 
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""

@@ -5,35 +5,42 @@ works across the sandbox's namespaces (no network is involved). Messages,
 named by who sends them::
 
     zygote -> worker  ready    {pid, jax_version, jaxlib_version}   imported jax, first spare forked
-    worker -> zygote  start    {run_id, unstarted_backend}          which spare; never the code
-    zygote -> worker  started  {run_id, pid}                         pid: the run's keeper
-                               + fd [door]: the worker's end of a socket to that spare's init
-    worker -> door    run      {options, probe}
-                               + fds [stdout, stderr, events, code]; the init mounts the
-                               session's compile cache and hands it on to the run's process,
-                               which alone reads the code (a memfd: no size limit of a packet)
-    worker -> zygote  kill     {run_id}                              ends the run's pid namespace
-    zygote -> worker  ended    {run_id, returncode, signal, max_rss_kb}   the run's process exited
-    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb}   every process of the run gone
+    zygote -> worker  spare    {pid} + fd [door]   a warm spare; its door is the worker's end of a
+                               socket to that spare's init. It replaces any spare offered before.
+    worker -> zygote  start    {run_id, spare}     the run goes to that spare (sent before the run
+                                                   goes through its door)
+    worker -> zygote  start    {run_id, unstarted_backend: true}   a spare whose backend is not
+                                                   started, made now for a program that configures JAX
+    zygote -> worker  started  {run_id, pid} + fd [door]   (unstarted_backend only)
+    worker -> zygote  kill     {run_id}            ends the run's pid namespace
+    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb, unsaved_entries}
+                               every process of the run gone; unsaved_entries: new compile-cache
+                               entries the session's budget left out
 
-and inside the sandbox, on the socket between the zygote and each spare::
+on a spare's door, between the worker and the spare's init::
 
-    run's init -> zygote  ended {status, max_rss_kb}   the run's process reaped: its status, from
-                                                        the kernel (not sent when the init must
-                                                        save cache entries first)
-    run's init -> zygote  gone  {status, max_rss_kb}   every process of the run reaped; the
-                                                        zygote then sends ``exited``
+    worker -> init    run      {options, probe} + fds [stdout, stderr, events, code]; the init
+                               mounts the session's compile cache and hands it on to the run's
+                               process, which alone reads the code (a memfd: no packet's size limit)
+    init -> worker    ended    {status, max_rss_kb}   the run's process has exited: its status from
+                               the kernel (not sent when the init must save cache entries first)
 
-A status is never the program's word about itself: only the init's (the
-kernel's exit status of the run's process) or the keeper's.
+and between the zygote and each spare's init::
+
+    init -> zygote    gone     {status, max_rss_kb, unsaved_entries}   every process of the run
+                               reaped, its entries saved; the zygote then sends ``exited``
+
+A status is never the program's word about itself: the init's ``ended`` and
+``gone`` carry the kernel's exit status of the run's process (a signal as
+128+N), or the keeper's exit tells.
 
 The invariant this shape keeps: the program and its options (anything a user
 typed, keys pasted into code included) go from the worker through the door
 straight to the run's init and process, and never through the zygote. Every
 spare is a fork of the zygote and inherits its whole heap, freed memory too,
-so a process that forks spares must never have held user input. The code
-itself travels as a file the run's process reads: the init passes it on
-unread.
+so a process that forks spares must never have held user input. The zygote
+keeps no copy of a door it has offered; the code travels as a file that the
+run's process alone reads (the init passes it on unread).
 
 Kept to the standard library: the zygote imports this before jax.
 """

@@ -6,9 +6,12 @@ on it. The id travels in the HttpOnly cookie ``jaxplay_session`` as
 ``<id>.<mac>``; the MAC (HMAC-SHA256 with a key kept in the data dir) proves
 the server issued it, so a client can keep its id but cannot choose another
 one. A request without a valid cookie gets a new id (and, on HTTP, the
-cookie); a websocket without one gets a new id for that connection only.
+cookie); a websocket without one gets a new id for that connection only,
+which keeps nothing on a worker (no compile cache: such ids cost a client
+nothing to make, so nothing they left behind would be bounded per client).
 
-``SessionMiddleware`` puts the id in ``scope["jaxplay.session"]``.
+``SessionMiddleware`` puts the id in ``scope["jaxplay.session"]``, and whether
+it came from the server's cookie in ``scope["jaxplay.session_from_cookie"]``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 COOKIE = "jaxplay_session"
 SCOPE_KEY = "jaxplay.session"
+FROM_COOKIE_KEY = "jaxplay.session_from_cookie"
 KEY_FILE = "session.key"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
 ID_BYTES = 16
@@ -101,6 +105,7 @@ class SessionMiddleware:
         if session_id is None:
             session_id, new_cookie = self.keys.issue()
         scope[SCOPE_KEY] = session_id
+        scope[FROM_COOKIE_KEY] = new_cookie is None
         if new_cookie is None or scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -6,6 +6,14 @@ jaxlib versions, platform version and run options (``Run.options``, e.g.
 events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
 rule and its reasons.
 
+Whose a result is: a run whose ``done`` says ``read_session_cache`` could load
+compile-cache entries its browser session's earlier runs wrote, and JAX
+executes what it loads: such a run may compute whatever an earlier run of
+that session planted. Its result is kept under a key that also names the
+session, so it answers that session alone (a self-poisoned session hurts only
+itself), never another. Every other result was computed from the program, the
+trusted shared cache and the run's own compilations, and answers anyone.
+
 Flow, all on the server's event loop::
 
     BrowserConnection.start_run
@@ -64,9 +72,16 @@ def environment(hello: wp.WorkerHello) -> dict[str, Any]:
             "platform_version": hello.platform_version}
 
 
-def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any]) -> str:
+def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any], session: str | None = None) -> str:
+    """``session``: the browser session alone that the entry may answer (its own session's cache was read)."""
     identity = {"format": KEY_FORMAT, "code": code, "backend": backend, **env, "options": options}
+    if session is not None:
+        identity["session"] = session
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def answers_only_its_session(done: dict[str, Any]) -> bool:
+    return done.get("read_session_cache") is True
 
 
 @dataclass
@@ -125,8 +140,9 @@ class ResultCache:
         started = time.perf_counter()
         environments = {json.dumps(environment(hello), sort_keys=True): environment(hello)
                         for hello in self.scheduler.worker_hellos(run.backend)}
-        for env in environments.values():
-            key = cache_key(run.code, run.backend, env, run.options)
+        keys = [cache_key(run.code, run.backend, env, run.options, session)
+                for env in environments.values() for session in (None, run.session_id or None)]
+        for key in dict.fromkeys(keys):  # every session's entries first, then this session's own
             row = await self.storage.fetch_one(
                 "SELECT elapsed_ms, cached_at, recorded FROM result_cache WHERE key = ?", (key,))
             # A recorded run slower than this run's limit might not finish within it: run it for real.
@@ -149,8 +165,11 @@ class ResultCache:
     def _answer_burst(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
         """Runs identical to ``run`` still waiting in the queue get its result now."""
         cached_at = utc_timestamp()
+        only_session = run.session_id if answers_only_its_session(done) else None
         # A copy: each answered run's done removes it from the burst.
         for waiting in list(self._bursts.get(burst_key(run), ())):
+            if only_session is not None and waiting.session_id != only_session:
+                continue
             if done["elapsed_ms"] <= waiting.timeout_s * 1000 and self.scheduler.withdraw(waiting):
                 self._replay(waiting, events, done, cached_at)
                 self.hits += 1
@@ -187,8 +206,13 @@ class ResultCache:
         if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
                 or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
             return
-        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
+        session = run.session_id if answers_only_its_session(event) else None
+        if answers_only_its_session(event) and not run.session_id:
+            return  # no session to keep it for
+        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options, session)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
+        if session is not None:
+            done["read_session_cache"] = True
         if event.get("message"):
             done["message"] = event["message"]
         events, recording.events = recording.events, []

@@ -51,6 +51,8 @@ class Run:
     emit: Emit
     # The browser session (server/clients/sessions.py): the client it counts against for fairness and limits.
     session_id: str = ""
+    # The session is a browser's, from the server's cookie: only then may it keep a compile cache on workers.
+    keeps_compile_cache: bool = False
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -267,7 +269,7 @@ class Scheduler:
         """What the worker gets: the run's options plus the name of its session's private compile cache
         (derived, so a worker never learns the session id; kept out of ``run.options``, which the
         result cache keys on)."""
-        if self.session_keys is None or not run.session_id:
+        if self.session_keys is None or not run.session_id or not run.keeps_compile_cache:
             return run.options
         return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
 
@@ -336,5 +338,8 @@ class Scheduler:
                 status = bp.RunStatus(message.status)
             except ValueError:
                 status = bp.RunStatus.CRASHED
-            self.finish(run, status, message.message, message.elapsed_ms)
+            # A result that may rest on what the session's earlier runs wrote is marked so in the done:
+            # the result cache keeps it for that session alone (server/runs/result_cache.py).
+            marked = {"read_session_cache": True} if message.read_session_cache else {}
+            self.finish(run, status, message.message, message.elapsed_ms, **marked)
         self.dispatch(link.hello.backend)

@@ -61,24 +61,27 @@ class Harness:
 
         return asyncio.run(main())
 
-    async def submit(self, code: str, fresh: bool = False, timeout_s: float = 30.0,
+    async def submit(self, code: str, fresh: bool = False, timeout_s: float = 30.0, session: str = "",
                      **options) -> tuple[Run, list[dict], bool]:
         """Offer a run to the cache as the browser socket does; returns (run, events sent, answered)."""
         sent: list[dict] = []
         run = Run(client_id="c1", code=code, backend="cpu", timeout_s=timeout_s,
-                  options={"inspect": True, **options}, emit=sent.append)
+                  options={"inspect": True, **options}, emit=sent.append, session_id=session)
         answered = await self.cache.intercept(bp.ClientRun(id="c1", code=code, fresh=fresh), run)
         return run, sent, answered
 
-    async def execute(self, code: str, events=RECORDED, status=bp.RunStatus.OK, elapsed_ms=250.0, **options):
+    async def execute(self, code: str, events=RECORDED, status=bp.RunStatus.OK, elapsed_ms=250.0, session: str = "",
+                      read_session_cache: bool = False, **options):
         """A run the cache does not answer, executed by the (pretend) worker; waits for its cache write."""
-        run, sent, answered = await self.submit(code, **options)
+        run, sent, answered = await self.submit(code, session=session, **options)
         assert not answered
         run.send(bp.queued_event("c1", 1))
         run.worker, run.state = self.link, "running"
         for event in events:
             run.send(event)
-        self.scheduler.finish(run, status, None, elapsed_ms)
+        # As Scheduler.worker_finished marks the done of a run that could load its session's own entries.
+        self.scheduler.finish(run, status, None, elapsed_ms,
+                              **({"read_session_cache": True} if read_session_cache else {}))
         await self.cache.drain()
         return sent
 
@@ -338,3 +341,50 @@ def test_purge_results_lists_and_deletes_beside_the_database(tmp_path):
     assert unknown.returncode == 0 and "Removed 0" in unknown.stdout and "'w'" in unknown.stderr
     assert "remote-1" not in jaxplay().stdout
     assert jaxplay("--worker", "w", "--all").returncode == 2  # one or the other
+
+
+POISONED = [RECORDED[0], {"type": "stdout", "text": "[-7. 93. 193.]\n"}]
+
+
+@pytest.mark.attack("compile cache")
+def test_a_result_that_may_rest_on_its_sessions_own_cache_answers_that_session_alone(harness):
+    """A run that could load what its session's earlier runs wrote into the compile cache (code JAX
+    executes) may have computed anything they planted: no other session is ever answered with it."""
+    async def scenario():
+        await harness.execute("honest()", events=POISONED, session="a" * 32, read_session_cache=True)
+        for session in ("b" * 32, ""):
+            run, _, answered = await harness.submit("honest()", session=session)
+            assert not answered  # another session runs it for real
+            harness.scheduler.finish(run, bp.RunStatus.CANCELLED)
+        _, sent, answered = await harness.submit("honest()", session="a" * 32)
+        assert answered and sent[1]["text"] == POISONED[1]["text"]  # its own session: its own doing
+        await harness.execute("honest()", session="c" * 32)  # a run that read no session's entries
+        _, sent, answered = await harness.submit("honest()", session="b" * 32)
+        assert answered and sent[1] == {**RECORDED[1], "id": "c1"}  # answers anyone
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+@pytest.mark.attack("compile cache")
+def test_a_run_that_read_its_sessions_cache_answers_no_other_sessions_burst(harness):
+    async def scenario():
+        harness.link.free_slots = 0
+        runs = []
+        for session in ("a" * 32, "b" * 32, "a" * 32):
+            run, sent, answered = await harness.submit("burst()", session=session)
+            assert not answered
+            harness.scheduler.submit(run)
+            runs.append((run, sent))
+        (first, _), (other, other_sent), (same, same_sent) = runs
+        assert harness.scheduler.withdraw(first)
+        first.worker, first.state = harness.link, "running"
+        for event in POISONED:
+            first.send(event)
+        harness.scheduler.finish(first, bp.RunStatus.OK, None, 250.0, read_session_cache=True)
+        assert same.state == "done" and same_sent[-1]["cached"] is True  # the same session's waiting run
+        assert other.state == "queued" and not any(e["type"] == "stdout" for e in other_sent)
+        harness.scheduler.cancel(other)
+        await harness.cache.drain()
+
+    harness.run(scenario)
