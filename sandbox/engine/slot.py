@@ -29,7 +29,7 @@ from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.isolation import bwrap, gpu
-from jaxplay.sandbox.isolation.cgroups import SlotCgroup
+from jaxplay.sandbox.isolation.cgroups import SlotCgroup, no_cgroup_cpu_fairness
 from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
 from jaxplay.settings import Settings
@@ -95,6 +95,8 @@ class Slot:
         env = self.zygote_environment()
         if isolated:
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
+            if self.cgroup is None:
+                log.info("slot %s: CPU shared between slots by %s", self.name, no_cgroup_cpu_fairness())
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []

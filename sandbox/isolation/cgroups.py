@@ -1,4 +1,4 @@
-"""A memory + pids cgroup per sandbox slot, where the host lets us make one.
+"""Memory, pids and CPU cgroups per sandbox slot, where the host lets us make them.
 
 Hosts differ: some offer cgroup v1 controllers writable by root, some a
 delegated v2 subtree, some nothing. ``SlotCgroup.create`` detects what is
@@ -6,6 +6,19 @@ there and returns None when it cannot make a group; the caller then falls
 back to rlimits (``sandbox/isolation/limits.py``). The kernel's OOM killer, told by
 ``oom_score_adj`` to prefer the run, kills the run and not the zygote; the
 group's oom-kill counter tells the worker that this is what happened.
+
+CPU: each slot's group gets the same weight (v1 ``cpu.shares``, v2
+``cpu.weight``), so slots that are busy at once share the cores equally,
+however many processes each runs: a run that spins 16 processes takes one
+slot's share, not 16/17 of the host. The weight is that of as many ordinary
+processes as the host has cores, so against the host's other work a slot
+fares like a run with a thread per core, and an idle neighbour's share is
+the busy slot's to use (weights never cap). Without a cpu controller the
+kernel's autogroup is the fallback where it is on
+(``/proc/sys/kernel/sched_autogroup_enabled``): every run leads a session of
+its own (``sandbox/engine/spare.py``), and the scheduler shares the CPU
+between sessions first; a run that starts new sessions itself escapes it.
+``cpu_fairness()`` names which of these a slot has.
 """
 
 from __future__ import annotations
@@ -18,10 +31,14 @@ from pathlib import Path
 log = logging.getLogger("jaxplay.sandbox")
 
 ROOT = Path("/sys/fs/cgroup")
+AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 # Room for the zygote (~150 MB) and the spare prepared beside the run (~250 MB) on top of the run's limit.
 ZYGOTE_HEADROOM_BYTES = 512 << 20
 # The zygote, a run and its prepared spare, each with JAX's per-core threads.
 MAX_PIDS = max(1024, 192 * (os.cpu_count() or 1))
+CORES = os.cpu_count() or 1
+CPU_SHARES_V1 = min(1024 * CORES, 262144)  # an ordinary process weighs 1024
+CPU_WEIGHT_V2 = min(100 * CORES, 10000)  # an ordinary process weighs 100
 
 
 @dataclass
@@ -29,6 +46,7 @@ class SlotCgroup:
     memory_dir: Path | None
     pids_dir: Path | None
     version: int
+    cpu_dir: Path | None = None
 
     @classmethod
     def create(cls, name: str, memory_limit_bytes: int, mode: str = "auto") -> SlotCgroup | None:
@@ -37,15 +55,19 @@ class SlotCgroup:
             return None
         try:
             if (ROOT / "cgroup.controllers").exists():
-                return cls._create_v2(name, memory_limit_bytes)
-            return cls._create_v1(name, memory_limit_bytes)
+                group = cls._create_v2(name, memory_limit_bytes)
+            else:
+                group = cls._create_v1(name, memory_limit_bytes)
         except OSError as exc:
             log.info("no cgroup for %s (%s): memory is capped by rlimit instead", name, exc)
             return None
+        if group is not None:
+            log.info("slot %s: CPU shared between slots by %s", name, group.cpu_fairness())
+        return group
 
     @classmethod
     def _create_v1(cls, name: str, memory_limit_bytes: int) -> SlotCgroup | None:
-        memory_root, pids_root = ROOT / "memory", ROOT / "pids"
+        memory_root, pids_root, cpu_root = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
         if not os.access(memory_root, os.W_OK):
             return None
         memory_dir = memory_root / "jaxplay" / name
@@ -56,7 +78,7 @@ class SlotCgroup:
             pids_dir = pids_root / "jaxplay" / name
             pids_dir.mkdir(parents=True, exist_ok=True)
             (pids_dir / "pids.max").write_text(str(MAX_PIDS))
-        return cls(memory_dir, pids_dir, 1)
+        return cls(memory_dir, pids_dir, 1, _cpu_group_v1(cpu_root, name))
 
     @classmethod
     def _create_v2(cls, name: str, memory_limit_bytes: int) -> SlotCgroup | None:
@@ -71,10 +93,19 @@ class SlotCgroup:
         (group / "memory.swap.max").write_text("0") if (group / "memory.swap.max").exists() else None
         if "pids" in controllers:
             (group / "pids.max").write_text(str(MAX_PIDS))
-        return cls(group, group if "pids" in controllers else None, 2)
+        cpu_dir = None
+        if "cpu" in controllers and (group / "cpu.weight").exists():
+            (group / "cpu.weight").write_text(str(CPU_WEIGHT_V2))
+            cpu_dir = group
+        return cls(group, group if "pids" in controllers else None, 2, cpu_dir)
+
+    def cpu_fairness(self) -> str:
+        if self.cpu_dir is not None:
+            return "cgroup v1 cpu.shares" if self.version == 1 else "cgroup v2 cpu.weight"
+        return no_cgroup_cpu_fairness()
 
     def procs_files(self) -> list[Path]:
-        dirs = {d for d in (self.memory_dir, self.pids_dir) if d is not None}
+        dirs = {d for d in (self.memory_dir, self.pids_dir, self.cpu_dir) if d is not None}
         return sorted(d / "cgroup.procs" for d in dirs)
 
     def oom_kills(self) -> int:
@@ -91,8 +122,32 @@ class SlotCgroup:
         return 0
 
     def remove(self) -> None:
-        for d in {d for d in (self.memory_dir, self.pids_dir) if d is not None}:
+        for d in {d for d in (self.memory_dir, self.pids_dir, self.cpu_dir) if d is not None}:
             try:
                 d.rmdir()
             except OSError:
                 pass  # still has processes for a moment; removed on the next start
+
+
+def _cpu_group_v1(cpu_root: Path, name: str) -> Path | None:
+    """A cpu group of the slot's own directly under the hierarchy's root: there it weighs against the
+    host's processes with its own shares (under a common parent, all slots together would weigh one)."""
+    if not os.access(cpu_root, os.W_OK) or not (cpu_root / "cpu.shares").exists():
+        return None
+    cpu_dir = cpu_root / f"jaxplay-{name}"
+    try:
+        cpu_dir.mkdir(exist_ok=True)
+        (cpu_dir / "cpu.shares").write_text(str(CPU_SHARES_V1))
+    except OSError as exc:
+        log.info("no cpu cgroup for %s (%s)", name, exc)
+        return None
+    return cpu_dir
+
+
+def no_cgroup_cpu_fairness() -> str:
+    """The fallback without a cpu controller: what shares the CPU between slots, in words."""
+    try:
+        enabled = AUTOGROUP.read_text().strip() == "1"
+    except OSError:
+        enabled = False
+    return "the kernel's autogroup (a session per run)" if enabled else "nothing (every process for itself)"

@@ -118,7 +118,7 @@ def test_processes_left_behind_are_killed_when_the_run_ends(live):
     tag = f"jaxplay-orphan-{time.time_ns()}"
     run_ok(live, f"""
 import subprocess
-subprocess.Popen(["/bin/sh", "-c", "exec -a {tag} sleep 300"], start_new_session=True)
+subprocess.Popen([__import__("sys").executable, "-c", "import time; time.sleep(300)", "{tag}"], start_new_session=True)
 pid = __import__("os").fork()
 if pid == 0:
     import time

@@ -25,7 +25,7 @@ from tests.conftest import done_of, output_text
 from tests.live_server import LiveServer
 
 HOSTILE_PLANT = r"""
-import os, signal, subprocess, ctypes
+import os, signal, subprocess, sys, ctypes
 marker = "{marker}"
 planted = []
 for place in ["/tmp", "/dev/shm", "/dev", "/run", "/var/tmp", "/var/cache/jaxplay/jax", os.path.expanduser("~")]:
@@ -42,7 +42,9 @@ held = open("/tmp/" + marker + "-held", "w")  # held open by a process that igno
 libc = ctypes.CDLL(None, use_errno=True)
 shm_id = libc.shmget(0x4A41, 4096, 0o1666)  # SysV shared memory, mode 0666 | IPC_CREAT
 sem_id = libc.semget(0x4A42, 1, 0o1666)
-subprocess.Popen(["/bin/sh", "-c", "trap '' TERM INT HUP; exec -a {marker} sleep 300"], start_new_session=True)
+subprocess.Popen([sys.executable, "-c", "import signal, time\n"  # the marker in its command line
+                  "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP): signal.signal(s, signal.SIG_IGN)\n"
+                  "time.sleep(300)", "{marker}"], start_new_session=True)
 print("planted", planted, shm_id >= 0, sem_id >= 0)
 """
 
