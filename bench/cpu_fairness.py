@@ -20,8 +20,6 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -30,6 +28,7 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.checkouts import servers  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from tests.live_server import LiveServer  # noqa: E402
 
@@ -88,27 +87,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--checkout", action="append", default=[], type=Path)
     args = parser.parse_args()
-    checkouts = [ROOT, *(path.resolve() for path in args.checkout)]
-    servers = {}
-    with tempfile.TemporaryDirectory() as data:
-        try:
-            for index, checkout in enumerate(checkouts):
-                python = checkout / ".venv" / "bin" / "python"
-                servers[checkout] = LiveServer(Path(data) / str(index), ["--slots", "2"], cwd=checkout,
-                                               command=[str(python), "-m", "jaxplay.cli"])
-            for server in servers.values():
-                server.wait_ready()
-            time.sleep(3)  # the slots' first spares are prepared
-            results: dict[Path, tuple[list[float], list[float]]] = {c: ([], []) for c in checkouts}
-            for _ in range(args.rounds):
-                for checkout, server in servers.items():
-                    asyncio.run(run(server, COMPUTE))  # warm: NumPy's first calls
-                    alone, beside = asyncio.run(measure(server, args.runs))
-                    results[checkout][0].extend(alone)
-                    results[checkout][1].extend(beside)
-        finally:
-            for server in servers.values():
-                server.stop()
+    with servers(args.checkout, ["--slots", "2"]) as started:
+        results: dict[Path, tuple[list[float], list[float]]] = {c: ([], []) for c in started}
+        for _ in range(args.rounds):
+            for checkout, server in started.items():
+                asyncio.run(run(server, COMPUTE))  # warm: NumPy's first calls
+                alone, beside = asyncio.run(measure(server, args.runs))
+                results[checkout][0].extend(alone)
+                results[checkout][1].extend(beside)
     for checkout, (alone, beside) in results.items():
         ratio = percentile(beside, 0.5) / percentile(alone, 0.5)
         print(f"{str(checkout):<32} alone p50 {percentile(alone, 0.5) * 1000:7.0f} ms   beside a 16-process "

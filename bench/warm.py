@@ -14,7 +14,12 @@ Measures on this machine, in one process:
 
 Targets (issue 11): re-run p50 <= 300 ms and within 4x of the in-process re-run; first run
 <= 0.5x the fresh process; 100 snippets p95 <= 4 s; print(1) p50 <= 15 ms.
-Usage: python bench/warm.py [--runs 10]
+
+With ``--checkout DIR`` (repeatable; each with its own ``.venv``) it compares instead: servers of
+this checkout and of each DIR run side by side, and round after round each is measured in turn for
+the two figures a change to the engine must not slow (print(1) 0.5 s apart, the default example's
+re-run), printed with their ratio to this checkout's.
+Usage: python bench/warm.py [--runs 10] | python bench/warm.py --checkout ../main [--rounds 6]
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import websockets
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.checkouts import servers  # noqa: E402
 from bench.stats import percentile  # noqa: E402
 from tests import host_processes  # noqa: E402
 from tests.live_server import LiveServer, running_server  # noqa: E402
@@ -132,11 +138,37 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "MISSED"
 
 
+def compare(checkouts: list[Path], rounds: int, runs: int) -> None:
+    """print(1) spaced and the default example's re-run, for each checkout in turn, round after round."""
+    with servers(checkouts) as started:
+        cookies = {checkout: session_cookie(server) for checkout, server in started.items()}
+        print1: dict[Path, list[float]] = {checkout: [] for checkout in started}
+        reruns: dict[Path, list[float]] = {checkout: [] for checkout in started}
+        for checkout, server in started.items():
+            wait_for_shared_cache(server)
+            asyncio.run(timed_runs(server, ["print(0)"] * 3 + [DEFAULT] * 2, cookies[checkout]))
+        for _ in range(rounds):
+            for checkout, server in started.items():
+                print1[checkout] += asyncio.run(timed_runs(server, ["print(1)"] * runs, None, gap_s=0.5))
+                reruns[checkout] += asyncio.run(timed_runs(server, [DEFAULT] * runs, cookies[checkout]))
+    first = next(iter(started))
+    for checkout in started:
+        p1, rr = percentile(print1[checkout], 0.5), percentile(reruns[checkout], 0.5)
+        print(f"{str(checkout):<32} print(1) 0.5 s apart p50 {p1:7.1f} ms "
+              f"({p1 / percentile(print1[first], 0.5):4.2f}x)   default example re-run p50 {rr:7.1f} ms "
+              f"({rr / percentile(reruns[first], 0.5):4.2f}x)   n={len(print1[checkout])}+{len(reruns[checkout])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--burst", type=int, default=100)
+    parser.add_argument("--checkout", action="append", default=[], type=Path)
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()
+    if args.checkout:
+        compare(args.checkout, args.rounds, max(3, args.runs // 2))
+        return
     with running_server() as server:
         fill_s = wait_for_shared_cache(server)
         print(f"(waited {fill_s:.0f} s for the worker's one-time fill of the shared compile cache, if it ran)")

@@ -5,7 +5,7 @@ Inside the sandbox (paths fixed; the worker binds the host folders, see
 
     /var/cache/jaxplay/shared     read-only: filled by trusted code at worker start
     /var/cache/jaxplay/sessions   every session's saved entries (the init alone sees it)
-    /var/cache/jaxplay/run        this run's own tmpfs: the overlay's upper and work folders
+    /var/cache/jaxplay/run        this run's own tmpfs (made with the spare): the overlay's upper and work
     /var/cache/jaxplay/jax        what JAX uses: an overlay of
                                     upper  in ``run`` (size-capped)
                                     lower  this session's saved entries (only when the worker
@@ -145,15 +145,26 @@ def _copy_into(reader, size: int, dir_fd: int, name: str) -> None:  # noqa: ANN0
     os.replace(partial, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
+UPPER, WORK = f"{RUN_LAYER}/upper", f"{RUN_LAYER}/work"
+
+
+def mount_for_spare() -> None:
+    """In the keeper, while the spare is prepared: until a run's overlay arrives, JAX reads the shared
+    cache (read-only); the run's own layer is made now, so that the run's start only mounts the overlay."""
+    if os.path.isdir(SHARED) and os.path.isdir(JAX_CACHE):
+        ns.bind(SHARED, JAX_CACHE, read_only=True)
+    if os.path.isdir(SESSIONS):
+        ns.mount_tmpfs(RUN_LAYER, RUN_LAYER_BYTES, mode="0700")
+        os.mkdir(UPPER)
+        os.mkdir(WORK)
+
+
 def mount_for_run(session: str | None, read_session: bool) -> SessionCache | None:
     """In the run's init, before the code is handed over. ``read_session``: the worker's word that the
     run may load its session's saved entries. None when the run keeps nothing (no session, or no cache)."""
     if not os.path.isdir(SESSIONS):
         return None  # a sandbox without compile caches (development mode)
-    ns.mount_tmpfs(RUN_LAYER, RUN_LAYER_BYTES, mode="0700")
-    upper, work = f"{RUN_LAYER}/upper", f"{RUN_LAYER}/work"
-    os.mkdir(upper)
-    os.mkdir(work)
+    upper, work = UPPER, WORK
     lowers = [SHARED]
     saved: SessionCache | None = None
     if session and SESSION_NAME.fullmatch(session):
@@ -169,8 +180,7 @@ def mount_for_run(session: str | None, read_session: bool) -> SessionCache | Non
     # From here the run reaches its cache only through JAX_CACHE: it can neither see other sessions nor
     # swap the upper folder (for a link to a host file, say) before the init copies from it.
     for hidden in (SESSIONS, RUN_LAYER):
-        ns.mount_tmpfs(hidden, 4096, mode="0")
-        ns.remount_read_only(hidden)
+        ns.mount_tmpfs(hidden, 4096, mode="0", read_only=True)
     return saved
 
 
@@ -179,9 +189,3 @@ def _forget(saved: SessionCache | None) -> None:
         os.close(saved.upper_fd)
         os.close(saved.sessions_fd)
     return None
-
-
-def mount_for_spare() -> None:
-    """In the keeper: until a run's overlay arrives, JAX reads the shared cache (read-only)."""
-    if os.path.isdir(SHARED) and os.path.isdir(JAX_CACHE):
-        ns.bind(SHARED, JAX_CACHE, read_only=True)

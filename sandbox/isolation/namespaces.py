@@ -71,9 +71,11 @@ def unshare_run_namespaces(uid: int, gid: int) -> None:
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
 
 
-def mount_tmpfs(target: str, size_bytes: int, mode: str = "1777") -> None:
+def mount_tmpfs(target: str, size_bytes: int, mode: str = "1777", read_only: bool = False) -> None:
+    """A fresh tmpfs; ``read_only``: mounted so from the start (an empty cover over a folder, say)."""
     options = f"size={size_bytes},mode={mode}".encode()
-    _check(_libc.mount(b"tmpfs", target.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options), f"mount tmpfs on {target}")
+    flags = MS_NOSUID | MS_NODEV | (MS_RDONLY | MS_NOEXEC if read_only else 0)
+    _check(_libc.mount(b"tmpfs", target.encode(), b"tmpfs", flags, options), f"mount tmpfs on {target}")
 
 
 def mount_proc() -> None:
