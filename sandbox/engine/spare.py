@@ -223,11 +223,9 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
             break
     if isolated:
         ns.drop_all_capabilities()
-    while True:
-        os.read(wake_r, 512) if select.select([wake_r], [], [], 1.0)[0] else None
-        status = _reap(run_pid)
-        if status is not None:
-            break
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # from here a blocking wait: no handler, no wake-up pipe
+    status = _await_run_exit(run_pid)
     if session is None or not session.has_new_entries():
         # The kernel's word on the run's process, final whatever the program said: the worker may
         # report the run done once its pipes are closed. A run whose new cache entries must be saved
@@ -294,6 +292,25 @@ def _reap(run_pid: int) -> int | None:
             return None
         if pid == run_pid:  # it ended between the two calls
             return _mirror(wait_status)
+
+
+def _await_run_exit(run_pid: int) -> int:
+    """Block until the run's process has exited, reaping any other child (an orphan of the run) that
+    exits first; the run's own zombie is left for ``_end_every_process`` (see ``_reap``)."""
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            return EXIT_SPARE_FAILED  # cannot happen while the run's process is our child
+        except InterruptedError:
+            continue
+        assert info is not None
+        if info.si_pid == run_pid:
+            return info.si_status if info.si_code == os.CLD_EXITED else 128 + info.si_status
+        try:
+            os.waitpid(info.si_pid, 0)
+        except ChildProcessError:
+            pass
 
 
 def _exit_status(pid: int) -> int | None:
