@@ -17,8 +17,9 @@ and only for a browser session the server issued a cookie to (a connection
 without one keeps nothing). The worker bounds what they cost the host, in
 allocated blocks (at least one per file, so many tiny or sparse files cost
 what they take on disk) and in files: per session (oldest entries go first),
-and over all sessions (least recently used sessions go first); sessions idle
-for longer than ``compile_cache_idle_s`` are dropped whole.
+and over all sessions (least recently used sessions go first, checked after
+every run, so that many cookies cannot outrun it); sessions idle for longer
+than ``compile_cache_idle_s`` are dropped whole.
 
 A session's entries are code its own runs wrote. ``session_has_entries``
 tells the slot, before a run starts, whether the run may load any: its
@@ -69,6 +70,9 @@ class CompileCaches:
         self.idle_s = settings.compile_cache_idle_s
         self.sandbox_uid = sandbox_uid
         self._last_sweep = 0.0
+        # Each session's (last used, host cost), as this worker last measured it: the total is checked
+        # after every run against it (a full scan every SWEEP_EVERY_S corrects it for other workers' saves).
+        self._costs: dict[str, tuple[float, int]] = {}
 
     def prepare(self) -> None:
         """Make the folders: shared ones the worker's own, the sessions folder the sandbox user's."""
@@ -97,16 +101,18 @@ class CompileCaches:
     # --- keeping sessions small ------------------------------------------------
 
     def after_run(self, session: str | None) -> None:
-        if session and mounts.SESSION_NAME.fullmatch(session):
-            self.cap_session(self.sessions / session / mounts.ENTRIES)
         now = time.monotonic()
         if now - self._last_sweep > SWEEP_EVERY_S:
             self._last_sweep = now
             self.drop_idle_sessions()
             self.cap_all_sessions()
+        if session and mounts.SESSION_NAME.fullmatch(session):
+            cost = self.cap_session(self.sessions / session / mounts.ENTRIES)
+            self._costs[session] = (time.time(), 2 * mounts.BLOCK_BYTES + cost)
+            self._evict_least_recently_used()
 
-    def cap_session(self, entries: Path) -> None:
-        """Oldest entries first, until the session fits its limits of host blocks and of files."""
+    def cap_session(self, entries: Path) -> int:
+        """Oldest entries first, until the session fits its limits of host blocks and of files; its cost."""
         files = _entries(entries)
         total = sum(cost for _, cost, _ in files)
         count = len(files)
@@ -116,6 +122,7 @@ class CompileCaches:
             path.unlink(missing_ok=True)
             total -= cost
             count -= 1
+        return total
 
     def drop_idle_sessions(self) -> None:
         cutoff = time.time() - self.idle_s
@@ -129,16 +136,20 @@ class CompileCaches:
     def cap_all_sessions(self) -> None:
         """Least recently used sessions first, until all of them together fit ``compile_cache_total_mb``
         (bounds the host however many sessions are made: a cookie costs a client nothing)."""
-        sizes = []
+        self._costs = {}
         for session in self._session_folders():
             files = _entries(session / mounts.ENTRIES)
             last_used = max([mtime for mtime, _, _ in files], default=_mtime(session))
-            sizes.append((last_used, 2 * mounts.BLOCK_BYTES + sum(cost for _, cost, _ in files), session))
-        total = sum(cost for _, cost, _ in sizes)
-        for _, cost, session in sorted(sizes):
+            self._costs[session.name] = (last_used, 2 * mounts.BLOCK_BYTES + sum(cost for _, cost, _ in files))
+        self._evict_least_recently_used()
+
+    def _evict_least_recently_used(self) -> None:
+        total = sum(cost for _, cost in self._costs.values())
+        for _, cost, name in sorted((used, cost, name) for name, (used, cost) in self._costs.items()):
             if total <= self.total_limit:
                 break
-            shutil.rmtree(session, ignore_errors=True)
+            shutil.rmtree(self.sessions / name, ignore_errors=True)
+            del self._costs[name]
             total -= cost
 
     def _session_folders(self) -> list[Path]:

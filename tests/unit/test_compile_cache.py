@@ -149,3 +149,16 @@ def test_a_crafted_entry_does_not_outlive_its_sessions_idle_expiry(tmp_path):
     c.drop_idle_sessions()
     assert not c.session_has_entries(session) and not entries.parent.exists()
     assert not c.session_has_entries("../../etc")
+
+
+@pytest.mark.attack("resource exhaustion")
+def test_the_total_is_held_after_every_run_not_only_at_the_sweep(tmp_path):
+    c = caches(tmp_path, compile_cache_total_mb=1)
+    c.after_run(None)  # the first call sweeps; later ones within a minute do not
+    for name in ("4" * 32, "5" * 32, "6" * 32):  # each run of a new session saves 400 KiB
+        entries = c.sessions / name / mounts.ENTRIES
+        entries.mkdir(parents=True)
+        (entries / "jit_f-cache").write_bytes(os.urandom(400 << 10))
+        c.after_run(name)
+        time.sleep(0.01)
+    assert sorted(p.name for p in c.sessions.iterdir()) == ["5" * 32, "6" * 32]
