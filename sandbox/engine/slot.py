@@ -5,11 +5,20 @@ Tasks and ownership (all in the worker's event loop)::
     Slot
       ├─ the sandbox process tree (unshare/setpriv/bwrap -> zygote): owned here,
       │  killed by ``close()``; bwrap's --die-with-parent covers a worker crash
-      ├─ _read_zygote task: every zygote message into ``_messages``
-      └─ per run: an OutputRelay reading its three pipes, and the deadline
+      ├─ _read_zygote task: every zygote message into ``_messages``, but a
+      │  ``spare``: its door is held here (``_spare``) for the next run
+      └─ per run: an OutputRelay reading its three pipes, the spare's door (the
+         init's ``ended``), and the deadline
 
 A run's child writes to pipes the slot created, so its output streams to the
 worker as it is written, whatever the child does with Python's buffers.
+
+Invariants kept here: the program goes to the spare through its door (as a
+memory file), never to the zygote (``zygote_protocol``); a run's status comes
+from its init or the zygote, never from the run's own pipes
+(``run_outcome``); and whether a run may load its session's saved
+compile-cache entries is decided here before it starts and reported with its
+result (``RunResult.read_session_cache``).
 """
 
 from __future__ import annotations
@@ -20,14 +29,13 @@ import os
 import select
 import socket
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
-from jaxplay.sandbox.caches import mounts as cache_mounts
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
-from jaxplay.sandbox.engine import jax_config, libraries
+from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
 from jaxplay.sandbox.engine import zygote_protocol as zp
+from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.sandbox.isolation.cgroups import SlotCgroup, no_cgroup_cpu_fairness
 from jaxplay.sandbox.isolation.limits import format_bytes
@@ -40,17 +48,6 @@ START_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
 EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the rest: gone within this
-
-
-@dataclass
-class RunResult:
-    status: RunStatus
-    elapsed_ms: float
-    message: str | None = None
-    out_of_memory: bool = False  # the cgroup's OOM killer ended it (counted in the worker's metrics)
-    # The run could load what earlier runs of its session wrote into the compile cache (code JAX executes):
-    # the server never serves its result to another session.
-    read_session_cache: bool = False
 
 
 class SlotDied(RuntimeError):
@@ -296,7 +293,8 @@ class Slot:
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
         except NotStarted as never:
             relay.close()
-            return self._result({}, never.status, _ms_since(started_at), timeout_s, False, relay)
+            return run_outcome.outcome({}, never.status, _ms_since(started_at), timeout_s, False, relay,
+                                           self.memory_limit_bytes)
         finally:
             del self._cancel_requested[run_id]
             if door is not None:
@@ -306,12 +304,12 @@ class Slot:
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         if exited.get("before_exit"):
             self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, options.get("compile_cache")))
-            return self._result(exited, None, elapsed_ms, timeout_s, oom, relay)
+            return run_outcome.outcome(exited, None, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes)
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         if exited.get("unsaved_entries"):
-            relay.send(unsaved_notice(exited["unsaved_entries"]))
-        return self._result(exited, ended_by, elapsed_ms, timeout_s, oom, relay)
+            relay.send(run_outcome.unsaved_notice(exited["unsaved_entries"]))
+        return run_outcome.outcome(exited, ended_by, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes)
 
     async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int], deadline: float,
                          cancelled: asyncio.Event) -> tuple[socket.socket | None, dict[str, Any] | None]:
@@ -368,8 +366,8 @@ class Slot:
         try:
             while True:
                 if ended_by is None and pipes_closed is not None and pipes_closed.done() and ended is not None \
-                        and ended.done() and _status_of(ended.result()) is not None:
-                    return {"type": "exited", "run_id": run_id, **_status_of(ended.result()),  # type: ignore[dict-item]
+                        and ended.done() and run_outcome.status_of(ended.result()) is not None:
+                    return {"type": "exited", "run_id": run_id, **run_outcome.status_of(ended.result()),  # type: ignore[dict-item]
                             "before_exit": True}, None
                 next_message = asyncio.create_task(self._next_message())
                 budget = deadline - time.monotonic() if ended_by is None else KILL_GRACE_S
@@ -421,32 +419,6 @@ class Slot:
         if waiting is not None:
             await waiting
 
-    def _result(self, exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float,
-                      timeout_s: float, oom: bool, relay: OutputRelay) -> RunResult:
-        if ended_by is RunStatus.TIMEOUT:
-            return RunResult(ended_by, elapsed_ms, f"The run exceeded its time limit of {timeout_s:g} s and was stopped.")
-        if ended_by is RunStatus.CANCELLED:
-            return RunResult(ended_by, elapsed_ms, "Stopped at your request.")
-        if exited.get("refused"):
-            return RunResult(RunStatus.CRASHED, elapsed_ms, f"The worker refused the run: {exited['refused']}.")
-        if oom:
-            limit = format_bytes(self.memory_limit_bytes)
-            message = (f"Out of memory: the run used more than its limit of {limit} and was stopped. "
-                       "Use smaller arrays or fewer intermediate copies.")
-            if relay.error_sent:
-                return RunResult(RunStatus.ERROR, elapsed_ms, message, out_of_memory=True)
-            relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None,
-                              "traceback": ""})
-            return RunResult(RunStatus.ERROR, elapsed_ms, message, out_of_memory=True)
-        code, signal_number = exited.get("returncode"), exited.get("signal")
-        if code == 0:
-            return RunResult(RunStatus.OK, elapsed_ms)
-        if code == 1 and relay.error_sent:
-            return RunResult(RunStatus.ERROR, elapsed_ms)
-        how = f"signal {signal_number}" if signal_number else f"exit code {code}"
-        hint = " It was killed, most likely for running out of memory." if signal_number == 9 else ""
-        return RunResult(RunStatus.CRASHED, elapsed_ms, f"The Python process ended abruptly ({how}).{hint}")
-
 
 def _next_word(sock: socket.socket) -> asyncio.Future[dict[str, Any] | None]:
     """The next message on a non-blocking socket (None at its end). The caller removes the reader
@@ -468,22 +440,6 @@ def _next_word(sock: socket.socket) -> asyncio.Future[dict[str, Any] | None]:
 
     loop.add_reader(sock.fileno(), readable)
     return word
-
-
-def _status_of(ended: dict[str, Any] | None) -> dict[str, int | None] | None:
-    """The init's ``ended`` as an exit: the status it mirrors (a signal as 128+N), None if it is no such word."""
-    if ended is None or ended.get("type") != "ended" or type(ended.get("status")) is not int:
-        return None
-    status = ended["status"]
-    return {"returncode": None, "signal": status - 128} if status > 128 else {"returncode": status, "signal": None}
-
-
-def unsaved_notice(count: int) -> dict[str, Any]:
-    return {"type": "notice", "level": "info",
-            "message": f"{count} newly compiled function(s) were not kept in your session's compile cache: one run "
-                       f"may keep at most {cache_mounts.SAVE_BUDGET_FILES} files and "
-                       f"{format_bytes(cache_mounts.SAVE_BUDGET_BYTES)}. Later runs compile them again; compile fewer "
-                       "distinct functions in one run to keep them all."}
 
 
 def _close_door(message: dict[str, Any]) -> None:
