@@ -20,7 +20,10 @@ What the holder is, for whoever changes this:
 - running no code: blocked in the ``pause`` system call, entered through
   libc's plain ``syscall`` (no cancellation point, no thread-local state), with
   every signal blocked, until SIGKILL;
-- started before the backend's threads, so it holds no thread's stack but its own.
+- holding copies of the fds the run's process had when it was made, once its
+  preparation was done: no fd of the worker's (the process points its stderr,
+  the worker's log, at /dev/null first) and none of the run's pipes (they come
+  later).
 
 On architectures without a ``pause`` system call the run simply exits the slow way.
 """
@@ -42,7 +45,7 @@ _stack: ctypes.Array[ctypes.c_char] | None = None  # the holder's stack: kept fo
 
 
 def start_holder() -> int | None:
-    """In the run's process, while it has one thread: start the holder; its pid, or None."""
+    """In the run's process, before its run arrives: start the holder; its pid, or None."""
     global _stack
     number = SYS_PAUSE.get(os.uname().machine)
     if number is None:

@@ -351,12 +351,17 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         ns.drop_all_capabilities()
         seccomp.install()  # before any thread exists, so every later thread is filtered too
     _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
-    if isolated:
-        address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
     warmup.prepare(initialize_backend=warm)
     from jaxplay.sandbox import capture
 
     capture.prepare()
+    if isolated:
+        # Prepared: the worker's log (fd 2 until now) is no longer this process's to write, and the holder
+        # (which copies every fd open now, and which the run can see) must not hold it.
+        null = os.open("/dev/null", os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+        address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
     message, fds = zp.receive(sock)
     sock.close()
     warmup.run_arrived.set()

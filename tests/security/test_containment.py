@@ -182,12 +182,13 @@ def test_a_run_cannot_signal_anything_outside_its_own_pid_namespace(live):
     out = run_ok(live, """
 import os, signal
 visible = sorted(int(p) for p in os.listdir('/proc') if p.isdigit())
+names = [open(f'/proc/{pid}/comm').read().strip() for pid in visible if pid not in (1, os.getpid())]
 for pid in visible:
     if pid != os.getpid():
         os.kill(pid, signal.SIGKILL)
-print(visible, os.getppid())
+print(len(visible), visible[:2] == [1, 2], names, os.getppid())
 """)
-    assert out.strip() == "[1, 2, 3] 1"  # its init, itself, and the holder of its address space
+    assert out.strip() == "3 True ['jaxplay-holder'] 1"  # its init, itself, and the holder of its address space
     for _ in range(3):
         assert run_ok(live, "print('alive')").strip() == "alive"
 
@@ -253,3 +254,34 @@ def test_a_run_holds_only_its_own_pipes(live):
         assert targets.pop("0") == "/dev/null"
         assert all(target.startswith("pipe:") for target in targets.values()), targets
         assert len(targets) == 3, targets  # stdout, stderr, events
+
+
+OTHER_PROCESSES_FILES = """
+import os
+own = {os.readlink(f"/proc/self/fd/{fd}") for fd in ("1", "2")}
+found = []
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue  # the init: not ours to look into
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("pipe:") and target not in own:
+            found.append((open(f"/proc/{pid}/comm").read().strip(), fd, target))
+print("FOREIGN PIPES", found)
+"""
+
+
+@pytest.mark.attack("keys and privileges")
+def test_no_process_a_run_can_look_into_holds_a_pipe_of_the_worker(live):
+    """The run's helpers (its address-space holder) hold none of the sandbox's plumbing: reopening a pipe
+    through /proc/PID/fd would let the run write into the worker's log."""
+    for _ in range(2):
+        out = output_text(live.run(OTHER_PROCESSES_FILES, fresh=True))
+        assert out.strip().startswith("FOREIGN PIPES"), out
+        found = eval(out.strip().split(" ", 2)[2])
+        assert not [entry for entry in found if entry[0] == "jaxplay-holder"], found
