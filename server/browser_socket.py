@@ -145,7 +145,7 @@ class BrowserConnection:
 
     async def receive_loop(self) -> None:
         with contextlib.suppress(WebSocketDisconnect):
-            while True:
+            while not self.overflowed.is_set():  # frames already received may not yield to the loop between them
                 frame = await self.websocket.receive()
                 if frame["type"] == "websocket.disconnect":
                     return

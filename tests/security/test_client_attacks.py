@@ -110,7 +110,7 @@ def test_cookieless_sockets_are_one_client_and_a_flood_delays_another_browser_by
     async def scenario() -> tuple[int, list[dict], list[dict]]:
         flood, refused = [], 0
         for _ in range(30):
-            ws = await websockets.connect(plain.ws_url)
+            ws = await websockets.connect(plain.ws_url, max_queue=None)  # reads on: closes at once
             try:
                 first = json.loads(await asyncio.wait_for(ws.recv(), 0.5))
                 refused += "connections open" in first.get("message", "")
@@ -135,7 +135,7 @@ def test_cookieless_sockets_are_one_client_and_a_flood_delays_another_browser_by
                         event = json.loads(await ws.recv())
                         if event["type"] == "done":
                             flood_dones.append(event)
-            await ws.close()
+        await asyncio.gather(*(ws.close() for ws in flood))
         return refused, mine, flood_dones
 
     refused, mine, flood_dones = asyncio.run(scenario())
@@ -145,6 +145,40 @@ def test_cookieless_sockets_are_one_client_and_a_flood_delays_another_browser_by
     assert refused >= 22, refused  # one client: 8 connections at most
     limited = [e for e in flood_dones if e["status"] == "rejected"]
     assert limited and all("limit is 8 per browser" in e["message"] for e in limited)
+
+
+@pytest.mark.attack("clients multiplied")
+def test_sessions_minted_in_bulk_on_one_network_delay_another_network_by_at_most_one_run():
+    """Behind a trusted proxy (so two networks can be told apart here), one network starts 40 sessions."""
+    with server(["--trusted-proxies", "127.0.0.1"]) as live:
+        def cookie(network: str) -> str:
+            _, headers, _ = http(live, "GET", "/", headers={"host": f"127.0.0.1:{live.port}",
+                                                              "x-forwarded-for": network})
+            return headers["set-cookie"].split(";")[0]
+
+        minted = [cookie("198.51.100.7") for _ in range(40)]
+        victim = cookie("203.0.113.5")
+
+        async def scenario() -> list[dict]:
+            flood = [await websockets.connect(live.ws_url, max_queue=None, additional_headers={
+                         "cookie": c, "x-forwarded-for": "198.51.100.7"}) for c in minted]
+            try:
+                for i, ws in enumerate(flood):
+                    for r in range(2):
+                        await ws.send(json.dumps({"type": "run", "id": f"m{i}-{r}", "fresh": True,
+                                                  "code": f"import time\ntime.sleep(1)\nprint({i}, {r})"}))
+                await asyncio.sleep(1.0)
+                async with websockets.connect(live.ws_url, additional_headers={
+                        "cookie": victim, "x-forwarded-for": "203.0.113.5"}) as ws:
+                    await ws.send(json.dumps({"type": "run", "id": "mine", "code": "print(1)", "fresh": True}))
+                    return await collect(ws, "mine", 240)
+            finally:
+                await asyncio.gather(*(ws.close() for ws in flood))
+
+        mine = asyncio.run(scenario())
+    assert done_of(mine)["status"] == "ok"
+    positions = [e["position"] for e in mine if e["type"] == "queued"]
+    assert not positions or positions[0] <= 2, positions  # not behind 40 sessions' runs: behind one at most
 
 
 @pytest.mark.attack("clients multiplied")

@@ -92,3 +92,47 @@ def test_a_join_and_leave_flood_holds_one_room_state(tmp_path):
         finally:
             await storage.close()
     asyncio.run(scenario())
+
+
+class StuckSocket:
+    """A websocket whose peer sends ``frames`` and then stays silent, and never reads a byte."""
+
+    def __init__(self, frames: list[str]) -> None:
+        self.scope: dict = {}
+        self.client = None
+        self.headers: dict = {}
+        self.frames = frames
+        self.close_codes: list[int] = []
+
+    async def receive(self) -> dict:
+        if self.frames:
+            return {"type": "websocket.receive", "text": self.frames.pop(0)}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send_text(self, text: str) -> None:
+        await asyncio.Event().wait()  # the peer's window is shut
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        self.close_codes.append(code)
+        await asyncio.Event().wait()  # nor does it take the close frame
+
+
+def test_a_connection_that_lets_frames_pile_up_unread_is_closed_and_released(monkeypatch):
+    from jaxplay.server import browser_socket
+    from jaxplay.server.runs.scheduler import Scheduler
+
+    monkeypatch.setattr(browser_socket, "OUTBOX_LIMIT_BYTES", 2000)
+    monkeypatch.setattr(browser_socket, "OUTBOX_HEADROOM_BYTES", 1000)
+    monkeypatch.setattr(browser_socket, "OVERFLOW_CLOSE_S", 0.1)
+    # Each of these runs is refused with a done (never dropped): the frames this client makes the server send.
+    frames = [json.dumps({"type": "run", "id": f"r{i}", "code": "print(1)", "timeout_s": 1e6}) for i in range(200)]
+
+    async def scenario() -> None:
+        socket = StuckSocket(frames)
+        connection = browser_socket.BrowserConnection(socket, Scheduler(Settings(local_workers=0)), [])  # type: ignore[arg-type]
+        async with asyncio.timeout(10):
+            await connection.serve()  # returns: the server does not wait on this peer
+        assert connection.overflowed.is_set() and connection.outbox.empty() and connection.outbox.bytes == 0
+        assert socket.close_codes == [1013] and len(socket.frames) > 100  # it stopped listening, too
+    asyncio.run(scenario())
