@@ -15,8 +15,9 @@ its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
 (server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
 (one ``json.dumps`` for a whole room). Who the connection counts as comes from
 ``SessionMiddleware`` (server/clients/identity.py): its browser session, or
-its network's address client when it has no session cookie. Rooms, metrics and shutdown see a connection only as a
-``Client`` and watch them all through ``BrowserHooks`` (server/clients/connection.py).
+its network's address client when it has no session cookie. Rooms, metrics
+and shutdown see a connection only as a ``Client`` and watch them all
+through ``BrowserHooks`` (server/clients/connection.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
 from jaxplay.server.clients.connection import BrowserHooks
-from jaxplay.server.clients.identity import SCOPE_KEY, ClientIdentity, address_client, network_of
+from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.runs.scheduler import Run, Scheduler
@@ -62,9 +63,7 @@ class BrowserConnection:
         self.hooks = hooks or BrowserHooks()
         self.websocket = websocket
         # The client this connection counts against (fairness, limits, room counts), and its network.
-        # Without the middleware (in-process tests) a connection is its peer address's address client.
-        peer = websocket.client.host if websocket.client else None
-        identity: ClientIdentity = websocket.scope.get(SCOPE_KEY) or address_client(network_of(peer))
+        identity = identity_of(websocket.scope)
         self.session_id = identity.key
         self.network = identity.network
         self.scheduler = scheduler

@@ -19,7 +19,9 @@ address is the client's as the trusted proxies report it
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 SCOPE_KEY = "jaxplay.client"
 ADDRESS_CLIENT_PREFIX = "address:"
@@ -58,3 +60,13 @@ def network_of(host: str | None) -> str:
 
 def address_client(network: str) -> ClientIdentity:
     return ClientIdentity(key=ADDRESS_CLIENT_PREFIX + network, network=network)
+
+
+def identity_of(scope: Mapping[str, Any]) -> ClientIdentity:
+    """Who an ASGI scope's request counts as: what ``SessionMiddleware`` decided, or, in an app built
+    without it (in-process tests), its peer's address client."""
+    identity = scope.get(SCOPE_KEY)
+    if identity is None:
+        client = scope.get("client")
+        identity = address_client(network_of(client[0] if client else None))
+    return identity

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from jaxplay.server.clients.identity import SCOPE_KEY, ClientIdentity, address_client, network_of
+from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
 from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
@@ -38,17 +38,11 @@ def message_page(title: str, text: str, status: int) -> HTMLResponse:
     return HTMLResponse(body, status_code=status)
 
 
-def client_of(request: Request) -> ClientIdentity:
-    """Who the request counts as (server/clients/sessions.py sets it; without it, the peer's address client)."""
-    identity = request.scope.get(SCOPE_KEY)
-    return identity or address_client(network_of(request.client.host if request.client else None))
-
-
 def room_routes(hub: RoomHub) -> list[Route]:
     creations = AddressLimit(ROOMS_PER_ADDRESS_PER_MINUTE)
 
     async def create_room(request: Request) -> Response:
-        address = client_of(request).network
+        address = identity_of(request.scope).network
         if not creations.allowed(address):
             return JSONResponse({"message": f"At most {ROOMS_PER_ADDRESS_PER_MINUTE} rooms a minute may be started "
                                             "from one address; wait a minute."}, status_code=429)
@@ -81,7 +75,7 @@ def room_routes(hub: RoomHub) -> list[Route]:
             if code is not None and code != text:
                 prefix = "/e/r/" if mode == "embed" else "/r/"
                 return RedirectResponse(prefix + code, status_code=302)
-            client = client_of(request)
+            client = identity_of(request.scope)
             try:
                 room = await hub.find(text, client.key, client.network)
             except TooManyUnknownCodes as exc:
