@@ -29,7 +29,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.rooms.codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
+from jaxplay.server.clients.budgets import Budgets
+from jaxplay.server.rooms.codes import new_code, new_secret, normalize_code, secret_digest, secret_matches
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
@@ -54,6 +55,10 @@ class RoomError(ValueError):
     """A room request we refuse; the message says what to change."""
 
 
+class TooManyUnknownCodes(RoomError):
+    """A client (or its network) tried more unknown codes than its budget; right codes still work."""
+
+
 class RoomHub:
     def __init__(self, settings: Settings, store: RoomStore, snippets: SnippetStore) -> None:
         self.settings = settings
@@ -61,7 +66,9 @@ class RoomHub:
         self.snippets = snippets
         self.rooms: dict[str, Room] = {}
         self.joined: dict[Client, Room] = {}
-        self.guesses = AddressLimit(settings.room_join_failures_per_minute)
+        # Unknown codes tried, per client and per network (server/rooms/codes.py has the arithmetic).
+        self.misses_per_client = Budgets(per_hour=settings.room_code_misses_per_client_per_hour)
+        self.misses_per_network = Budgets(per_hour=settings.room_code_misses_per_address_per_hour)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
@@ -107,11 +114,9 @@ class RoomHub:
         log.info("room %s created (%d slides)", code, len(deck))
         return room, secret
 
-    async def find(self, text: str, address: str) -> Room:
-        """The room a code names; unknown codes count against the address's guesses."""
-        if not self.guesses.allowed(address):
-            raise RoomError(f"Too many unknown room codes from this address ({self.guesses.per_minute} a minute); "
-                            "wait a minute, then check the code with whoever is presenting.")
+    async def find(self, text: str, client: str, network: str) -> Room:
+        """The room a code names. A right code always finds it; an unknown one spends the client's and its
+        network's budgets of misses, and once either is spent an unknown code is refused as such."""
         code = normalize_code(text)
         room = self.rooms.get(code) if code else None
         if room is None and code is not None:
@@ -122,12 +127,16 @@ class RoomHub:
                     record.last_active >= time.time() - self.settings.room_idle_expiry_s:
                 room = self.rooms[code] = Room(record=record)
                 await self.sync.catch_up(room)  # another replica may hold it live
-        if room is None:
-            self.guesses.record(address)
-            shown = code or text.strip()[:32]
-            raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM2) "
-                            "with whoever is presenting. Rooms close after a while without use.")
-        return room
+        if room is not None:
+            return room
+        if not self.misses_per_client.allows(client) or not self.misses_per_network.spend(network):
+            raise TooManyUnknownCodes(
+                "Too many unknown room codes were tried from here in the last hour; a right code still works. "
+                "Check the code with whoever is presenting (or open their link), then try again.")
+        self.misses_per_client.spend(client)
+        shown = code or text.strip()[:32]
+        raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM-2XP9R) "
+                        "with whoever is presenting. Rooms close after a while without use.")
 
     async def _slide_program(self, snippet_id: str) -> str | None:
         snippet = await self.snippets.load(snippet_id)
@@ -149,7 +158,7 @@ class RoomHub:
             connection.emit(bp.notice_event(str(exc)))
 
     async def join(self, connection: Client, message: bp.RoomJoin) -> None:
-        room = await self.find(message.room, connection.address)
+        room = await self.find(message.room, connection.session_id, connection.network)
         presenter = message.secret is not None
         if presenter and not secret_matches(message.secret, room.record.secret_digest):
             raise RoomError(f"That is not the presenter secret of room {room.code}: open the presenter link again, "
@@ -163,7 +172,7 @@ class RoomHub:
         room.members[connection] = presenter
         self.joined[connection] = room
         room.record.last_active = time.time()
-        connection.emit(room.state(presenter, "join"))
+        connection.send_encoded(room.state_frame(presenter, "join"), False, snapshot=True)
         if presenter:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
                            skip=connection, followers_only=True)

@@ -9,9 +9,10 @@ worker events (adding the browser's run id), and guarantees exactly one
 queued, a lost worker, or the server's own deadline.
 
 Fairness lives in ``server/runs/fair_queue.py``: each backend's queue serves
-clients (browser sessions) in turn, presenters of workshop rooms first, and
-tells each waiting run its position and an estimated wait. Limits per client
-(connections, runs waiting or running) are counted here.
+networks, and the clients within each, in turn, presenters of workshop rooms
+first, and tells each waiting run its position and an estimated wait. Limits
+per client (connections, runs waiting or running) and per network
+(connections) are counted here; who is a client is server/clients/identity.py's word.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.settings import Settings
@@ -49,8 +51,9 @@ class Run:
     timeout_s: float
     options: dict[str, Any]
     emit: Emit
-    # The browser session (server/clients/sessions.py): the client it counts against for fairness and limits.
+    # The client it counts against for fairness and limits (server/clients/identity.py), and its network.
     session_id: str = ""
+    network: str = ""
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -93,9 +96,10 @@ class Scheduler:
         self.workers: list[WorkerLink] = []
         self.queues: dict[str, FairQueue[Run]] = {}
         self.durations: dict[str, RunDurations] = {}
-        # Per client: runs waiting or running, and open connections.
+        # Per client: runs waiting or running, and open connections; per network: open connections.
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
+        self.network_connections: Counter[str] = Counter()
         self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
         self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
         self.accepting = True  # False from the first phase of shutdown on
@@ -144,19 +148,29 @@ class Scheduler:
 
     # --- clients -----------------------------------------------------------
 
-    def attach_client(self, session_id: str) -> None:
-        """Count one more connection of ``session_id``; refuse it beyond the per-client limit."""
+    def attach_client(self, session_id: str, network: str = "") -> None:
+        """Count one more connection of ``session_id`` from ``network``; refuse it beyond either limit."""
         limit = self.settings.max_connections_per_client
         if self.connections[session_id] >= limit:
+            who = "This browser already has" if is_browser_session(session_id) else \
+                "Connections without the playground's session cookie from your address already have"
             raise bp.ProtocolError(
-                f"This browser already has {self.connections[session_id]} connections open to the playground (the "
-                f"limit is {limit}); close some tabs and reload.")
+                f"{who} {self.connections[session_id]} connections open to the playground (the limit is {limit}); "
+                "close some tabs and reload.")
+        network_limit = self.settings.max_connections_per_address
+        if self.network_connections[network] >= network_limit:
+            raise bp.ProtocolError(
+                f"Your network address already has {self.network_connections[network]} connections open to the "
+                f"playground (the limit is {network_limit}); close some tabs, or ask the operator to raise "
+                "--max-connections-per-address.")
         self.connections[session_id] += 1
+        self.network_connections[network] += 1
 
-    def detach_client(self, session_id: str) -> None:
-        self.connections[session_id] -= 1
-        if self.connections[session_id] <= 0:
-            del self.connections[session_id]
+    def detach_client(self, session_id: str, network: str = "") -> None:
+        for counter, key in ((self.connections, session_id), (self.network_connections, network)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
 
     # --- runs --------------------------------------------------------------
 
@@ -195,10 +209,18 @@ class Scheduler:
         self.dispatch(run.backend)
 
     def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
-        """A full queue sheds the newest run of the client holding the most, if that client holds
-        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        """A full queue sheds the newest run of the busiest client of the network holding the most, if that
+        network (or, within the newcomer's own network, that client) holds more than the newcomer's would:
+        one network's flood can fill the queue but never lock others out."""
         victim = queue.heaviest()
-        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+        if victim is None:
+            return False
+        if victim.network == run.network:
+            holds, would_hold = (queue.count_for(victim.session_id, victim.network),
+                                 queue.count_for(run.session_id, run.network) + 1)
+        else:
+            holds, would_hold = queue.count_for_network(victim.network), queue.count_for_network(run.network) + 1
+        if holds <= would_hold:
             return False
         queue.remove(victim)
         self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
@@ -266,8 +288,9 @@ class Scheduler:
     def job_options(self, run: Run) -> dict[str, Any]:
         """What the worker gets: the run's options plus the name of its session's private compile cache
         (derived, so a worker never learns the session id; kept out of ``run.options``, which the
-        result cache keys on)."""
-        if self.session_keys is None or not run.session_id:
+        result cache keys on). An address client gets none: it may be several people behind one
+        address, and a cache one of them could write would run code in the others' runs."""
+        if self.session_keys is None or not is_browser_session(run.session_id):
             return run.options
         return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
 
