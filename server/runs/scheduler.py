@@ -79,6 +79,7 @@ class WorkerLink:
     # Results the server may keep and replay to others (the result cache): only from its own local
     # workers, or remote ones the operator vouched for (--trust-remote-results).
     trusted: bool = False
+    local: bool = False  # one of the server's own local workers (it presented the local token)
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
@@ -96,8 +97,9 @@ class Scheduler:
         # Per client: runs waiting or running, and open connections.
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
-        self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
-        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        # Local workers offer whatever their host has (cpu, or gpu on a GPU host): readiness waits for
+        # them to join (server/ops/health.py), never for a backend name guessed in advance.
+        self.expected_backends: set[str] = {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
 
@@ -129,13 +131,28 @@ class Scheduler:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
         return [w.hello for w in self.workers if w.hello.backend == backend]
 
+    def default_backend(self) -> str | None:
+        """What a run that names no backend runs on: ``--default-backend`` while it has a worker, else
+        ``cpu`` where connected, else the first backend with a worker, else the first one expected."""
+        listed = self.backends()
+        connected = [b["name"] for b in listed if b["workers"]]
+        chosen = self.settings.default_backend
+        if chosen and chosen in connected:
+            return chosen
+        if connected:
+            return "cpu" if "cpu" in connected else connected[0]
+        if chosen and any(b["name"] == chosen for b in listed):
+            return chosen
+        return listed[0]["name"] if listed else None
+
     def resolve_backend(self, requested: str | None) -> str:
         known = {w.hello.backend for w in self.workers} | self.expected_backends
         if requested is None:
-            if not known:
+            default = self.default_backend()
+            if default is None:
                 raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
                                        reason="no_worker")
-            return "cpu" if "cpu" in known else sorted(known)[0]
+            return default
         if requested not in known:
             offered = ", ".join(sorted(known)) or "none yet"
             raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
