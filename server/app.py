@@ -110,7 +110,8 @@ def create_app(settings: Settings) -> Starlette:
             state.browser_hooks.connected.append(
                 lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
         rooms.start()
-        state.local_workers = workers = LocalWorkers(settings, state.local_token)
+        state.local_workers = workers = LocalWorkers(settings, state.local_token,
+                                                     on_refusal=state.scheduler.local_worker_refused)
         workers.start()
         try:
             yield

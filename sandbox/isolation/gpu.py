@@ -21,26 +21,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jaxplay.host_devices import nvidia_gpus, tpu_chips, visible_nvidia_gpus
 from jaxplay.settings import Settings
 
 NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 TPU_SHARED_NODES = ("/dev/vfio/vfio",)
 # CUDA and the TPU runtime enumerate PCI devices through sysfs; exposed read-only to accelerator slots.
 ACCELERATOR_SYSFS = ("/sys/devices", "/sys/bus", "/sys/class")
-
-
-def _numbered(dev: Path, prefix: str) -> list[str]:
-    nodes = [p for p in dev.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()]
-    return [str(p) for p in sorted(nodes, key=lambda p: int(p.name[len(prefix):]))]
-
-
-def nvidia_gpus(dev: Path = Path("/dev")) -> list[str]:
-    """This host's NVIDIA GPU device nodes, in index order (/dev/nvidia0, ...)."""
-    return _numbered(dev, "nvidia")
-
-
-def tpu_chips(dev: Path = Path("/dev")) -> list[str]:
-    return _numbered(dev, "accel")
 
 
 def accelerator_nodes(dev: Path = Path("/dev")) -> list[str]:
@@ -55,15 +42,9 @@ def slot_devices(settings: Settings, dev: Path = Path("/dev"),
     the GPUs the slots get, an empty value hides every GPU, and any other form (UUIDs, MIG
     instances) gives one slot with every GPU node, to which the value is passed on as it is.
     """
-    environ = os.environ if environ is None else environ
-    gpus = nvidia_gpus(dev)
-    visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and gpus:
-        indices = [v.strip() for v in visible.split(",") if v.strip()]
-        if all(i.isdigit() for i in indices):
-            gpus = [g for g in gpus if g.removeprefix(str(dev / "nvidia")) in indices]
-        else:
-            return [tuple(gpus)]
+    gpus = visible_nvidia_gpus(dev, environ)
+    if gpus is None:
+        return [tuple(nvidia_gpus(dev))]
     nodes = gpus + tpu_chips(dev)
     if not nodes:
         return [() for _ in range(max(1, settings.slots))]

@@ -28,6 +28,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 
 from jaxplay.settings import ENV_PREFIX, Settings
@@ -49,9 +50,10 @@ def _die_with_server() -> None:
 
 
 class LocalWorkers:
-    def __init__(self, settings: Settings, token: str) -> None:
+    def __init__(self, settings: Settings, token: str, on_refusal: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
         self.token = token
+        self.on_refusal = on_refusal
         self.processes: list[asyncio.subprocess.Process | None] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.stopping = False
@@ -95,6 +97,7 @@ class LocalWorkers:
                 self.refusals[name] = last_word or f"the worker exited with status {code}"
                 log.error("local worker %s cannot start, and is not restarted: %s (fix the cause, then restart "
                           "the server)", name, self.refusals[name])
+                self.on_refusal()
                 return
             delay = RESTART_DELAYS_S[min(failures, len(RESTART_DELAYS_S) - 1)]
             failures += 1

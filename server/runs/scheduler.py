@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
@@ -97,16 +98,18 @@ class Scheduler:
         # Per client: runs waiting or running, and open connections.
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
-        # Local workers offer whatever their host has (cpu, or gpu on a GPU host): readiness waits for
-        # them to join (server/ops/health.py), never for a backend name guessed in advance.
         self.expected_backends: set[str] = {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        # What the local workers will offer, until they say: the host's devices decide (gpu on a GPU host,
+        # else cpu), so a run sent while they start waits for them on the right backend. Readiness waits
+        # for the local workers themselves to join (server/ops/health.py), whatever they offer.
+        self.local_backends: set[str] = {host_devices.local_backend()} if settings.local_workers > 0 else set()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
 
     # --- what is offered ---------------------------------------------------
 
     def backends(self) -> list[dict[str, Any]]:
-        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends)
+        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends)
         result = []
         for name in names:
             links = [w for w in self.workers if w.hello.backend == name]
@@ -131,6 +134,10 @@ class Scheduler:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
         return [w.hello for w in self.workers if w.hello.backend == backend]
 
+    def local_worker_refused(self) -> None:
+        """A local worker cannot start: expect of the local workers only what those that joined offer."""
+        self.local_backends = {w.hello.backend for w in self.workers if w.local}
+
     def default_backend(self) -> str | None:
         """What a run that names no backend runs on: ``--default-backend`` while it has a worker, else
         ``cpu`` where connected, else the first backend with a worker, else the first one expected."""
@@ -146,7 +153,7 @@ class Scheduler:
         return listed[0]["name"] if listed else None
 
     def resolve_backend(self, requested: str | None) -> str:
-        known = {w.hello.backend for w in self.workers} | self.expected_backends
+        known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
         if requested is None:
             default = self.default_backend()
             if default is None:
@@ -320,6 +327,8 @@ class Scheduler:
     def add_worker(self, link: WorkerLink) -> None:
         link.free_slots = link.hello.slots
         self.workers.append(link)
+        if link.local:  # the local workers' own word replaces the guess from the host's devices
+            self.local_backends = {w.hello.backend for w in self.workers if w.local}
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)

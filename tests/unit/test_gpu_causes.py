@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from jaxplay import host_devices
 from jaxplay.sandbox.isolation import gpu
 from jaxplay.sandbox.learning import oom_message
 from jaxplay.settings import Settings
@@ -73,3 +74,16 @@ def test_uuids_are_passed_on_to_the_sandbox_as_the_operator_wrote_them():
     env = gpu.gpu_environment(("/dev/nvidia0", "/dev/nvidia1"), Settings(), {"CUDA_VISIBLE_DEVICES": "GPU-6f09f9b0"})
     assert env["CUDA_VISIBLE_DEVICES"] == "GPU-6f09f9b0"
     assert gpu.gpu_environment(("/dev/nvidia1",), Settings(), {"CUDA_VISIBLE_DEVICES": "1"})["CUDA_VISIBLE_DEVICES"] == "1"
+
+
+@pytest.mark.parametrize(("nodes", "environ", "backend"), [
+    ((), {}, "cpu"),
+    (("nvidia0", "nvidiactl"), {}, "gpu"),
+    (("nvidia0",), {"CUDA_VISIBLE_DEVICES": ""}, "cpu"),
+    (("nvidia0",), {"CUDA_VISIBLE_DEVICES": "GPU-6f09f9b0"}, "gpu"),
+    (("accel0",), {}, "tpu"),
+])
+def test_the_server_knows_what_its_local_workers_will_offer_before_they_join(tmp_path, nodes, environ, backend):
+    for name in nodes:
+        (tmp_path / name).touch()
+    assert host_devices.local_backend(tmp_path, environ) == backend
