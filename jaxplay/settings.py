@@ -98,7 +98,11 @@ class Settings:
                                        "through a proxy) or 'token' (a bearer token, JAXPLAY_METRICS_TOKEN).")
     metrics_token: str = setting("", "Bearer token /metrics requires when --metrics token.", flag=False)
     expected_backends: str = setting("", "Backends (comma-separated, e.g. 'cpu,gpu') that /readyz requires a "
-                                         "connected worker for; local workers add 'cpu'.")
+                                         "connected worker for (local workers are required to join whatever "
+                                         "backend their host offers).")
+    default_backend: str = setting("", "The backend a run that names none runs on, and the page picks first; "
+                                       "empty: 'cpu' where a cpu worker is connected, else the first backend "
+                                       "that has one (on a GPU-only host, 'gpu').")
     shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
     broker: str = setting("", "redis://HOST:PORT/DB to share queues and workers between several `serve` "
                               "replicas; empty keeps everything in this process.")

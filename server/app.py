@@ -28,7 +28,7 @@ from jaxplay.server.clients.proxies import ClientAddressMiddleware, TrustedProxi
 from jaxplay.server.clients.same_origin import SameOriginWritesMiddleware
 from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
 from jaxplay.server.ops import metrics_access
-from jaxplay.server.ops.health import health_routes
+from jaxplay.server.ops.health import health_routes, worker_problems
 from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
 from jaxplay.server.pages import editor as pages
 from jaxplay.server.pages.api_index import ApiIndex
@@ -58,6 +58,7 @@ class AppState:
     metrics: PlaygroundMetrics | None = None
     draining: bool = False
     rooms: RoomHub | None = None
+    local_workers: LocalWorkers | None = None
 
     @property
     def storage(self) -> Storage:
@@ -84,7 +85,8 @@ def create_app(settings: Settings) -> Starlette:
         rooms.sync = RedisRoomSync(state.scheduler.broker)
 
     async def backends(request: Request) -> JSONResponse:
-        return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})
+        return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
+                             "default": state.scheduler.default_backend(), "problems": worker_problems(state)})
 
     async def metrics_page(request: Request) -> Response:
         refused = metrics_access.refusal(request, settings)
@@ -113,7 +115,8 @@ def create_app(settings: Settings) -> Starlette:
             state.browser_hooks.connected.append(
                 lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
         rooms.start()
-        workers = LocalWorkers(settings, state.local_token)
+        state.local_workers = workers = LocalWorkers(settings, state.local_token,
+                                                     on_refusal=state.scheduler.local_worker_refused)
         workers.start()
         try:
             yield

@@ -76,6 +76,10 @@ export class App {
     this.backends.onSelect = (backend) => {
       if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
     };
+    // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
+    this.backends.onProblems = (problems) => {
+      for (const message of problems) this.route({ type: "notice", id: null, level: "error", message });
+    };
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
@@ -82,6 +83,7 @@ class WorkerLink:
     # Results the server may keep and replay to others (the result cache): only from its own local
     # workers, or remote ones the operator vouched for (--trust-remote-results).
     trusted: bool = False
+    local: bool = False  # one of the server's own local workers (it presented the local token)
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
@@ -100,15 +102,18 @@ class Scheduler:
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
         self.network_connections: Counter[str] = Counter()
-        self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
-        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        self.expected_backends: set[str] = {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        # What the local workers will offer, until they say: the host's devices decide (gpu on a GPU host,
+        # else cpu), so a run sent while they start waits for them on the right backend. Readiness waits
+        # for the local workers themselves to join (server/ops/health.py), whatever they offer.
+        self.local_backends: set[str] = {host_devices.local_backend()} if settings.local_workers > 0 else set()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
 
     # --- what is offered ---------------------------------------------------
 
     def backends(self) -> list[dict[str, Any]]:
-        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends)
+        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends)
         result = []
         for name in names:
             links = [w for w in self.workers if w.hello.backend == name]
@@ -133,13 +138,32 @@ class Scheduler:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
         return [w.hello for w in self.workers if w.hello.backend == backend]
 
+    def local_worker_refused(self) -> None:
+        """A local worker cannot start: expect of the local workers only what those that joined offer."""
+        self.local_backends = {w.hello.backend for w in self.workers if w.local}
+
+    def default_backend(self) -> str | None:
+        """What a run that names no backend runs on: ``--default-backend`` while it has a worker, else
+        ``cpu`` where connected, else the first backend with a worker, else the first one expected."""
+        listed = self.backends()
+        connected = [b["name"] for b in listed if b["workers"]]
+        chosen = self.settings.default_backend
+        if chosen and chosen in connected:
+            return chosen
+        if connected:
+            return "cpu" if "cpu" in connected else connected[0]
+        if chosen and any(b["name"] == chosen for b in listed):
+            return chosen
+        return listed[0]["name"] if listed else None
+
     def resolve_backend(self, requested: str | None) -> str:
-        known = {w.hello.backend for w in self.workers} | self.expected_backends
+        known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
         if requested is None:
-            if not known:
+            default = self.default_backend()
+            if default is None:
                 raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
                                        reason="no_worker")
-            return "cpu" if "cpu" in known else sorted(known)[0]
+            return default
         if requested not in known:
             offered = ", ".join(sorted(known)) or "none yet"
             raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
@@ -326,6 +350,8 @@ class Scheduler:
     def add_worker(self, link: WorkerLink) -> None:
         link.free_slots = link.hello.slots
         self.workers.append(link)
+        if link.local:  # the local workers' own word replaces the guess from the host's devices
+            self.local_backends = {w.hello.backend for w in self.workers if w.local}
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)
