@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests import gpu_double
+from tests.browser.conftest import ensure_frontend_built
 from tests.browser.helpers import output_text, replace_code, wait_for_status
 from tests.live_server import LiveServer
 
@@ -14,6 +15,7 @@ TOKEN = "gpu-double-token"
 
 @pytest.fixture
 def open_at(browser):
+    ensure_frontend_built()  # these tests start servers of their own, not the shared live one
     contexts = []
 
     def open_page(server: LiveServer, remembered: str | None = None):
