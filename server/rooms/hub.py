@@ -100,10 +100,12 @@ class RoomHub:
         secret = new_secret()
         record = RoomRecord(code=code, secret_digest=secret_digest(secret), program=program, deck=list(deck),
                             attendee_timeout_s=attendee_timeout_s or limit)
-        if deck:
-            record.program = await self._slide_program(deck[0]) or program
+        slide = await self.snippets.load(deck[0]) if deck else None
+        if slide is not None:
+            record.program = slide["code"]
         await self.store.save(record)
         room = self.rooms[code] = Room(record=record)
+        show_slide_run(room, slide)
         log.info("room %s created (%d slides)", code, len(deck))
         return room, secret
 
@@ -128,10 +130,6 @@ class RoomHub:
             raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM2) "
                             "with whoever is presenting. Rooms close after a while without use.")
         return room
-
-    async def _slide_program(self, snippet_id: str) -> str | None:
-        snippet = await self.snippets.load(snippet_id)
-        return snippet["code"] if snippet else None
 
     # --- the socket's hooks ----------------------------------------------------
 
@@ -206,27 +204,36 @@ class RoomHub:
             self._touch(room)
 
     async def move(self, room: Room, message: bp.RoomDeck) -> None:
+        """Move every member to a slide: its code, and its recorded run or an empty output, the same for all.
+
+        Setting the deck keeps the slide on screen (its code as edited, its run) when the new deck
+        has that snippet at the given position; anything else loads the slide afresh."""
         record = room.record
-        deck = list(message.snippets) if message.action == "set" and message.snippets is not None else record.deck
         if message.action == "set":
+            deck = list(message.snippets or ())
             missing = [s for s in deck if await self.snippets.load(s) is None]
             if missing:
                 raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
-            position = 0
-        elif not deck:
+            position = min(message.position or 0, max(len(deck) - 1, 0))
+            on_screen = record.deck[record.position] if record.position < len(record.deck) else None
+            reload = bool(deck) and deck[position] != on_screen
+        elif not record.deck:
             raise RoomError(f"Room {room.code} has no deck: set one (a list of snippet ids) first.")
         else:
+            deck = record.deck
             step = {"next": 1, "prev": -1}.get(message.action, 0)
             target = message.position if message.action == "goto" else record.position + step
             position = min(max(target or 0, 0), len(deck) - 1)
-        program = await self._slide_program(deck[position]) if deck else None
+            reload = True
         record.deck, record.position = deck, position
-        if program is not None:
-            record.program = program
-        room.version += 1
-        room.selection = None
-        room.run_events, room.run_bytes, room.run_id = [], 0, None
-        room.new_round()
+        if reload:
+            slide = await self.snippets.load(deck[position])
+            if slide is not None:
+                record.program = slide["code"]
+            room.version += 1
+            room.selection = None
+            show_slide_run(room, slide)
+            room.new_round()
         room.send_states("deck")
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
@@ -333,3 +340,20 @@ class RoomHub:
         if closed:
             log.info("closed %d idle room(s)", len(closed))
         return closed
+
+
+def show_slide_run(room: Room, slide: dict[str, Any] | None) -> None:
+    """The room's run becomes the slide's recorded run (or none): what every member shows after a move.
+
+    The events get a run id of their own, so a presenter run still going on is no longer relayed,
+    and a page tells this run from the one it showed before. A recorded run over the kept limit
+    is left out whole: an output cut short would look like a run that never ended."""
+    room.run_events, room.run_bytes, room.run_id = [], 0, None
+    recorded = slide.get("recorded_run") if slide else None
+    if not recorded:
+        return
+    run_id = f"slide-{room.code}-{room.version}"
+    events = [{**event, "id": run_id} for event in recorded]
+    size = sum(len(encode(bp.room_run_event(room.code, event))) for event in events)
+    if size <= MAX_KEPT_RUN_BYTES:
+        room.run_events, room.run_bytes, room.run_id = events, size, run_id
