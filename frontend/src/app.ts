@@ -62,6 +62,8 @@ export class App {
   private snippetId: string | null;
   private sharedCode: string | null;
   private unreachableShown = false;
+  /** The panels hold a run (live, recorded or another's) rather than nothing. */
+  private runOnScreen = false;
 
   constructor(
     root: HTMLElement,
@@ -178,6 +180,7 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now(), own: true };
+    this.runOnScreen = true;
     if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
@@ -202,6 +205,7 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `recorded-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now() };
+    this.runOnScreen = true;
     for (const panel of this.panels) panel.onRunStart(id);
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
@@ -210,6 +214,7 @@ export class App {
   showRun(id: string, events: readonly ServerEvent[] = []): void {
     if (this.active) this.cancel(this.active.id);
     this.active = { id, sentAt: performance.now(), own: false };
+    this.runOnScreen = true;
     for (const panel of this.panels) panel.onRunStart(id);
     this.setRunning(true);
     for (const ev of events) this.onEvent(ev);
@@ -218,6 +223,28 @@ export class App {
   /** An event of a run shown with `showRun`. */
   showEvent(ev: ServerEvent): void {
     this.onEvent(ev);
+  }
+
+  /** Shows no run: empty panels and a ready status (a room's slide without a recorded run). A run of this
+   * page's own in flight is cancelled: what it would print belongs to what was on screen before. */
+  clearRun(): void {
+    if (!this.runOnScreen) return; // nothing to clear: page-wide notices stay where they are
+    this.runOnScreen = false;
+    const previous = this.active;
+    this.active = null;
+    if (previous && previous.own !== false) this.cancel(previous.id);
+    const id = `cleared-${++this.runCounter}`;
+    for (const panel of this.panels) panel.onRunStart(id);
+    for (const panel of this.panels) panel.onRunCleared?.();
+    this.share.clear();
+    this.runInfo.textContent = "";
+    this.setRunning(false);
+    this.status.set({ kind: "idle" });
+  }
+
+  /** True while a run this page started (not one it only shows) is in flight. */
+  get runningOwnRun(): boolean {
+    return this.active !== null && this.active.own !== false;
   }
 
   stop(): void {

@@ -155,6 +155,12 @@ export class ShareController {
     if (!this.replaying) this.banner.show({ kind: "none" });
   }
 
+  /** No run on screen: nothing to share with the code, no banner. */
+  clear(): void {
+    this.last = null;
+    this.banner.show({ kind: "none" });
+  }
+
   onEvent(ev: ServerEvent): void {
     if (!this.last || this.last.done || ev.type === "queued") return;
     this.last.events.push(withoutId(ev));

@@ -11,8 +11,10 @@ All on the server's event loop (no locks). Ownership::
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
 frame. A presenter's run is the one execution: ``prepare_run`` adds an
-observer that sends each of its events to the followers as ``room_run`` and
-keeps them, so a late joiner's ``room_state`` carries the output at once.
+observer that sends each of its events to the other members as ``room_run``
+and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
+carries the output at once. A deck move makes the slide's recorded run, or
+none, the room's run: every member then shows the same.
 Attendees' own runs get the room's shorter timeout and are counted (how
 many ran since the presenter's last run or slide change, how many failed).
 
@@ -250,26 +252,27 @@ class RoomHub:
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
             self.counts_soon(room)
-            run.observers.append(lambda r, event: self._presenter_event(room, r, event))
+            run.observers.append(lambda r, event: self._presenter_event(room, connection, r, event))
             self._touch(room)
         else:
             run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
             run.observers.append(lambda r, event: self._attendee_event(room, r, event))
 
-    def _presenter_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
+    def _presenter_event(self, room: Room, origin: Client, run: Run, event: dict[str, Any]) -> None:
         if room.run_id != run.client_id:
             return  # a newer run or a slide change took over: followers moved on
         self.sync.publish(room, "run_event", {"run_id": run.client_id, "event": event})
-        self.relay_presenter_event(room, event)
+        self.relay_presenter_event(room, event, origin)
 
-    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None:
-        """Keep the presenter's run event for late joiners and send it to this server's followers."""
+    def relay_presenter_event(self, room: Room, event: dict[str, Any], origin: Client | None = None) -> None:
+        """Keep the presenter's run event for late joiners and send it to this server's members but the
+        connection that runs it (a presenter's reloaded page, or another tab of theirs, follows it too)."""
         frame = encode(bp.room_run_event(room.code, event))
         if room.run_bytes + len(frame) <= MAX_KEPT_RUN_BYTES:
             room.run_events.append(event)
             room.run_bytes += len(frame)
-        for member, presenter in room.members.items():
-            if not presenter:
+        for member in room.members:
+            if member is not origin:
                 member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
 
     def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
