@@ -282,7 +282,7 @@ export class App {
     this.share.onEvent(ev);
     switch (ev.type) {
       case "queued":
-        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s });
+        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s, at: performance.now() });
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
