@@ -15,6 +15,7 @@ import { Connection, type ConnectionState, socketUrl } from "./connection";
 import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
 import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
+import { EMBED_HIDDEN_TABS, embedViewFrom } from "./embed_view";
 import defaultExample from "./examples/default.py?raw";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
@@ -149,6 +150,11 @@ export class App {
       const panel = factory(ctx);
       slot.mount(panel);
       this.panels.push(panel);
+    }
+    if (embed) {
+      for (const id of EMBED_HIDDEN_TABS) this.tabs.hide(id);
+      const view = embedViewFrom(window.location.search);
+      if (view) this.tabs.show(view);
     }
 
     this.connection = new Connection(socketUrl(), {

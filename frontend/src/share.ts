@@ -14,6 +14,7 @@ import { el, isApple } from "./dom";
 import type { PlaygroundEditor } from "./editor";
 import type { ClientRun, DoneEvent, ServerEvent } from "./protocol";
 import { ShareBanner } from "./share_banner";
+import { EMBED_VIEWS, type EmbedView, embedUrlFor } from "./embed_view";
 import { lockUntilEdit } from "./share_embed";
 import { downloadNotebook, downloadPython, exportBaseName } from "./share_export";
 import "./share_storage";
@@ -125,6 +126,7 @@ export class ShareController {
     el("kbd", { class: "btn-kbd" }, shortcutLabel),
   );
   private includeRun = true;
+  private embedView: EmbedView = "output";
   private busy = false;
   private draftNote: HTMLElement | null = null;
 
@@ -250,7 +252,13 @@ export class ShareController {
     this.renderOrigin();
     const urlInput = el("input", { class: "share-url", type: "text", readonly: true, value: answer.url, "aria-label": "Link", "data-testid": "share-url" });
     const copied = el("span", { class: "share-copied", "data-testid": "share-copied" });
-    const embedInput = el("input", { class: "share-url", type: "text", readonly: true, value: embedSnippet(answer.embed_url), "aria-label": "Embed code" });
+    const embedInput = el("input", { class: "share-url", type: "text", readonly: true, value: embedSnippet(embedUrlFor(answer.embed_url, this.embedView)), "aria-label": "Embed code", "data-testid": "share-embed-code" });
+    const embedView = el("select", { class: "share-embed-view", "aria-label": "The embed opens on", "data-testid": "share-embed-view" },
+      ...EMBED_VIEWS.map(([id, title]) => el("option", { value: id, selected: id === this.embedView }, title)));
+    embedView.addEventListener("change", () => {
+      this.embedView = embedView.value as EmbedView;
+      embedInput.value = embedSnippet(embedUrlFor(answer.embed_url, this.embedView));
+    });
     const include = el("input", { type: "checkbox", checked: Boolean(run) && this.includeRun, disabled: !run, "data-testid": "share-include-run" });
     include.addEventListener("change", () => {
       this.includeRun = include.checked;
@@ -264,6 +272,8 @@ export class ShareController {
       runNote && (!run || this.includeRun) ? el("div", { class: "share-note" }, runNote) : null,
       el("label", { class: "share-row" }, el("span", { class: "share-label" }, "Embed"), embedInput,
         el("button", { class: "btn", type: "button", onclick: () => void this.copy(embedInput, null) }, "Copy")),
+      el("label", { class: "share-check" }, "The embed opens on ", embedView,
+        el("span", { class: "share-note-inline" }, " (its tabs reach the others)")),
       el("div", { class: "share-note" }, "Links never change: editing and sharing again makes a new link that names this one."),
     ]);
     await this.copy(urlInput, copied);

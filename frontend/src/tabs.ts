@@ -65,6 +65,12 @@ export class Tabs {
     return slot;
   }
 
+  /** Leaves the tab of panel `id` out of the tab list (it stays reachable from code). */
+  hide(id: string): void {
+    const slot = this.slots.find((s) => s.panel?.id === id);
+    if (slot) slot.button.hidden = true;
+  }
+
   /** Brings the tab of panel `id` to the front; unknown ids are ignored. */
   show(id: string): void {
     const slot = this.slots.find((s) => s.panel?.id === id);

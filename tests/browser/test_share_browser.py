@@ -8,7 +8,7 @@ import re
 import uuid
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import VIEWPORT
 from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
@@ -111,8 +111,9 @@ def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_a
     frame.locator(".cm-content").wait_for()
     frame.locator(".conn[data-state=open]").wait_for()
 
-    # Compact: editor and output only, with the recording shown and labelled.
-    assert frame.locator(".tab-list").is_hidden()
+    # Compact: the editor and the results' tabs (no Gallery), the recording shown and labelled.
+    assert frame.locator("#tab-inspect").is_visible() and frame.locator("#tab-sharding").is_visible()
+    assert frame.locator("#tab-gallery").is_hidden()
     assert "from the recording" in frame.locator("[data-testid=output-log]").inner_text()
     assert "Recorded run" in frame.locator("[data-testid=run-banner]").text_content()
     assert frame.locator("[data-testid=share]").count() == 0
@@ -135,6 +136,35 @@ def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_a
     denied = host.query_selector("#denied").content_frame()
     host.wait_for_timeout(500)
     assert denied is None or denied.query_selector(".cm-content") is None
+
+
+SHARDED = """import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",))
+x = jax.device_put(jnp.arange(16.0), NamedSharding(mesh, P("x")))
+jax.debug.visualize_array_sharding(x)
+"""
+
+
+def test_an_embed_reaches_every_view_and_its_link_can_open_on_one(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/")
+    replace_code(page, SHARDED)
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
+    page.click("[data-testid=share]")
+    page.select_option("[data-testid=share-embed-view]", "sharding")
+    embed_code = page.input_value("[data-testid=share-embed-code]")
+    embed_url = re.search(r'src="([^"]+)"', embed_code).group(1)
+    assert embed_url.endswith("?view=sharding"), embed_code
+
+    embed = page_at(embed_url.removeprefix(base_url))
+    expect(embed.locator("#tab-sharding")).to_have_attribute("aria-selected", "true")
+    expect(embed.locator("[data-testid=sharding-array]").first).to_be_visible()
+    embed.click("#tab-output")
+    embed.click("[data-testid=sharding-pointer] button")  # "drawn in the Sharding tab" leads there
+    expect(embed.locator("#tab-sharding")).to_have_attribute("aria-selected", "true")
+    embed.click("#tab-inspect")
+    expect(embed.locator("#panel-inspect")).to_be_visible()
 
 
 def test_export_downloads_the_code_as_py_and_as_a_notebook(page_at: PageAt) -> None:
