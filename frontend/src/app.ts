@@ -133,7 +133,10 @@ export class App {
       parent: editorPane,
       doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: !keepsDraft ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      onChange: (code) => {
+        if (keepsDraft) this.drafts.save(this.snippetId, code, this.sharedCode);
+        this.share?.onCodeChange(code);
+      },
       extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
@@ -166,12 +169,12 @@ export class App {
       boot,
       editor: this.editor,
       topbar: header,
+      editorPane,
       results: this.tabs.element,
       backend: () => this.backends.value,
       runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
-      restoredDraft: draft !== null && this.snippetId !== null,
       linked: (id, code) => this.onLinked(id, code),
     });
     window.setTimeout(() => {

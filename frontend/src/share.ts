@@ -46,6 +46,8 @@ export interface ShareContext {
   boot: Boot;
   editor: PlaygroundEditor;
   topbar: HTMLElement;
+  /** Where the editor is: a line above it says when the code differs from the link's. */
+  editorPane: HTMLElement;
   results: HTMLElement;
   backend(): string | undefined;
   /** The run fields the panels add (e.g. inspect): the snippet's settings. */
@@ -53,8 +55,6 @@ export interface ShareContext {
   run(extra?: Partial<ClientRun>): void;
   /** Shows recorded events through the same path as a live run's. */
   replay(events: ServerEvent[]): void;
-  /** The editor opened with kept edits of this snippet rather than its shared code. */
-  restoredDraft: boolean;
   /** The editor's text was just stored as snippet `id`. */
   linked(id: string, code: string): void;
 }
@@ -119,27 +119,31 @@ export class ShareController {
   private replaying = false;
   private readonly popover = el("div", { class: "share-popover", role: "dialog", "aria-label": "Share", hidden: true, "data-testid": "share-dialog" });
   private readonly origin = el("span", { class: "share-origin", "data-testid": "share-origin" });
+  private readonly modifiedStrip = el("div", { class: "share-modified", role: "status", hidden: true, "data-testid": "draft-note" });
   private readonly shareButton = el(
     "button",
     { class: "btn share-button", type: "button", title: `Share a permanent link (${shortcutLabel})`, "data-testid": "share" },
     "Share",
     el("kbd", { class: "btn-kbd" }, shortcutLabel),
   );
+  /** The code the link on screen holds: the editor's text differs from it once edited ("modified"). */
+  private linkCode: string | null;
+  private modified = false;
   private includeRun = true;
   private embedView: EmbedView = "output";
   private busy = false;
-  private draftNote: HTMLElement | null = null;
 
   constructor(private readonly ctx: ShareContext) {
     this.embed = ctx.boot.mode === "embed";
     this.snippet = snippetFrom(ctx.boot);
     this.link = this.snippet ? { id: this.snippet.id, forkedFrom: this.snippet.forked_from } : null;
+    this.linkCode = this.snippet?.code ?? null;
     this.banner = new ShareBanner(() => ctx.run({ fresh: true }));
     ctx.results.prepend(this.banner.element);
     if (this.embed) {
       lockUntilEdit(ctx.editor.view, ctx.topbar);
     } else {
-      if (ctx.restoredDraft && this.snippet) this.draftNote = this.draftNoteFor(this.snippet.code);
+      this.modified = this.linkCode !== null && ctx.editor.getCode() !== this.linkCode;
       this.mountControls();
     }
     if (this.snippet?.recorded_run?.length) {
@@ -243,7 +247,8 @@ export class ShareController {
       return;
     }
     if (answer.id !== this.link?.id) this.link = { id: answer.id, forkedFrom: this.link?.id ?? null };
-    this.draftNote = null;
+    this.linkCode = code;
+    this.modified = this.ctx.editor.getCode() !== code;
     this.ctx.linked(answer.id, code);
     // The address bar names what is on screen, so a reload or a copied URL gives this snippet;
     // the page it came from stays one Back away.
@@ -304,6 +309,7 @@ export class ShareController {
 
   private mountControls(): void {
     const { topbar } = this.ctx;
+    this.ctx.editorPane.prepend(this.modifiedStrip);
     const exportMenu = this.exportMenu();
     const anchor = el("span", { class: "share-anchor" }, this.shareButton, this.popover);
     const before = topbar.querySelector(".backend");
@@ -333,7 +339,16 @@ export class ShareController {
     this.popover.hidden = false;
   }
 
+  /** The editor's text changed: a link's page says when it no longer shows what its link holds. */
+  onCodeChange(code: string): void {
+    const modified = this.linkCode !== null && code !== this.linkCode;
+    if (modified === this.modified) return;
+    this.modified = modified;
+    this.renderOrigin();
+  }
+
   private renderOrigin(): void {
+    this.renderModified();
     if (!this.link) {
       this.origin.hidden = true;
       return;
@@ -346,26 +361,24 @@ export class ShareController {
         ? [el("span", { class: "share-forked" }, " · forked from ",
             el("a", { href: `/s/${forkedFrom}`, "data-testid": "forked-from" }, forkedFrom))]
         : []),
-      ...(this.draftNote ? [this.draftNote] : []),
     );
   }
 
-  /** "· unsaved edits [revert]": the editor holds kept edits, not the link's code. */
-  private draftNoteFor(sharedCode: string): HTMLElement {
-    return el(
-      "span",
-      { class: "share-draft", "data-testid": "draft-note", title: "Your edits of this snippet, kept in this browser; Share makes them a new link" },
-      " · unsaved edits ",
-      el("button", {
-        class: "share-draft-revert",
-        type: "button",
-        "data-testid": "draft-revert",
-        onclick: () => {
-          this.ctx.editor.setCode(sharedCode);
-          this.draftNote = null;
-          this.renderOrigin();
-        },
-      }, "revert"),
+  /** A line above the code while it differs from the link's (edits, or edits kept from an earlier visit):
+   * the address still names the link, so copying it would share the old code. */
+  private renderModified(): void {
+    const strip = this.modifiedStrip;
+    strip.hidden = !(this.modified && this.link && this.linkCode !== null);
+    if (strip.hidden || !this.link || this.linkCode === null) return;
+    const linkCode = this.linkCode;
+    strip.replaceChildren(
+      el("span", { class: "share-modified-tag" }, "modified"),
+      el("span", { class: "share-modified-text" }, "This code differs from the link ",
+         el("a", { href: `/s/${this.link.id}` }, this.link.id), " in the address bar."),
+      el("button", { class: "btn share-modified-button", type: "button", "data-testid": "share-again",
+                     title: "Make a link to the code as it is now", onclick: () => void this.share() }, "Share again"),
+      el("button", { class: "btn btn-ghost share-modified-button", type: "button", "data-testid": "draft-revert",
+                     title: "Put the link's code back", onclick: () => this.ctx.editor.setCode(linkCode) }, "Revert"),
     );
   }
 

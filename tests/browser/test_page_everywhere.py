@@ -122,7 +122,7 @@ def test_the_address_follows_shares_and_forks_and_edits_survive_a_reload(page_at
     page.reload()
     page.wait_for_selector(".cm-content")
     assert page.evaluate("window.jaxplay.editor.getCode()") == edited
-    assert "unsaved edits" in page.inner_text("[data-testid=draft-note]")
+    assert "modified" in page.text_content("[data-testid=draft-note]")
 
     child = share_and_wait(page)
     assert child != parent and page.evaluate("location.pathname") == f"/s/{child}"
@@ -133,7 +133,7 @@ def test_the_address_follows_shares_and_forks_and_edits_survive_a_reload(page_at
     page.wait_for_selector(".cm-content")
     # Back on the parent, with its shared code: the edits went on as the fork.
     page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('parent')\")")
-    assert page.locator("[data-testid=draft-note]").count() == 0
+    assert page.locator("[data-testid=draft-note]").is_hidden()
     page.go_forward()
     page.wait_for_function(f"location.pathname === '/s/{child}'")
     page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('edited')\")")

@@ -96,6 +96,43 @@ def test_editing_a_shared_snippet_and_sharing_again_makes_a_fork(page_at: PageAt
     assert opened.locator("[data-testid=run-banner][data-kind=recorded]").count() == 0
 
 
+def test_a_link_page_says_when_its_code_was_changed_and_offers_share_again_and_a_room(page_at: PageAt,
+                                                                                     base_url: str) -> None:
+    page = page_at("/")
+    code = unique_program("print('as shared')\n")
+    snippet = create_snippet(page, base_url, code=code, backend="cpu")
+    for width in (1280, 390):
+        viewer = page_at(f"/s/{snippet}", viewport={"width": width, "height": 800})
+        expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+        viewer.click(".cm-content")
+        viewer.keyboard.press("ControlOrMeta+End")
+        viewer.keyboard.insert_text("print('changed')\n")
+        note = viewer.locator("[data-testid=draft-note]")
+        expect(note).to_be_visible()
+        expect(note).to_contain_text("modified")
+        assert viewer.evaluate("location.pathname") == f"/s/{snippet}"  # the address still names the old code
+    viewer.click("[data-testid=draft-revert]")
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == code
+
+    viewer.click(".cm-content")
+    viewer.keyboard.press("ControlOrMeta+End")
+    viewer.keyboard.insert_text("print('changed again')\n")
+    viewer.click("[data-testid=share-again]")
+    viewer.wait_for_selector("[data-testid=share-copied]")
+    child = LINK.fullmatch(viewer.input_value("[data-testid=share-url]")).group(1)
+    assert child != snippet and viewer.evaluate("location.pathname") == f"/s/{child}"
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+
+    # A link's page can start a room with its code, as the home page can.
+    viewer.keyboard.press("Escape")
+    viewer.click("[data-testid=room-menu]")
+    viewer.click("[data-testid=room-start]")
+    viewer.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{6}#presenter="))
+    expect(viewer.locator("[data-testid=room-bar]")).to_be_visible()
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == code + "print('changed again')\n"
+
+
 def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_at: PageAt, base_url: str) -> None:
     host = page_at("/")
     recorded = [{"type": "stdout", "text": "from the recording\n"}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
