@@ -190,6 +190,11 @@ export class ShareController {
     this.banner.show({ kind: "recorded", events, recordedAt: snippet.recorded_at, sharedAt: snippet.created_at });
   }
 
+  /** The events of the run on screen if it is a finished run of exactly `code` (its outputs then belong to it). */
+  private runOf(code: string): ServerEvent[] | null {
+    return this.last?.done && this.last.code === code ? this.last.events : null;
+  }
+
   /** The last finished run, if it is a run of exactly what would be shared now. */
   private shareableRun(code: string, backend: string | null, settings: string): RecordedRun | null {
     const run = this.last;
@@ -391,7 +396,10 @@ export class ShareController {
         onclick: () => { menu.hidden = true; action(); } }, label);
     menu.append(
       item("Python file (.py)", "export-py", () => downloadPython(this.ctx.editor.getCode(), name())),
-      item("Jupyter notebook (.ipynb)", "export-ipynb", () => downloadNotebook(this.ctx.editor.getCode(), name())),
+      item("Jupyter notebook (.ipynb)", "export-ipynb", () => {
+        const code = this.ctx.editor.getCode();
+        downloadNotebook(code, name(), this.runOf(code));
+      }),
     );
     toggle.addEventListener("click", () => {
       menu.hidden = !menu.hidden;

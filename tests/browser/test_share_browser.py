@@ -3,8 +3,12 @@ in an iframe, export, and the cached-result label."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -225,6 +229,60 @@ def test_export_downloads_the_code_as_py_and_as_a_notebook(page_at: PageAt) -> N
     assert notebook["nbformat"] == 4 and notebook["metadata"]["kernelspec"]["name"] == "python3"
     (cell,) = notebook["cells"]
     assert cell["cell_type"] == "code" and cell["outputs"] == [] and "".join(cell["source"]) == code.rstrip("\n")
+
+
+USES_HELPERS = """import jax.numpy as jnp
+import matplotlib.pyplot as plt
+from playground import display, show_sharding, timeit
+
+x = jnp.arange(4.0)
+print("sum", x.sum())
+display(x * 2)
+show_sharding(x)
+plt.plot([1, 4, 9])
+plt.show()
+timeit(jnp.sin, x, number=10, repeat=2)
+"""
+
+
+def test_exports_run_outside_the_playground_and_the_notebook_keeps_the_outputs(page_at: PageAt, tmp_path) -> None:
+    page = page_at("/")
+    replace_code(page, USES_HELPERS)
+    run_and_wait(page)
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-py]")
+    exported = tmp_path / "exported.py"
+    download.value.save_as(exported)
+    assert exported.read_text().endswith(USES_HELPERS)
+    # A plain Python with jax but without the playground's helpers runs it.
+    ran = subprocess.run([sys.executable, "-I", str(exported)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "sum 6.0" in ran.stdout and "sin: " in ran.stdout and "per loop" in ran.stdout, ran.stdout
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-ipynb]")
+    with open(download.value.path(), encoding="utf-8") as f:
+        notebook = json.load(f)
+    helpers, program = notebook["cells"]
+    assert "".join(program["source"]) == USES_HELPERS.rstrip("\n") and "playground" in "".join(helpers["source"])
+    outputs = program["outputs"]
+    streams = "".join("".join(o["text"]) for o in outputs if o["output_type"] == "stream")
+    assert "sum 6.0" in streams and program["execution_count"] == 1
+    images = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+    assert images and base64.b64decode(images[0]).startswith(b"\x89PNG")
+    assert any("text/html" in o.get("data", {}) or "text/plain" in o.get("data", {}) for o in outputs)
+
+    # An edit since the run: its outputs no longer belong to the code, so the notebook leaves them out.
+    replace_code(page, USES_HELPERS + "print('edited')\n")
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-ipynb]")
+    with open(download.value.path(), encoding="utf-8") as f:
+        assert json.load(f)["cells"][-1]["outputs"] == []
 
 
 def test_a_cached_result_is_labelled_and_run_fresh_runs_it_again(page_at: PageAt) -> None:
