@@ -20,6 +20,8 @@ import defaultExample from "./examples/default.py?raw";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { resultsSizeButton } from "./results_size";
+import { RunAlert } from "./run_alert";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
@@ -54,6 +56,7 @@ export class App {
   private readonly stopButton: HTMLButtonElement;
   private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
   private readonly runInfo = el("span", { class: "run-info" });
+  private readonly runAlert: RunAlert;
   private active: ActiveRun | null = null;
   private runCounter = 0;
   private readonly share: ShareController;
@@ -118,6 +121,14 @@ export class App {
       this.stopButton,
       this.runButton,
     );
+    this.runAlert = new RunAlert({
+      activeTab: () => this.tabs.activeId,
+      showOutput: () => this.tabs.show("output"),
+      goToLine: (line) => this.editor.goToLine(line),
+    });
+    this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
+    this.tabs.list.append(resultsSizeButton());
+    this.tabs.onChange = () => this.runAlert.render();
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);
@@ -191,6 +202,7 @@ export class App {
     this.active = { id, sentAt: performance.now(), own: true };
     this.runOnScreen = true;
     if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
@@ -215,6 +227,7 @@ export class App {
     const id = `recorded-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now() };
     this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
@@ -224,6 +237,7 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     this.active = { id, sentAt: performance.now(), own: false };
     this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     this.setRunning(true);
     for (const ev of events) this.onEvent(ev);
@@ -246,6 +260,7 @@ export class App {
     for (const panel of this.panels) panel.onRunStart(id);
     for (const panel of this.panels) panel.onRunCleared?.();
     this.share.clear();
+    this.runAlert.clear();
     this.runInfo.textContent = "";
     this.setRunning(false);
     this.status.set({ kind: "idle" });
@@ -289,6 +304,7 @@ export class App {
     }
     if (!this.active || ev.id !== this.active.id) return;
     this.share.onEvent(ev);
+    this.runAlert.onEvent(ev);
     switch (ev.type) {
       case "queued":
         this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s, at: performance.now() });
@@ -322,6 +338,7 @@ export class App {
     this.active = null;
     this.setRunning(false);
     this.status.set({ kind: "done", status: ev.status, elapsedMs: ev.elapsed_ms, message: ev.message });
+    this.runAlert.onDone(ev);
     for (const panel of this.panels) panel.onRunDone?.(ev);
     void this.backends.refresh();
   }

@@ -331,7 +331,10 @@ export class ShareController {
         e.preventDefault();
         void this.share();
       } else if (e.key === "Escape" && !this.popover.hidden) {
+        // Focus was on the link in the popover: it goes back to Share, not to the page's body.
+        const hadFocus = this.popover.contains(document.activeElement);
         this.popover.hidden = true;
+        if (hadFocus || document.activeElement === document.body) this.shareButton.focus();
       }
     }, true);
     document.addEventListener("mousedown", (e) => {

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.helpers import PageAt, output_text, replace_code, run_ok, wait_for_status
 from tests.live_server import LiveServer
@@ -285,3 +285,62 @@ def test_a_long_compile_shows_progress_in_the_status_and_in_inspect(page_at: Pag
     # Filled in: the compilation is listed and nothing is left pending.
     page.wait_for_selector(".inspect-compile[data-key='1.1']")
     assert page.locator("[data-testid=inspect-compiling]").count() == 0
+
+
+# --- a failed run, seen from any tab ---------------------------------------------
+
+
+def test_a_failed_run_is_said_on_every_tab(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.click("#tab-inspect")
+    replace_code(page, "import jax.numpy as jnp\nx = jnp.ones(3)\nprint(x + missing_name)\n")
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "error") == "error"
+    alert = page.locator("[data-testid=run-alert]")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text("The run failed: NameError: name 'missing_name' is not defined")
+    expect(alert).to_contain_text("line 3")
+    assert page.get_attribute("#tab-inspect", "aria-selected") == "true"  # the person's tab stays in front
+    page.click("#tab-sharding")
+    expect(alert).to_be_visible()
+    page.click("[data-testid=run-alert-show]")
+    assert page.get_attribute("#tab-output", "aria-selected") == "true"
+    expect(alert).to_be_hidden()  # Output shows the error itself
+    page.click("#tab-inspect")
+    expect(alert).to_be_visible()
+    run_ok(page, "print('fine again')")
+    expect(alert).to_be_hidden()
+
+
+# --- phones, second pass -------------------------------------------------------------
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_on_a_phone_the_results_can_take_the_whole_screen_and_scroll_as_one(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    run_ok(page, "import jax\n\n@jax.jit\ndef f(x):\n    return x * 2\n\nf(1.0)\n")
+    results = page.locator(".results")
+    before = results.bounding_box()["height"]
+    page.click("[data-testid=results-enlarge]")
+    after = results.bounding_box()["height"]
+    assert after > before + 200 and after > 0.75 * PHONE["height"], (before, after)
+    assert page.locator(".editor-pane").is_hidden() or page.locator(".editor-pane").bounding_box()["height"] < 2
+    page.click("#tab-inspect")
+    # One scroll area: the tab pane, not the list inside it.
+    top = page.locator(".inspect-top")
+    assert top.evaluate("e => getComputedStyle(e).overflowY") == "visible"
+    page.click("[data-testid=results-enlarge]")
+    assert abs(results.bounding_box()["height"] - before) < 2
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_focus_returns_to_share_after_ctrl_s_and_escape(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    replace_code(page, unique_program("print('focus')\n"))
+    page.keyboard.press("ControlOrMeta+s")
+    page.wait_for_selector("[data-testid=share-url]")
+    page.keyboard.press("Escape")
+    expect(page.locator("[data-testid=share-dialog]")).to_be_hidden()
+    assert page.evaluate("document.activeElement.dataset.testid") == "share"
