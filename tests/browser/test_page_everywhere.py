@@ -344,3 +344,36 @@ def test_focus_returns_to_share_after_ctrl_s_and_escape(page_at: PageAt) -> None
     page.keyboard.press("Escape")
     expect(page.locator("[data-testid=share-dialog]")).to_be_hidden()
     assert page.evaluate("document.activeElement.dataset.testid") == "share"
+
+
+def test_on_a_phone_treescopes_colormap_caption_wraps_inside_the_frame(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    run_ok(page, "import jax.numpy as jnp\njnp.arange(48.0).reshape(6, 8)\n")
+    page.wait_for_selector("[data-testid=display-frame]")
+    frame = page.frame_locator("[data-testid=display-frame]").first
+    frame.locator("treescope-container").wait_for()
+    overflow = frame.locator("body").evaluate("""body => new Promise(done => {
+      const measure = () => {
+        const root = document.querySelector('treescope-container').shadowRoot;
+        const caption = [...(root ? root.querySelectorAll('.info') : [])].find(e => e.textContent.includes('colormap'));
+        if (!caption) return requestAnimationFrame(measure);
+        done(caption.getBoundingClientRect().right - document.documentElement.clientWidth);
+      };
+      measure();
+    })""")
+    assert overflow <= 0, f"the caption runs {overflow} px past the frame"
+
+
+@pytest.mark.parametrize("role", ["presenter", "attendee"])
+def test_on_a_phone_the_room_bar_fits_the_screen(page_at: PageAt, role: str) -> None:
+    presenter = page_at("/", viewport=PHONE)
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    page = presenter if role == "presenter" else page_at(f"/r/{presenter.inner_text('[data-testid=room-code]')}",
+                                                          viewport=PHONE)
+    page.wait_for_selector("[data-testid=room-bar]")
+    box = page.locator("[data-testid=room-bar]").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
