@@ -124,7 +124,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
       blocks.push(el("h3", { class: "inspect-heading" }, "timeit"));
       for (const timing of timings) blocks.push(timingBlock(timing));
     }
-    list.replaceChildren(...blocks);
+    // A function that began compiling and failed (a tracing error) leaves nothing to list.
+    list.replaceChildren(...(blocks.length ? blocks : [emptyHint()]));
   }
 
   function emptyHint(): HTMLElement {
