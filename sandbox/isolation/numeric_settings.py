@@ -33,7 +33,7 @@ NUMERICAL_LIBRARY_SETTINGS = frozenset({
     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS",
 })
 MAX_VALUE_CHARS = 64
-_SETTING_VALUE = re.compile(r"^[A-Za-z0-9.,:=+{}_ -]{1,%d}$" % MAX_VALUE_CHARS)
+_SETTING_VALUE = re.compile(rf"^[A-Za-z0-9.,:=+{{}}_ -]{{1,{MAX_VALUE_CHARS}}}$")
 
 
 def numerical_library_settings(environ: Mapping[str, str]) -> dict[str, str]:
