@@ -11,8 +11,10 @@ All on the server's event loop (no locks). Ownership::
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
 frame. A presenter's run is the one execution: ``prepare_run`` adds an
-observer that sends each of its events to the followers as ``room_run`` and
-keeps them, so a late joiner's ``room_state`` carries the output at once.
+observer that sends each of its events to the other members as ``room_run``
+and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
+carries the output at once. A deck move makes the slide's recorded run, or
+none, the room's run: every member then shows the same.
 Attendees' own runs get the room's shorter timeout and are counted (how
 many ran since the presenter's last run or slide change, how many failed).
 
@@ -107,10 +109,12 @@ class RoomHub:
         secret = new_secret()
         record = RoomRecord(code=code, secret_digest=secret_digest(secret), program=program, deck=list(deck),
                             attendee_timeout_s=attendee_timeout_s or limit)
-        if deck:
-            record.program = await self._slide_program(deck[0]) or program
+        slide = await self.snippets.load(deck[0]) if deck else None
+        if slide is not None:
+            record.program = slide["code"]
         await self.store.save(record)
         room = self.rooms[code] = Room(record=record)
+        show_slide_run(room, slide)
         log.info("room %s created (%d slides)", code, len(deck))
         return room, secret
 
@@ -137,10 +141,6 @@ class RoomHub:
         shown = code or text.strip()[:32]
         raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM-2XP9R) "
                         "with whoever is presenting. Rooms close after a while without use.")
-
-    async def _slide_program(self, snippet_id: str) -> str | None:
-        snippet = await self.snippets.load(snippet_id)
-        return snippet["code"] if snippet else None
 
     # --- the socket's hooks ----------------------------------------------------
 
@@ -215,27 +215,36 @@ class RoomHub:
             self._touch(room)
 
     async def move(self, room: Room, message: bp.RoomDeck) -> None:
+        """Move every member to a slide: its code, and its recorded run or an empty output, the same for all.
+
+        Setting the deck keeps the slide on screen (its code as edited, its run) when the new deck
+        has that snippet at the given position; anything else loads the slide afresh."""
         record = room.record
-        deck = list(message.snippets) if message.action == "set" and message.snippets is not None else record.deck
         if message.action == "set":
+            deck = list(message.snippets or ())
             missing = [s for s in deck if await self.snippets.load(s) is None]
             if missing:
                 raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
-            position = 0
-        elif not deck:
+            position = min(message.position or 0, max(len(deck) - 1, 0))
+            on_screen = record.deck[record.position] if record.position < len(record.deck) else None
+            reload = bool(deck) and deck[position] != on_screen
+        elif not record.deck:
             raise RoomError(f"Room {room.code} has no deck: set one (a list of snippet ids) first.")
         else:
+            deck = record.deck
             step = {"next": 1, "prev": -1}.get(message.action, 0)
             target = message.position if message.action == "goto" else record.position + step
             position = min(max(target or 0, 0), len(deck) - 1)
-        program = await self._slide_program(deck[position]) if deck else None
+            reload = True
         record.deck, record.position = deck, position
-        if program is not None:
-            record.program = program
-        room.version += 1
-        room.selection = None
-        room.run_events, room.run_bytes, room.run_id = [], 0, None
-        room.new_round()
+        if reload:
+            slide = await self.snippets.load(deck[position])
+            if slide is not None:
+                record.program = slide["code"]
+            room.version += 1
+            room.selection = None
+            show_slide_run(room, slide)
+            room.new_round()
         room.send_states("deck")
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
@@ -252,26 +261,27 @@ class RoomHub:
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
             self.counts_soon(room)
-            run.observers.append(lambda r, event: self._presenter_event(room, r, event))
+            run.observers.append(lambda r, event: self._presenter_event(room, connection, r, event))
             self._touch(room)
         else:
             run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
             run.observers.append(lambda r, event: self._attendee_event(room, r, event))
 
-    def _presenter_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
+    def _presenter_event(self, room: Room, origin: Client, run: Run, event: dict[str, Any]) -> None:
         if room.run_id != run.client_id:
             return  # a newer run or a slide change took over: followers moved on
         self.sync.publish(room, "run_event", {"run_id": run.client_id, "event": event})
-        self.relay_presenter_event(room, event)
+        self.relay_presenter_event(room, event, origin)
 
-    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None:
-        """Keep the presenter's run event for late joiners and send it to this server's followers."""
+    def relay_presenter_event(self, room: Room, event: dict[str, Any], origin: Client | None = None) -> None:
+        """Keep the presenter's run event for late joiners and send it to this server's members but the
+        connection that runs it (a presenter's reloaded page, or another tab of theirs, follows it too)."""
         frame = encode(bp.room_run_event(room.code, event))
         if room.run_bytes + len(frame) <= MAX_KEPT_RUN_BYTES:
             room.run_events.append(event)
             room.run_bytes += len(frame)
-        for member, presenter in room.members.items():
-            if not presenter:
+        for member in room.members:
+            if member is not origin:
                 member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
 
     def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
@@ -342,3 +352,20 @@ class RoomHub:
         if closed:
             log.info("closed %d idle room(s)", len(closed))
         return closed
+
+
+def show_slide_run(room: Room, slide: dict[str, Any] | None) -> None:
+    """The room's run becomes the slide's recorded run (or none): what every member shows after a move.
+
+    The events get a run id of their own, so a presenter run still going on is no longer relayed,
+    and a page tells this run from the one it showed before. A recorded run over the kept limit
+    is left out whole: an output cut short would look like a run that never ended."""
+    room.run_events, room.run_bytes, room.run_id = [], 0, None
+    recorded = slide.get("recorded_run") if slide else None
+    if not recorded:
+        return
+    run_id = f"slide-{room.code}-{room.version}"
+    events = [{**event, "id": run_id} for event in recorded]
+    size = sum(len(encode(bp.room_run_event(room.code, event))) for event in events)
+    if size <= MAX_KEPT_RUN_BYTES:
+        room.run_events, room.run_bytes, room.run_id = events, size, run_id

@@ -215,6 +215,60 @@ def test_deck_moves_load_the_slide_and_reset_the_round(with_storage):
     with_storage(scenario)
 
 
+def recorded(code: str, text: str) -> bytes:
+    events = [{"type": "stdout", "text": text}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
+    return json.dumps({"code": code, "recorded_run": events}).encode()
+
+
+def test_after_a_deck_move_every_member_shows_the_slides_recorded_run_or_nothing(with_storage):
+    """Followers used to keep the previous program's output under the new slide's code."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        with_run = (await snippets.create(parse_content(recorded("print('a')", "a\n"), Settings())))[0]
+        bare = (await snippets.create(parse_content(json.dumps({"code": "print('b')"}).encode(), Settings())))[0]
+        room, secret = await hub.create("", [with_run, bare], None)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code)
+        # The first slide's recorded run is the room's from the start, for late joiners too.
+        assert [e["type"] for e in attendee.events[0]["run"]] == ["stdout", "done"]
+        live = Run(client_id="p1", code="print(1)", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+        hub.prepare_run(presenter, live)  # type: ignore[arg-type]
+        live.send({"type": "stdout", "text": "from the live run\n"})
+        await hub.handle(presenter, bp.RoomDeck(action="next"))
+        live.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))  # a run of the old slide ends after the move
+        for member in (presenter, attendee):
+            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            assert state["code"] == "print('b')" and state["run"] is None
+        relayed = [json.loads(f)["event"]["type"] for f in attendee.frames if json.loads(f)["type"] == "room_run"]
+        assert relayed == ["stdout"]  # the old slide's done never reached the followers
+        await hub.handle(presenter, bp.RoomDeck(action="prev"))
+        for member in (presenter, attendee):
+            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            run = state["run"]
+            assert state["code"] == "print('a')" and [e["type"] for e in run] == ["stdout", "done"]
+            assert run[0]["text"] == "a\n" and len({e["id"] for e in run}) == 1
+    with_storage(scenario)
+
+
+def test_setting_the_deck_keeps_the_slide_on_screen_when_it_stays(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        ids = [(await snippets.create(parse_content(json.dumps({"code": f"print({i})"}).encode(), Settings())))[0]
+               for i in range(3)]
+        room, secret = await hub.create("", ids[:2], None)
+        presenter = await join(hub, room.code, secret)
+        await hub.handle(presenter, bp.RoomDeck(action="next"))
+        await hub.handle(presenter, bp.RoomEdit(code="print(1)  # edited live", selection=None))
+        await hub.handle(presenter, bp.RoomDeck(action="set", snippets=(ids[2], ids[1], ids[0]), position=1))
+        assert room.record.deck == [ids[2], ids[1], ids[0]] and room.record.position == 1
+        assert room.record.program == "print(1)  # edited live"
+        await hub.handle(presenter, bp.RoomDeck(action="set", snippets=(ids[0],), position=5))
+        assert room.record.position == 0 and room.record.program == "print(0)"
+    with_storage(scenario)
+
+
 def test_the_priority_lane_holds_one_presenter_run_at_a_time(with_storage):
     async def scenario(storage):
         hub = make_hub(storage)
