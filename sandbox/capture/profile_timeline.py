@@ -189,8 +189,9 @@ def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int
     for position, thread_key in enumerate(ordered):
         track_index[thread_key] = position
         process = processes.get(thread_key[0], "")
-        name = threads.get(thread_key) or f"thread {thread_key[1]}"
-        tracks.append({"name": roles.get(thread_key, name), "process": process,
+        name = roles.get(thread_key) or _plain_thread_name(threads.get(thread_key) or f"thread {thread_key[1]}")
+        taken = sum(1 for track in tracks if track["name"] == name or track["name"].startswith(name + " #"))
+        tracks.append({"name": f"{name} #{taken + 1}" if taken else name, "process": process,
                        "device": process.startswith("/device:")})
     names: dict[str, int] = {}
     slices = []
@@ -234,6 +235,14 @@ def _python_thread_roles(complete: list[dict[str, Any]]) -> dict[Any, str]:
 
 PROGRAM_THREAD = "python: your program"
 CAPTURE_THREAD = "python: the playground's timing and Inspect"
+
+
+def _plain_thread_name(name: str) -> str:
+    """``tf_XLAPjRtCpuClient/-6542749617829699273`` -> ``XLAPjRtCpuClient``."""
+    return THREAD_ID_SUFFIX.sub("", name.removeprefix("tf_")) or name
+
+
+THREAD_ID_SUFFIX = re.compile(r"/-?\d+$")
 
 
 def _track_order(process: str, thread: str, key: Any) -> tuple[int, str, Any]:
