@@ -23,6 +23,7 @@ header). A text equal to the one before it is not repeated (``same_as``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -261,3 +262,18 @@ def texts(named: list[tuple[str, str]], limit_bytes: int) -> tuple[str, list[dic
         previous_body, previous_index = body, len(entries)
         entries.append({"label": label, "text": body, "source_lines": ranges})
     return header, entries, cut
+
+
+def resolved_texts(entries: list[dict[str, Any]]) -> list[str | None]:
+    """Each dump's text, following ``same_as``; None where it was cut."""
+    resolved: list[str | None] = []
+    for entry in entries:
+        resolved.append(resolved[entry["same_as"]] if "same_as" in entry else entry.get("text"))
+    return resolved
+
+
+def line_changes(before: str, after: str) -> tuple[int, int]:
+    """(lines added, lines removed) from ``before`` to ``after``, as multisets of lines: what the pass
+    list shows beside each pass (the page draws the full diff). Linear in the texts' size."""
+    old, new = Counter(before.splitlines()), Counter(after.splitlines())
+    return sum((new - old).values()), sum((old - new).values())

@@ -177,12 +177,17 @@ def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str
 
 
 def _with_text_indexes(listed: list[dict[str, Any]], dumps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Dump file i is text i + 1 (text 0: before optimizations). A pipeline's start is kept only when
-    the module changed between passes (outside any pass), as a changed entry of its own."""
+    """Dump file i is text i + 1 (text 0: before optimizations); each pass with a text gets its lines
+    added and removed. A pipeline's start is kept only when the module changed between passes
+    (outside any pass), as a changed entry of its own."""
+    resolved = pass_dump.resolved_texts(dumps)
     kept = []
     for entry in listed:
         if entry["dump"] is not None:
             entry["dump"] += 1
+            before, after = resolved[entry["dump"] - 1], resolved[entry["dump"]]
+            if before is not None and after is not None:
+                entry["added"], entry["removed"] = pass_dump.line_changes(before, after)
         if entry.pop("boundary", False):
             if entry["dump"] is None or "same_as" in dumps[entry["dump"]]:
                 continue
