@@ -20,9 +20,10 @@ import time
 from typing import Any
 
 REPEATS = 7
-# Big enough to reach the roof, small enough to measure in a fraction of a second on a loaded CPU.
+# Big enough to reach the roof (the copy well beyond the caches), small enough to measure in a
+# fraction of a second on a loaded CPU.
 MATMUL_SIDE = {"cpu": 1024, "gpu": 8192, "tpu": 8192}
-COPY_BYTES = {"cpu": 64 << 20, "gpu": 1 << 30, "tpu": 1 << 30}
+COPY_BYTES = {"cpu": 256 << 20, "gpu": 1 << 30, "tpu": 1 << 30}
 MIN_SAMPLE_S = 0.02  # calls are repeated within one sample until it lasts this long
 
 
