@@ -119,6 +119,12 @@ def _dumped_compile(lowered: Any, module: str, folder: str) -> float:
     return time.perf_counter() - began
 
 
+def _label(dump: pass_dump.DumpFile) -> str:
+    if dump.after == pass_dump.PIPELINE_START:
+        return f"start of pipeline {dump.pipeline}"
+    return f"after {dump.after} ({dump.pipeline})"
+
+
 def _read(path: str) -> str | None:
     try:
         if os.path.getsize(path) > MAX_DUMP_FILE_BYTES:
@@ -160,7 +166,7 @@ def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str
                                     "shows what XLA dumped.")
         runs, listed = pass_dump.passes(files, pipelines)
         named = [("before optimizations", (_read(os.path.join(dump_folder, before)) or "") if before else "")]
-        named += [(f"after {f.after}", _read(os.path.join(dump_folder, f.name)) or "") for f in files]
+        named += [(_label(f), _read(os.path.join(dump_folder, f.name)) or "") for f in files]
         header, dumps, cut = pass_dump.texts(named, target.limit_bytes)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -25,6 +25,7 @@ import contextlib
 import glob
 import gzip
 import json
+import linecache
 import os
 import shutil
 import sys
@@ -43,6 +44,7 @@ MAX_TRACE_FILE_BYTES = 48 << 20
 MAX_RAW_BYTES = 4 << 20
 MAX_LABEL_CHARS = 200
 WHOLE_RUN = "the whole run"
+USER_FILENAME = "<playground>"
 
 _lock = threading.Lock()
 _modules: dict[str, profile_timeline.ModuleLink] = {}
@@ -183,7 +185,7 @@ def _event_from_folder(folder: str, label: str, line: int | None) -> dict[str, A
     trace = json.loads(gzip.decompress(raw))
     with _lock:
         modules = dict(_modules)
-    timeline = profile_timeline.build(trace, modules, MAX_SLICES)
+    timeline = profile_timeline.build(trace, modules, MAX_SLICES, _def_line)
     kept_events = timeline.pop("kept_events")
     base.update(timeline)
     if timeline["total_slices"] > len(timeline["slices"]):
@@ -201,6 +203,15 @@ def _event_from_folder(folder: str, label: str, line: int | None) -> dict[str, A
         base["trace"] = {"format": "chrome-json-gzip", "bytes": len(smaller), "filtered": True,
                          "data": base64.b64encode(smaller).decode()} if len(smaller) <= MAX_RAW_BYTES else None
     return base
+
+
+def _def_line(line: int) -> int:
+    """A function's code starts at its first decorator; the page points at its ``def``."""
+    for _ in range(50):
+        if not linecache.getline(USER_FILENAME, line).lstrip().startswith("@"):
+            return line
+        line += 1
+    return line
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +112,8 @@ def _depths(slices: list[dict[str, Any]]) -> None:
             open_ends.append(item["ts"] + item["dur"])
 
 
-def _classify(item: dict[str, Any], process: str, thread: str, links: _Links) -> tuple[int, int] | None:
+def _classify(item: dict[str, Any], process: str, thread: str, links: _Links,
+              def_line: Callable[[int], int]) -> tuple[int, int] | None:
     """(kind, link) of one complete event, or None to leave it out of the timeline."""
     name, args = item["name"], item["args"]
     if NOISE.match(name):
@@ -120,7 +122,9 @@ def _classify(item: dict[str, Any], process: str, thread: str, links: _Links) ->
         match = USER_FRAME.match(name)
         if match is None:
             return None  # JAX's own Python: in the raw trace, not in the timeline
-        return PYTHON, links.add(None, None, None, int(match.group(1)))
+        line = def_line(int(match.group(1)))
+        item["name"] = f"{match.group(2)} (line {line})"
+        return PYTHON, links.add(None, None, None, line)
     if "hlo_op" in args or (process.startswith("/device:") and not TRANSFER_NAMES.search(name)):
         module = links.module(str(args.get("hlo_module", "")))
         if module is None:
@@ -140,8 +144,10 @@ def _classify(item: dict[str, Any], process: str, thread: str, links: _Links) ->
     return DISPATCH, -1
 
 
-def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int = DEFAULT_MAX_SLICES) -> dict[str, Any]:
-    """The timeline fields of a ``profile`` event from a parsed Chrome trace."""
+def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int = DEFAULT_MAX_SLICES,
+          def_line: Callable[[int], int] = lambda line: line) -> dict[str, Any]:
+    """The timeline fields of a ``profile`` event from a parsed Chrome trace. ``def_line`` turns the
+    first line of a function's code (its first decorator) into the line of its ``def``."""
     events = trace.get("traceEvents") if isinstance(trace, dict) else trace
     events = [e for e in events or [] if isinstance(e, dict)]
     processes, threads = _names(events)
@@ -163,7 +169,7 @@ def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int
     for item in complete:
         process = processes.get(item["thread"][0], "")
         thread = threads.get(item["thread"], "")
-        classified = _classify(item, process, thread, links)
+        classified = _classify(item, process, thread, links, def_line)
         if classified is None:
             continue
         item["kind"], item["link"] = classified

@@ -100,7 +100,7 @@ def test_profile_region_sends_a_linked_timeline_and_a_perfetto_trace(tmp_path):
     slices = profile["slices"]
     names = profile["names"]
     python = [s for s in slices if kinds[s[5]] == "python"]
-    assert any(names[s[4]] == "$<playground>:10 train" for s in python)
+    assert any(names[s[4]] == "train (line 10)" for s in python)
     assert profile["links"][python[0][6]][3] == 10
     ops = [s for s in slices if kinds[s[5]] == "op" and s[6] >= 0]
     assert ops, names

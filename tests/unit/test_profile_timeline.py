@@ -65,7 +65,7 @@ def test_kinds_tracks_and_what_is_left_out():
     found = slices_by_name(timeline)
     kinds = {name: timeline["kinds"][s[5]] for name, s in found.items()}
     assert kinds == {
-        "$<playground>:12 step": "python", "PjitFunction(update)": "dispatch", "backend_compile_and_load": "compile",
+        "step (line 12)": "python", "PjitFunction(update)": "dispatch", "backend_compile_and_load": "compile",
         "batched_copy_array_to_devices_with_sharding": "transfer", "dot.1": "op", "fusion": "op", "copy": "op",
         "PjRtCpuClient::Compile": "compile", "simplification (jit_update)": "compile",
         "loop_fusion_kernel": "op", "MemcpyD2H": "transfer",
@@ -76,7 +76,7 @@ def test_kinds_tracks_and_what_is_left_out():
     assert profile_timeline.CAPTURE_THREAD not in tracks  # the watcher's only slice was JAX's Python
     assert timeline["tracks"][-1]["device"] is True
     assert timeline["duration_us"] == 1555 - 1000
-    assert found["$<playground>:12 step"][2] == 0.0  # times start at the first kept slice
+    assert found["step (line 12)"][2] == 0.0  # times start at the first kept slice
 
 
 def test_slices_link_to_their_function_and_source_line():
@@ -85,7 +85,7 @@ def test_slices_link_to_their_function_and_source_line():
     links = timeline["links"]
     assert links[found["dot.1"][6]] == ["update", 1, "1.1", 10]
     assert links[found["loop_fusion_kernel"][6]] == ["update", 1, "1.1", 11]
-    assert links[found["$<playground>:12 step"][6]] == [None, None, None, 12]
+    assert links[found["step (line 12)"][6]] == [None, None, None, 12]
     assert links[found["PjitFunction(update)"][6]] == ["update", 1, None, 9]
     assert links[found["simplification (jit_update)"][6]] == ["update", 1, "1.1", 9]
     assert found["copy"][6] == -1  # an eager op's module: no function of the program
@@ -93,7 +93,7 @@ def test_slices_link_to_their_function_and_source_line():
 
 def test_nesting_depth_within_a_thread():
     found = slices_by_name(profile_timeline.build(TRACE, MODULES))
-    assert found["$<playground>:12 step"][1] == 0
+    assert found["step (line 12)"][1] == 0
     assert found["PjitFunction(update)"][1] == 2  # inside step, inside JAX's own Python frame
     assert found["backend_compile_and_load"][1] == 3
 

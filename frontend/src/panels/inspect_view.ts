@@ -41,7 +41,7 @@ const irTheme = EditorView.theme({
 });
 
 /** Everything an IR view has except its language and wrapping. */
-function irExtensions(): Extension[] {
+export function irExtensions(): Extension[] {
   return [
     lineNumbers(),
     drawSelection(),
