@@ -1,4 +1,4 @@
-"""Profiles: ``jax.profiler`` traces of the whole run (run option ``profile``) or of a region
+"""Profiles: ``jax.profiler`` traces (Chrome trace JSON) of the whole run (run option ``profile``) or of a region
 (``with playground.profile():``), sent as ``profile`` events the page draws as timelines.
 
 A profile costs: the profiler records every Python call while it is on
@@ -47,7 +47,8 @@ WHOLE_RUN = "the whole run"
 USER_FILENAME = "<playground>"
 
 _lock = threading.Lock()
-_modules: dict[str, profile_timeline.ModuleLink] = {}
+# Module name -> (fn, fn_id, key, line, optimized HLO text): kept as given, read only when a profile is.
+_modules: dict[str, tuple[str, int, str, int | None, str]] = {}
 
 
 class _State:
@@ -65,17 +66,22 @@ _state = _State()
 
 
 def module_hook(event: dict[str, Any], compiled: Any) -> None:
-    """Renderer thread: remember which jitted function each compiled module is, to link trace slices."""
+    """Renderer thread: remember which jitted function each compiled module is, to link trace slices.
+    Costs a dict entry: the module's text is read only if a profile is taken."""
     text = event.get("hlo")
     if not isinstance(text, str):
         return
     name = hlo_ops.module_name(text)
-    if name is None:
-        return
-    link = profile_timeline.ModuleLink(event["fn"], event["fn_id"], event["key"], event.get("line"),
-                                       hlo_ops.op_source_lines(text))
+    if name is not None:
+        with _lock:
+            _modules[name] = (event["fn"], event["fn_id"], event["key"], event.get("line"), text)
+
+
+def _module_links() -> dict[str, profile_timeline.ModuleLink]:
     with _lock:
-        _modules[name] = link
+        modules = dict(_modules)
+    return {name: profile_timeline.ModuleLink(fn, fn_id, key, line, hlo_ops.op_source_lines(text))
+            for name, (fn, fn_id, key, line, text) in modules.items()}
 
 
 def install(options: dict[str, Any]) -> None:
@@ -122,7 +128,10 @@ def start(line: int | None = None) -> bool:
         _state.clock_noted = True
         events.emit({"type": "nondeterministic", "kind": "time", "source": "jax.profiler", "line": line})
     folder = tempfile.mkdtemp(prefix="jaxplay-profile-")
-    jax.profiler.start_trace(folder, create_perfetto_trace=True)
+    # Not create_perfetto_trace: that rewrites the whole trace in Python (load, dump, gzip), seconds for a
+    # busy run. The profiler's own Chrome trace is read instead; the page drops its "metadata" field
+    # (which Perfetto refuses) when the file is downloaded.
+    jax.profiler.start_trace(folder)
     _state.active = folder
     return True
 
@@ -170,7 +179,7 @@ def _send(folder: str, label: str, line: int | None, began: float) -> None:
 
 def _event_from_folder(folder: str, label: str, line: int | None) -> dict[str, Any]:
     base: dict[str, Any] = {"type": "profile", "label": label[:MAX_LABEL_CHARS], "line": line, "notices": []}
-    found = sorted(glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True))
+    found = sorted(glob.glob(os.path.join(folder, "**", "*.trace.json.gz"), recursive=True))
     if not found:
         base["notices"].append("The profiler wrote no trace.")
         return base
@@ -183,9 +192,7 @@ def _event_from_folder(folder: str, label: str, line: int | None) -> dict[str, A
     with open(path, "rb") as f:
         raw = f.read()
     trace = json.loads(gzip.decompress(raw))
-    with _lock:
-        modules = dict(_modules)
-    timeline = profile_timeline.build(trace, modules, MAX_SLICES, _def_line)
+    timeline = profile_timeline.build(trace, _module_links(), MAX_SLICES, _def_line)
     kept_events = timeline.pop("kept_events")
     base.update(timeline)
     if timeline["total_slices"] > len(timeline["slices"]):

@@ -39,8 +39,8 @@ TRANSFER_NAMES = re.compile(
 COMPILE_NAMES = re.compile(r"compile|lower|trace_to_jaxpr|jaxpr_trace|codegen|pipeline", re.IGNORECASE)
 COMPILER_THREADS = re.compile(r"compil|codegen", re.IGNORECASE)
 # Python threads all carry the name "python"; their frames say whose they are.
-CAPTURE_FRAMES = re.compile(r"^\$(jit_ready|jit_render)\.py:")
-PROGRAM_FRAMES = re.compile(r"^\$(<playground>|runner\.py|jit_capture\.py|profiling\.py|timing\.py):")
+CAPTURE_FRAMES = re.compile(r"^\$(jit_ready\.py:\d+ _block_until_ready|jit_render\.py:\d+ render)$")
+PROGRAM_FRAMES = re.compile(r"^\$(<playground>:|runner\.py:|profiling\.py:|timing\.py:|jit_capture\.py:\d+ __call__$)")
 # Markers and bookkeeping that say nothing at this scale.
 NOISE = re.compile(r"^(end: |ThreadpoolListener::|RunInvariantCheckers$|PythonRefManager::)")
 MAX_COMPILER_DEPTH = 1  # on compiler threads: each compile and its pipelines, not each of ~200 passes
@@ -121,7 +121,7 @@ def _classify(item: dict[str, Any], process: str, thread: str, links: _Links,
     if name.startswith("$"):
         match = USER_FRAME.match(name)
         if match is None:
-            return None  # JAX's own Python: in the raw trace, not in the timeline
+            return None
         line = def_line(int(match.group(1)))
         item["name"] = f"{match.group(2)} (line {line})"
         return PYTHON, links.add(None, None, None, line)
@@ -152,17 +152,32 @@ def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int
     events = [e for e in events or [] if isinstance(e, dict)]
     processes, threads = _names(events)
     complete = []
+    capture_threads: set[Any] = set()
+    program_threads: set[Any] = set()
     for event in events:
-        if event.get("ph") != "X" or not isinstance(event.get("name"), str):
+        name = event.get("name")
+        if event.get("ph") != "X" or not isinstance(name, str):
+            continue
+        thread = (event.get("pid"), event.get("tid"))
+        # Most of a trace is JAX's own Python, one event per call: dropped here, before any work,
+        # except for what says whose a Python thread is.
+        if name.startswith("$") and not name.startswith("$<playground>:"):
+            if CAPTURE_FRAMES.match(name):
+                capture_threads.add(thread)
+            elif PROGRAM_FRAMES.match(name):
+                program_threads.add(thread)
             continue
         ts, dur = event.get("ts"), event.get("dur", 0)
         if not isinstance(ts, int | float) or not isinstance(dur, int | float) or dur < 0:
             continue
+        if name.startswith("$"):
+            program_threads.add(thread)
         args = event.get("args") if isinstance(event.get("args"), dict) else {}
-        complete.append({"name": event["name"], "ts": float(ts), "dur": float(dur), "args": args,
-                         "thread": (event.get("pid"), event.get("tid")), "raw": event})
+        complete.append({"name": name, "ts": float(ts), "dur": float(dur), "args": args, "thread": thread,
+                         "raw": event})
     _depths(complete)
-    roles = _python_thread_roles(complete)
+    roles = {thread: PROGRAM_THREAD for thread in program_threads}
+    roles.update({thread: CAPTURE_THREAD for thread in capture_threads})
     links = _Links(modules)
     kept: list[dict[str, Any]] = []
     totals: dict[tuple[str, int, int], list[float]] = {}
@@ -219,24 +234,6 @@ def build(trace: dict[str, Any], modules: dict[str, ModuleLink], max_slices: int
         "min_duration_us": min_duration,
         "kept_events": [item["raw"] for item in kept],
     }
-
-
-def _python_thread_roles(complete: list[dict[str, Any]]) -> dict[Any, str]:
-    """Names for Python threads: the playground's own timing and rendering threads (their outermost
-    calls are in jit_ready or jit_render), and the program's."""
-    capture: set[Any] = set()
-    program: set[Any] = set()
-    for item in complete:
-        name = item["name"]
-        if not name.startswith("$") or item["depth"] > 0:
-            continue
-        if CAPTURE_FRAMES.match(name):
-            capture.add(item["thread"])
-        elif PROGRAM_FRAMES.match(name):
-            program.add(item["thread"])
-    roles = {thread: PROGRAM_THREAD for thread in program}
-    roles.update({thread: CAPTURE_THREAD for thread in capture})
-    return roles
 
 
 PROGRAM_THREAD = "python: your program"

@@ -75,16 +75,25 @@ function downloadButton(ev: ProfileEvent): HTMLElement | null {
     type: "button", class: "btn btn-ghost", "data-testid": "timeline-download",
     title: "The profiler's trace (Chrome trace JSON, gzip): open it at ui.perfetto.dev" +
       (trace.filtered ? " — the slices shown, the full trace was over the size limit" : ""),
-    onclick: () => {
-      const bytes = Uint8Array.from(atob(trace.data), (c) => c.charCodeAt(0));
-      const url = URL.createObjectURL(new Blob([bytes], { type: "application/gzip" }));
+    onclick: () => void perfettoTrace(trace.data).then((blob) => {
+      const url = URL.createObjectURL(blob);
       const link = el("a", { href: url, download: `${ev.label.replace(/[^\w.-]+/g, "_") || "profile"}.trace.json.gz` });
       document.body.append(link);
       link.click();
       link.remove();
       window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
-    },
+    }),
   }, `Download trace (${(trace.bytes / 1024).toFixed(0)} KiB)`);
+}
+
+/** The profiler's gzipped Chrome trace without its "metadata" field, which Perfetto refuses. */
+async function perfettoTrace(base64: string): Promise<Blob> {
+  const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+  const text = await new Response(new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"))).text();
+  const trace = JSON.parse(text) as Record<string, unknown>;
+  delete trace.metadata;
+  const stream = new Blob([JSON.stringify(trace)]).stream().pipeThrough(new CompressionStream("gzip"));
+  return new Blob([await new Response(stream).arrayBuffer()], { type: "application/gzip" });
 }
 
 function summary(ev: ProfileEvent, hooks: TimelineHooks): HTMLElement {
