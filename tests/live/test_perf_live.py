@@ -95,14 +95,14 @@ import json, os
 from jaxplay.sandbox.output import events  # the run's own event pipe, which its code can write to
 from playground import profile
 import jax.numpy as jnp
-for i in range(5):
+for i in range(4):
     with profile(f"p{i}"):
         jnp.ones(4).block_until_ready()
-big = json.dumps({"type": "passes", "key": "1.1", "fn": "f", "header": "x" * (15 << 20)}) + "\n"
-for _ in range(3):
+big = json.dumps({"type": "passes", "key": "1.1", "fn": "f", "header": "x" * (9 << 20)}) + "\n"
+for _ in range(2):
     os.write(events._fd, big.encode())
-fake = json.dumps({"type": "profile", "label": "fake", "line": None, "notices": [], "slices": [[0] * 7] * 200000})
-for _ in range(8):
+fake = json.dumps({"type": "profile", "label": "fake", "line": None, "notices": [], "names": ["x" * (5 << 20)]})
+for _ in range(5):
     os.write(events._fd, (fake + "\n").encode())
 print("done")
 """
