@@ -7,7 +7,7 @@
 import { MergeView } from "@codemirror/merge";
 import { EditorView } from "@codemirror/view";
 import { IR_LANGUAGES } from "../lang/hlo";
-import { type ArtifactViewHooks, irExtensions, type LineRange, sourceLineAt } from "./inspect_view";
+import { type ArtifactViewHooks, irExtensions, type LineRange, showLinkedSource, sourceLineAt } from "./inspect_view";
 
 export interface DiffSide {
   text: string;
@@ -63,8 +63,7 @@ export class LinkedPassDiff {
   private setHovered(line: number | null): void {
     if (line === this.hovered) return;
     this.hovered = line;
-    this.element.classList.toggle("cm-ir-linked", line !== null);
-    this.element.title = line === null ? "" : `From line ${line} of your code (double-click to go there)`;
+    showLinkedSource(this.element, line);
     this.hooks.onHoverSource(line);
   }
 }
