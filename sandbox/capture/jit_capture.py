@@ -27,6 +27,11 @@ one daemon renderer thread (jit_render) turns queued compilations into ``compile
 events (printing MLIR/HLO can take a while for big modules, so it stays off
 the user's path); ``finish`` drains it, then sends the final ``fn_timing``.
 
+At the end of the run each compilation's calls are set against its cost and
+the device's peak (``roofline``). With the run option ``passes`` (a page's
+request for XLA's passes of one compilation) nothing is rendered: that
+compilation is handed to ``pass_pipeline``, which answers and ends the run.
+
 Hooks for other captures: append ``hook(event, compiled)`` to
 ``COMPILED_HOOKS``. Each is called in the renderer thread with the event dict
 before it is sent and the ``jax.stages.Compiled`` object, and may add fields
@@ -110,7 +115,7 @@ class FunctionRecord:
             return self.compiles[0][0]
         if not self.compiles:
             return None
-        return self.keys_by_signature.get(call_signature(args, kwargs))
+        return self.keys_by_signature.get(roofline.call_signature(args, kwargs))
 
     def timing(self) -> dict[str, Any]:
         ms = [s * 1e3 for s in self.samples]
@@ -325,7 +330,7 @@ class CapturedJit:
             previous = record.compiles[-1] if record.compiles else None
             key = f"{record.fn_id}.{len(record.compiles) + 1}"
             record.compiles.append((key, arguments))
-            record.keys_by_signature[call_signature(args, kwargs)] = key
+            record.keys_by_signature[roofline.call_signature(args, kwargs)] = key
             compile_index = len(record.compiles)
         phases = {name: round(frame.phases_ms.get(name, 0.0), 3) for name in ("trace", "lower", "compile")}
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
@@ -394,28 +399,6 @@ def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, key: 
                 if len(samples) < MAX_SAMPLES_PER_COMPILATION:
                     samples.append(elapsed_s)
         record.changed = True
-
-
-def call_signature(args: tuple, kwargs: dict) -> Any:
-    """What tells a function's compilations apart, cheaply: the tree, and each leaf's shape and dtype
-    (arrays) or value (static and Python values). Computed for every call only once a function has
-    compiled more than once."""
-    import jax
-
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    parts: list[Any] = [tree]
-    for leaf in leaves:
-        if hasattr(leaf, "weak_type"):  # a jax.Array (numpy dtypes hash; str() of one costs ~4 us)
-            parts.append((leaf.shape, leaf.dtype, leaf.weak_type))
-        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            parts.append((leaf.shape, leaf.dtype))
-        else:
-            try:
-                hash(leaf)
-                parts.append((type(leaf), leaf))
-            except TypeError:
-                parts.append((type(leaf), id(leaf)))
-    return tuple(parts)
 
 
 def wait_for_rendering() -> None:

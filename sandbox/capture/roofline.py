@@ -14,7 +14,8 @@ which the worker passes in the run's options as ``device_peak``.
     fraction  = (flops / time) / roof
 
 ``RooflineCollector.hook`` is a ``jit_capture.COMPILED_HOOKS`` entry (the
-renderer thread); ``event`` is built once, at the end of the run.
+renderer thread); ``event`` is built once, at the end of the run. The jit
+capture tells a function's compilations' calls apart with ``call_signature``.
 """
 
 from __future__ import annotations
@@ -113,3 +114,25 @@ class RooflineCollector:
         shown_peak = dict(peak_options) if peak is not None else None
         return {"type": "roofline", "peak": shown_peak, "functions": rows,
                 "left_out": max(0, len(compiled) - MAX_ROWS)}
+
+
+def call_signature(args: tuple, kwargs: dict) -> Any:
+    """What tells a function's compilations apart, cheaply: the tree, and each leaf's shape and dtype
+    (arrays) or value (static and Python values). Computed for every call only once a function has
+    compiled more than once."""
+    import jax
+
+    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
+    parts: list[Any] = [tree]
+    for leaf in leaves:
+        if hasattr(leaf, "weak_type"):  # a jax.Array (numpy dtypes hash; str() of one costs ~4 us)
+            parts.append((leaf.shape, leaf.dtype, leaf.weak_type))
+        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            parts.append((leaf.shape, leaf.dtype))
+        else:
+            try:
+                hash(leaf)
+                parts.append((type(leaf), leaf))
+            except TypeError:
+                parts.append((type(leaf), id(leaf)))
+    return tuple(parts)
