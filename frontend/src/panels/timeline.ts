@@ -273,12 +273,13 @@ class TimelineView {
     return null;
   }
 
-  private describe(slice: TimelineSlice): string {
+  /** "dot.1 — op, 38 µs · at 1.2 ms", and with `links` its function and line. */
+  private describe(slice: TimelineSlice, links = true): string {
     const link = slice[6] >= 0 ? this.ev.links?.[slice[6]] : undefined;
     const parts = [`${this.ev.names?.[slice[4]] ?? "?"} — ${this.ev.kinds?.[slice[5]] ?? ""}, ${formatMs(slice[3] / 1000)}`,
       `at ${formatMs(slice[2] / 1000)}`];
-    if (link?.[0]) parts.push(`in ${link[0]}`);
-    if (link?.[3] !== null && link?.[3] !== undefined) parts.push(`line ${link[3]}`);
+    if (links && link?.[0]) parts.push(`in ${link[0]}`);
+    if (links && link?.[3] !== null && link?.[3] !== undefined) parts.push(`line ${link[3]}`);
     return parts.join(" · ");
   }
 
@@ -303,6 +304,7 @@ class TimelineView {
     const slice = this.sliceAt(e);
     if (!slice) return;
     const link = slice[6] >= 0 ? this.ev.links?.[slice[6]] : undefined;
-    this.details.replaceChildren(el("span", {}, this.describe(slice)), " ", ...linkButtons(link, this.hooks));
+    this.details.replaceChildren(el("span", {}, this.describe(slice, false)), link ? " · " : "",
+      ...linkButtons(link, this.hooks));
   }
 }
