@@ -74,6 +74,20 @@ def test_a_profile_draws_a_linked_timeline_and_offers_its_trace(page_at: PageAt)
         "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }")
     assert painted > 100
+    # Pointing at the top row names the program's own function; clicking it offers its line.
+    canvas = timeline.locator("[data-testid=timeline-canvas]")
+    width = canvas.bounding_box()["width"]
+    spots = [{"x": width * f / 20, "y": 8} for f in range(1, 20)]
+    named = []
+    for spot in spots:  # train's slice lies somewhere along the top row
+        canvas.hover(position=spot)
+        named.append(page.inner_text(".timeline-tooltip") if page.is_visible(".timeline-tooltip") else "")
+        if "train (line 9)" in named[-1]:
+            break
+    assert "train (line 9)" in named[-1], named
+    canvas.click(position=spot)
+    timeline.locator("[data-testid=timeline-details] button.timeline-line").click()
+    assert cursor_line(page) == 9
     summary = page.locator("[data-testid=timeline-summary]")
     assert "train (line 9)" in summary.inner_text()
     # XLA's operations of `step` link to the function (Inspect) and to their source line.
