@@ -181,11 +181,12 @@ class BrowserConnection:
                                    reason="timeout_too_long")
         try:
             backend = self.scheduler.resolve_backend(message.backend)
+            runtime = self.scheduler.resolve_runtime(backend, message.runtime)
         except bp.ProtocolError as exc:
             raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
-                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
+                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id, runtime=runtime)
         if self.rooms is not None:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay import __version__
+from jaxplay.server.runs import runtimes
 
 if TYPE_CHECKING:
     from jaxplay.server.ops.replica import Replica
@@ -43,13 +44,17 @@ async def readiness(state: Replica) -> dict[str, Any]:
         log.warning("readiness: storage is not writable: %s", exc)
         checks["storage"] = f"not writable: {exc or type(exc).__name__}"
     # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
-    checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
+    backends = scheduler.backends()
+    checks["workers"] = {b["name"]: b["workers"] for b in backends}
     connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
     ready = checks["accepting"] and checks["storage"] == "writable" and not missing
     result: dict[str, Any] = {"ready": ready, "checks": checks}
     if missing:
         result["missing_backends"] = missing
+    failed = runtimes.failed(backends)
+    if failed:  # the other runtimes serve: said here, without making the replica unready
+        result["failed_runtimes"] = failed
     return result
 
 

@@ -1,0 +1,125 @@
+"""The slots of one JAX runtime: started at worker start (the worker's own JAX) or at first use,
+stopped after ``--runtime-idle-s`` without a run (every other runtime).
+
+A worker has ``--slots`` seats (one run each, and on a GPU host the GPU that
+seat owns); every runtime may have a slot on each seat, made when a run of
+that runtime first sits there. The agent hands out seats, so all runtimes
+together never run more than ``--slots`` programs at once.
+
+Tasks and ownership (all in the worker's event loop)::
+
+    RuntimePool
+      ├─ its Slots, one per seat used (each owns its sandbox, slot.py)
+      ├─ per seat, a lock held while that seat's slot starts
+      └─ ``stop_if_idle``: called by the agent's idle sweep; closes every slot
+         of a pool with no run in flight and none for ``idle_s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+
+log = logging.getLogger("jaxplay.worker")
+
+SlotFactory = Callable[[int], Slot]
+
+
+class Seats:
+    """The worker's free seats. A run takes one where its runtime's sandbox already runs, when it can:
+    a runtime in use then keeps one warm sandbox instead of starting one on every seat."""
+
+    def __init__(self, count: int) -> None:
+        self.free = list(range(count))
+        self._waiting: list[asyncio.Future[None]] = []
+
+    async def take(self, warm: Callable[[int], bool]) -> int:
+        while not self.free:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
+            await waiter
+        seat = next((s for s in self.free if warm(s)), self.free[0])
+        self.free.remove(seat)
+        return seat
+
+    def give(self, seat: int) -> None:
+        self.free.append(seat)
+        while self._waiting:
+            waiter = self._waiting.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+
+class RuntimePool:
+    def __init__(self, name: str, make_slot: SlotFactory, stays_warm: bool, idle_s: float,
+                 runtime: SlotRuntime | None = None) -> None:
+        self.name = name  # the JAX version
+        self.runtime = runtime
+        self.make_slot = make_slot
+        self.stays_warm = stays_warm  # the worker's own JAX: never stopped for being idle
+        self.idle_s = idle_s
+        self.slots: dict[int, Slot] = {}
+        self.busy = 0
+        self.last_used = time.monotonic()
+        self.starts = 0  # sandboxes started at first use (after idle), for the log and the benchmarks
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def start(self, seats: list[int]) -> None:
+        await asyncio.gather(*(self.slot_for(seat) for seat in seats))
+
+    async def slot_for(self, seat: int) -> Slot:
+        """The seat's slot of this runtime, started now if it has none or it died."""
+        async with self._locks.setdefault(seat, asyncio.Lock()):
+            slot = self.slots.get(seat)
+            if slot is not None and slot.alive:
+                return slot
+            if slot is not None:
+                await slot.close()
+            slot = self.make_slot(seat)
+            started = time.monotonic()
+            try:
+                await slot.start()
+            except BaseException:
+                await slot.close()
+                raise
+            self.slots[seat] = slot
+            self.starts += 1
+            log.info("runtime %s: slot %s started in %.2f s", self.name, slot.name, time.monotonic() - started)
+            return slot
+
+    def warm_on(self, seat: int) -> bool:
+        slot = self.slots.get(seat)
+        return slot is not None and slot.alive
+
+    def taken(self) -> None:
+        self.busy += 1
+        self.last_used = time.monotonic()
+
+    def released(self) -> None:
+        self.busy -= 1
+        self.last_used = time.monotonic()
+
+    async def stop_if_idle(self, now: float | None = None) -> bool:
+        """Close every slot when nothing ran for ``idle_s``; True if it stopped any."""
+        now = time.monotonic() if now is None else now
+        if self.stays_warm or self.busy or not self.slots or now - self.last_used < self.idle_s:
+            return False
+        slots, self.slots = list(self.slots.values()), {}
+        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+        log.info("runtime %s: idle for %.0f s, its %d sandbox(es) stopped", self.name, now - self.last_used,
+                 len(slots))
+        return True
+
+    async def close(self) -> None:
+        slots, self.slots = list(self.slots.values()), {}
+        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "running_sandboxes": sum(s.alive for s in self.slots.values()),
+                "busy": self.busy}
