@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jaxplay.sandbox.capture import jit_artifacts
+from jaxplay.sandbox.capture import jax_compat, jit_artifacts
 
 EQUINOX_JIT = "equinox._jit"
 NNX_COMPILATION = "flax.nnx.transforms.compilation"
@@ -61,7 +61,7 @@ class UserCall:
 
     def outputs_text(self, traced: Any) -> str | None:
         try:
-            avals = traced.out_avals[self.output_index]
+            avals = jax_compat.out_avals(traced)[self.output_index]
             if not self.outputs_as_leaves:
                 return jit_artifacts.avals_text(avals)
             import jax
