@@ -16,9 +16,12 @@ import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
 import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
 import defaultExample from "./examples/default.py?raw";
+import { connectCompare } from "./panels/compare";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { offerRuntimesInHints, RuntimePicker } from "./runtimes";
+import { LinkRuntimeNote, linkedRuntime } from "./runtimes_link";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
@@ -48,6 +51,9 @@ export class App {
   readonly connectionListeners: Array<(state: ConnectionState) => void> = [];
   private readonly status = new StatusLine();
   private readonly backends: BackendPicker;
+  /** The JAX version of the chosen backend that runs get (runtimes.ts). */
+  readonly runtimes = new RuntimePicker();
+  private readonly linkNote: LinkRuntimeNote;
   private readonly tabs = new Tabs();
   private readonly runButton: HTMLButtonElement;
   private readonly stopButton: HTMLButtonElement;
@@ -72,10 +78,21 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
-    // Completion and help follow the JAX of the backend the code will run on.
-    this.backends.onSelect = (backend) => {
-      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    this.linkNote = new LinkRuntimeNote(linkedRuntime(boot), this.runtimes, () => this.run());
+    // Completion and help follow the JAX the code will run on: the chosen backend's chosen runtime.
+    this.runtimes.onSelect = (runtime) => {
+      const version = runtime?.jax_version ?? this.backends.selected?.jax_version;
+      if (version) void this.apiIndex.load(version);
     };
+    this.backends.onSelect = (backend) => {
+      this.runtimes.showBackend(backend);
+      this.linkNote.showBackend(backend);
+      if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
+    offerRuntimesInHints(this.runtimes, () => null, (runtime) => {
+      this.runtimes.choose(runtime);
+      this.run();
+    });
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -112,6 +129,7 @@ export class App {
       // On phones the header is two rows: this ends the first (name, Stop, Run).
       el("div", { class: "topbar-break", "aria-hidden": "true" }),
       this.backends.element,
+      this.runtimes.element,
       this.stopButton,
       this.runButton,
     );
@@ -149,6 +167,7 @@ export class App {
       this.panels.push(panel);
     }
 
+    this.tabs.element.prepend(this.linkNote.element);
     this.connection = new Connection(socketUrl(), {
       onEvent: (ev) => this.onEvent(ev),
       onStateChange: (state) => this.onConnectionState(state),
@@ -165,6 +184,15 @@ export class App {
       replay: (events) => this.replay(events),
       restoredDraft: draft !== null && this.snippetId !== null,
       linked: (id, code) => this.onLinked(id, code),
+    });
+    connectCompare({
+      send: (message) => this.connection.send(message),
+      cancel: (id) => this.connection.send({ type: "cancel", id }),
+      code: () => this.editor.getCode(),
+      backend: () => this.backends.value,
+      runtimes: () => this.runtimes.runtimes,
+      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
+      listen: (listener) => this.eventListeners.push(listener),
     });
     window.setTimeout(() => {
       if (this.connection.state !== "open") this.showUnreachable();
@@ -184,6 +212,8 @@ export class App {
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
     const backend = this.backends.value;
     if (backend) message.backend = backend;
+    const runtime = this.runtimes.value;
+    if (runtime) message.runtime = runtime;
     Object.assign(message, extra);
     this.share.onRunStart(message);
     this.runInfo.textContent = "";

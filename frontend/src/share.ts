@@ -12,7 +12,7 @@
 import type { Boot } from "./boot";
 import { el, isApple } from "./dom";
 import type { PlaygroundEditor } from "./editor";
-import type { ClientRun, DoneEvent, ServerEvent } from "./protocol";
+import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { ShareBanner } from "./share_banner";
 import { lockUntilEdit } from "./share_embed";
 import { downloadNotebook, downloadPython, exportBaseName } from "./share_export";
@@ -212,6 +212,9 @@ export class ShareController {
         runNote = "The run's output is over 10 MiB, so the link has the code only.";
       } else {
         body.recorded_run = run.events;
+        // The JAX version it ran on: opening the link runs on it again while it is offered (runtimes_link.ts).
+        const started = run.events.find((e): e is StartedEvent => e.type === "started");
+        if (started?.runtime) body.runtime = started.runtime;
         if (run.recordedAt) body.recorded_at = run.recordedAt;
       }
     }

@@ -37,6 +37,7 @@
  * using the CSS variables of src/styles/base.css so both themes work.
  */
 
+import { comparePanel } from "./compare";
 import { galleryPanel } from "./gallery";
 import { inspectPanel } from "./inspect";
 import { outputPanel } from "./output";
@@ -49,5 +50,6 @@ export const PANELS: PanelFactory[] = [
   outputPanel,
   inspectPanel,
   shardingPanel,
+  comparePanel,
   galleryPanel,
 ];

@@ -62,6 +62,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     inspectOn = inspectToggle.checked;
     localStorage.setItem(INSPECT_KEY, inspectOn ? "1" : "0");
   });
+  // Which JAX produced what is shown (runs may name a runtime: runtimes.ts).
+  const jaxTag = el("span", { class: "inspect-jax", "data-testid": "inspect-jax" });
   const optionBar = el(
     "label",
     { class: "inspect-option", title: "Off: the next run skips capturing compilations (no overhead)" },
@@ -73,7 +75,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   const top = el(
     "div",
     { class: "inspect-top" },
-    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), optionBar),
+    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), jaxTag, optionBar),
     list,
   );
   const element = el("div", { class: "inspect" }, top, detail);
@@ -419,7 +421,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     id: "inspect",
     title: "Inspect",
     element,
-    handles: ["compiling", "compiled", "fn_timing", "timing"],
+    handles: ["started", "compiling", "compiled", "fn_timing", "timing"],
     runFields: () => ({ inspect: inspectOn }),
     onRunStart() {
       functions.clear();
@@ -429,13 +431,16 @@ export const inspectPanel: PanelFactory = (ctx) => {
       compareWith = null;
       runInspected = inspectOn;
       finished = false;
+      jaxTag.textContent = "";
       ctx.editor.clearLineMarks(HOVER_OWNER);
       diff.clear();
       detail.hidden = true;
       drawList();
     },
     onEvent(ev) {
-      if (ev.type === "compiling") {
+      if (ev.type === "started") {
+        jaxTag.textContent = ev.jax_version ? `JAX ${ev.jax_version}` : "";
+      } else if (ev.type === "compiling") {
         entryFor(ev.fn_id, ev.fn, ev.line, null).compiling = ev.compile_index;
         scheduleRedraw();
       } else if (ev.type === "compiled") {
