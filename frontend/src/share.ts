@@ -150,7 +150,7 @@ export class ShareController {
   // --- the run on screen -------------------------------------------------
 
   onRunStart(message: ClientRun): void {
-    const { type: _t, id: _i, code, backend, fresh: _f, ...settings } = message;
+    const { type: _t, id: _i, code, backend, fresh: _f, runtime: _r, ...settings } = message;
     this.last = { code, backend: backend ?? null, settings: JSON.stringify(settings), events: [], recordedAt: null, done: null };
     if (!this.replaying) this.banner.show({ kind: "none" });
   }

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jaxplay.sandbox.capture import jax_compat, jit_artifacts
+from jaxplay.sandbox.output import events
 
 EQUINOX_JIT = "equinox._jit"
 NNX_COMPILATION = "flax.nnx.transforms.compilation"
@@ -227,8 +228,10 @@ def _patch_safely(patch: Callable[[Any], None], module: Any) -> None:
     try:
         patch(module)
     except Exception as exc:  # a library version we do not know: its functions are still captured as jax.jit
-        print(f"[playground] Inspect cannot follow {module.__name__} ({type(exc).__name__}: {exc}); "
-              "its jitted functions are shown as JAX sees them.", file=sys.stderr)
+        # A one-line note beside the output (an older library on an older JAX runtime), not the program's stderr.
+        events.emit({"type": "notice", "level": "info", "view": "Inspect",
+                     "message": f"Inspect cannot follow {module.__name__} on this version ({type(exc).__name__}: "
+                                f"{exc}); its jitted functions are shown as JAX sees them."})
 
 
 def _replace(owner: Any, name: str, value: Any) -> None:
