@@ -1,0 +1,85 @@
+"""JAX runtimes, measured side by side on one real server (worker, bubblewrap sandbox).
+
+Targets (this 2-core machine): a warm non-default runtime costs the same as the
+default (print(1) and the default example re-run within 10%); an idle runtime's
+first print(1) within 3 s; "run on all" for the default example over the offered
+runtimes within 4x one run. Prints the figures and the ratios; asserts nothing.
+Runtimes: JAXPLAY_TEST_RUNTIMES (make bench installs them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import websockets
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.live_server import collect_many  # noqa: E402
+from tests.runtimes_server import TEST_RUNTIMES, runtimes_server  # noqa: E402
+
+EXAMPLE = (Path(__file__).resolve().parent.parent / "frontend/src/examples/default.py").read_text() \
+    .replace("time.sleep(", "(lambda *_: None)(")
+IDLE_S = 3
+REPEATS = 7
+
+
+async def timed(server, code: str, runtime: str | None) -> float:
+    fields = {"runtime": runtime} if runtime else {}
+    started = time.perf_counter()
+    events = await server.run_async(code, fresh=True, **fields)
+    assert events[-1]["status"] == "ok", events[-3:]
+    return (time.perf_counter() - started) * 1000
+
+
+async def median(server, code: str, runtime: str | None) -> float:
+    await timed(server, code, runtime)  # warm
+    samples = []
+    for _ in range(REPEATS):
+        samples.append(await timed(server, code, runtime))
+        await asyncio.sleep(0.5)
+    return statistics.median(samples)
+
+
+async def run_on_all(server, code: str, runtimes: list[str | None]) -> float:
+    started = time.perf_counter()
+    async with websockets.connect(server.ws_url, max_size=None) as ws:
+        ids = []
+        for runtime in runtimes:
+            run_id = uuid.uuid4().hex[:10]
+            ids.append(run_id)
+            message = {"type": "run", "id": run_id, "code": code, "fresh": True, **({"runtime": runtime} if runtime else {})}
+            await ws.send(json.dumps(message))
+        results = await collect_many(ws, ids, 300)
+    assert all(events[-1]["status"] == "ok" for events in results.values())
+    return (time.perf_counter() - started) * 1000
+
+
+async def main() -> None:
+    with runtimes_server(["--runtime-idle-s", str(IDLE_S)]) as server:
+        old = TEST_RUNTIMES[0]
+        for label, code in (("print(1)", "print(1)"), ("default example", EXAMPLE)):
+            default_ms = await median(server, code, None)
+            other_ms = await median(server, code, old)
+            print(f"{label:<16} default {default_ms:7.1f} ms   JAX {old} (warm) {other_ms:7.1f} ms   "
+                  f"ratio {other_ms / default_ms:.2f} (target <= 1.10)")
+        await asyncio.sleep(IDLE_S + 35)  # the sweep stops the idle runtime's sandboxes
+        assert f"runtime {old}: idle for" in server.log_path.read_text()
+        first_ms = await timed(server, "print(1)", old)
+        print(f"first use of idle JAX {old}: print(1) {first_ms:.0f} ms (target <= 3000)")
+        every: list[str | None] = [None, *TEST_RUNTIMES]
+        for runtime in every:
+            await timed(server, EXAMPLE, runtime)  # each warm
+        one_ms = await median(server, EXAMPLE, None)
+        all_ms = await run_on_all(server, EXAMPLE, every)
+        print(f"run on all ({len(every)} runtimes, warm): {all_ms:.0f} ms vs one run {one_ms:.0f} ms: "
+              f"{all_ms / one_ms:.2f}x (target <= {len(every)}x)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
