@@ -87,6 +87,7 @@ class WorkerAgent:
         self.outbox: asyncio.Queue[str] | None = None
         self.caches: CompileCaches | None = None
         self._fill: asyncio.Task[None] | None = None
+        self._runtime_fills: list[asyncio.Task[None]] = []
 
     async def start_slots(self) -> None:
         devices = self.seat_devices = gpu.slot_devices(self.settings)
@@ -105,6 +106,8 @@ class WorkerAgent:
             self.settings, self.default_runtime, lambda name, runtime: self.runtime_slots(backend, name, runtime),
             self.probe)
         self.pools = {own.name: own, **others}
+        for pool in others.values():
+            self.fill_on_first_use(pool)
         self.runtime_entries = [agent_runtimes.entry(own.name, self.description, True), *listed]
         asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
         self.seats = Seats(len(devices))
@@ -118,6 +121,14 @@ class WorkerAgent:
         caches = self.compile_caches(f"{backend}-jax-{version}")
         return lambda seat: Slot(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat], caches,
                                  runtime)
+
+    def fill_on_first_use(self, pool: RuntimePool) -> None:
+        """A runtime's shared compile cache is filled (by its own Python) when it is first used, not at start."""
+        def fill(slot: Slot) -> None:
+            if slot.caches is not None and pool.runtime is not None:
+                self._runtime_fills.append(asyncio.create_task(
+                    slot.caches.fill(slot.fill_environment(), str(pool.runtime.interpreter))))
+        pool.on_first_start = fill
 
     def compile_caches(self, backend: str) -> CompileCaches | None:
         if self.settings.sandbox == "none":

@@ -53,11 +53,13 @@ async def _check(settings: Settings, runtime: store.Runtime, make_slot: PoolSlot
         slot_runtime = SlotRuntime(runtime.interpreter, paths)
         pool = RuntimePool(runtime.name, make_slot(runtime.name, slot_runtime), stays_warm=False,
                            idle_s=settings.runtime_idle_s, runtime=slot_runtime)
+        first_start, pool.on_first_start = pool.on_first_start, None  # the probe's start is not a first use
         try:
             description = await probe(await pool.slot_for(0))
         finally:
             await pool.close()
             pool.starts = 0
+            pool.on_first_start = first_start
     except Exception as exc:  # one runtime's failure must leave the others serving
         problem = f"it failed to start: {exc}"
         log.warning("JAX %s is not offered: %s", runtime.name, problem)

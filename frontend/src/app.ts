@@ -129,10 +129,11 @@ export class App {
       // On phones the header is two rows: this ends the first (name, Stop, Run).
       el("div", { class: "topbar-break", "aria-hidden": "true" }),
       this.backends.element,
-      this.runtimes.element,
       this.stopButton,
       this.runButton,
     );
+    // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
+    this.backends.element.insertBefore(this.runtimes.element, this.backends.element.children[1] ?? null);
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);

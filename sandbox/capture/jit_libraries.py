@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.abc
+import linecache
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -30,6 +31,8 @@ from typing import Any
 
 from jaxplay.sandbox.capture import jax_compat, jit_artifacts
 from jaxplay.sandbox.output import events
+
+USER_FILENAME = "<playground>"
 
 EQUINOX_JIT = "equinox._jit"
 NNX_COMPILATION = "flax.nnx.transforms.compilation"
@@ -228,7 +231,10 @@ def _patch_safely(patch: Callable[[Any], None], module: Any) -> None:
     try:
         patch(module)
     except Exception as exc:  # a library version we do not know: its functions are still captured as jax.jit
-        # A one-line note beside the output (an older library on an older JAX runtime), not the program's stderr.
+        # A one-line note beside the output (an older library on an older JAX runtime), not the program's
+        # stderr; only for a program that names the library (preloaded libraries are patched for every run).
+        if module.__name__.partition(".")[0] not in "".join(linecache.getlines(USER_FILENAME)):
+            return
         events.emit({"type": "notice", "level": "info", "view": "Inspect",
                      "message": f"Inspect cannot follow {module.__name__} on this version ({type(exc).__name__}: "
                                 f"{exc}); its jitted functions are shown as JAX sees them."})

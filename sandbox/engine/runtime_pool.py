@@ -68,6 +68,8 @@ class RuntimePool:
         self.busy = 0
         self.last_used = time.monotonic()
         self.starts = 0  # sandboxes started at first use (after idle), for the log and the benchmarks
+        # Told of this runtime's first sandbox to start (the agent then fills its shared compile cache).
+        self.on_first_start: Callable[[Slot], None] | None = None
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def start(self, seats: list[int]) -> None:
@@ -90,6 +92,9 @@ class RuntimePool:
                 raise
             self.slots[seat] = slot
             self.starts += 1
+            if self.on_first_start is not None:
+                first, self.on_first_start = self.on_first_start, None
+                first(slot)
             log.info("runtime %s: slot %s started in %.2f s", self.name, slot.name, time.monotonic() - started)
             return slot
 

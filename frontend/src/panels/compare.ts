@@ -74,6 +74,7 @@ export const comparePanel: PanelFactory = (ctx) => {
   const outputs = el("div", { class: "compare-outputs", "data-testid": "compare-outputs" });
   const functionsBar = el("div", { class: "compare-functions" });
   const diff = new DiffView();
+  const same = el("div", { class: "compare-same", hidden: true, "data-testid": "compare-same" });
   const runButton = el("button", { class: "btn", type: "button", "data-testid": "compare-run" }, "Compare");
   const allButton = el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-all" }, "Run on all");
   const element = el(
@@ -84,6 +85,7 @@ export const comparePanel: PanelFactory = (ctx) => {
     summary,
     outputs,
     functionsBar,
+    same,
     diff.element,
   );
   let runs: VersionRun[] = [];
@@ -268,6 +270,8 @@ export const comparePanel: PanelFactory = (ctx) => {
     const before = runs[0].compiled.get(chosenFunction);
     const after = runs[against]?.compiled.get(chosenFunction);
     const text = (ev: CompiledEvent | undefined) => (ev?.[artifact] as string | undefined) ?? "(not compiled on this version)";
+    same.hidden = text(before) !== text(after);
+    same.textContent = `The ${artifact} of ${chosenFunction} is the same on both versions (shown folded below).`;
     if (before || after) diff.show(text(before), text(after), artifact, false);
   }
 
