@@ -67,7 +67,9 @@ def test_the_picker_runs_on_the_chosen_version_and_the_page_says_which(open_page
     assert f"{default_version(server)} (default)" in options and OLD in options
     assert any("unavailable" in o for o in options)  # the runtime that cannot be installed, disabled
     assert run(page, VERSION_PROGRAM).strip() == default_version(server)
-    page.select_option("[data-testid=runtime]", OLD)
+    # Completion and help follow the chosen version: its own API index.
+    with page.expect_response(lambda r: r.url.endswith(f"/api/api-index/{OLD}") and r.ok, timeout=120_000):
+        page.select_option("[data-testid=runtime]", OLD)
     assert OLD in run(page, VERSION_PROGRAM + "\nimport jax.numpy as jnp\njax.jit(lambda x: x * 2)(jnp.ones(3))").splitlines()
     assert f"jax {OLD}" in page.inner_text(".run-info")
     page.click("#tab-inspect")

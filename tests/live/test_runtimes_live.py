@@ -134,3 +134,11 @@ def test_an_idle_runtime_stops_its_sandboxes_and_starts_them_again_at_its_next_r
     started_before = log.read_text().count(f"runtime {runtime}: slot")
     assert output_text(server.run("print(3)", runtime=runtime)) == "3\n"
     assert log.read_text().count(f"runtime {runtime}: slot") > started_before
+
+
+def test_the_editors_api_index_is_made_for_each_runtime_from_its_own_python(server: LiveServer) -> None:
+    old = server.get_json(f"/api/api-index/{TEST_RUNTIMES[0]}")
+    default = server.get_json(f"/api/api-index/{server.get_json('/api/backends')['backends'][0]['jax_version']}")
+    assert old["jax_version"] == TEST_RUNTIMES[0] and "typeof" not in old["modules"]["jax"]
+    assert "typeof" in default["modules"]["jax"]
+    assert old["versions"]["flax"] != default["versions"]["flax"]
