@@ -92,6 +92,17 @@ def resolve(hellos: list[wp.WorkerHello], backend: str, requested: str | None) -
     raise bp.ProtocolError(f"{why}. Choose one of: {', '.join(ready) or 'none'}.", reason="unknown_runtime")
 
 
+def refusal(hellos: list[wp.WorkerHello], backend: str, name: str) -> str | None:
+    """Why no connected worker will ever run a queued run on ``name`` now, or None when one may."""
+    if not name or not hellos:
+        return None
+    try:
+        resolve(hellos, backend, name)
+    except bp.ProtocolError as exc:
+        return str(exc)
+    return None
+
+
 def started_fields(hello: wp.WorkerHello, name: str) -> dict[str, Any]:
     """What the ``started`` event says of the runtime that runs it."""
     runtime = runtime_of(hello, name) or runtimes_of(hello)[0]

@@ -256,7 +256,12 @@ class Scheduler:
             link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0
                         and runtimes.offers(w.hello, head.runtime)), key=lambda w: w.free_slots, default=None)
             if link is None:
-                break
+                refusal = runtimes.refusal(self.worker_hellos(backend), backend, head.runtime)
+                if refusal is None:
+                    break
+                queue.remove(head)  # queued before any worker joined, for a runtime none of them offers
+                self.finish(head, bp.RunStatus.REJECTED, refusal)
+                continue
             run = queue.popleft()
             moved = True
             link.free_slots -= 1

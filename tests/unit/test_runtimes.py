@@ -102,3 +102,30 @@ def test_missing_jax_names_carry_the_versions_that_have_them():
     assert api_versions.missing_api("ImportError", "cannot import name 'shard_map' from 'jax' (x)") \
         == ("jax.shard_map", {"added_in": "0.6.2"})
     assert api_versions.missing_api("TypeError", "module 'jax' has no attribute 'typeof'") is None
+
+
+def test_a_run_queued_before_any_worker_for_a_runtime_none_offers_is_rejected_when_they_join():
+    import asyncio
+
+    from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+
+    async def scenario() -> list[dict]:
+        scheduler = Scheduler(Settings(local_workers=0, expected_backends="cpu"))
+        sent: list[dict] = []
+        waiting = Run(client_id="a", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                      runtime="0.5.3")
+        fine = Run(client_id="b", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append)
+        scheduler.submit(waiting)
+        scheduler.submit(fine)
+
+        async def no_send(text: str) -> None:
+            return None
+
+        scheduler.add_worker(WorkerLink(hello=hello(runtime("0.10.2", True), runtime("0.4.38")), send=no_send))
+        await asyncio.sleep(0)
+        return sent
+
+    sent = asyncio.run(scenario())
+    done = next(e for e in sent if e["type"] == "done")
+    assert done["id"] == "a" and done["status"] == "rejected" and "0.4.38" in done["message"]
+    assert any(e["type"] == "started" and e["id"] == "b" for e in sent)
