@@ -20,7 +20,7 @@ import { connectCompare } from "./panels/compare";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
-import { offerRuntimesInHints, RuntimePicker } from "./runtimes";
+import { ApiNames, offerRuntimesInHints, RuntimePicker } from "./runtimes";
 import { LinkRuntimeNote, linkedRuntime } from "./runtimes_link";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
@@ -89,7 +89,7 @@ export class App {
       this.linkNote.showBackend(backend);
       if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
     };
-    offerRuntimesInHints(this.runtimes, () => null, (runtime) => {
+    offerRuntimesInHints(this.runtimes, new ApiNames(), (runtime) => {
       this.runtimes.choose(runtime);
       this.run();
     });

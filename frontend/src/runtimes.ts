@@ -11,6 +11,7 @@
 
 import { el } from "./dom";
 import { HINT_ACTIONS } from "./hint_actions";
+import type { ApiIndexData } from "./api_index";
 import type { BackendInfo, ErrorEvent, RuntimeInfo } from "./protocol";
 import "./styles/runtimes.css";
 
@@ -166,31 +167,61 @@ export function runtimeForMissingApi(
   return fits.sort((a, b) => compareVersions(b.jax_version, a.jax_version))[0] ?? null;
 }
 
+/**
+ * The public names of each offered JAX (GET /api/api-index/{version}), fetched when an error names a
+ * JAX name without version data: whether `jax.x.y` exists there decides which version to offer.
+ */
+export class ApiNames {
+  private readonly indexes = new Map<string, Promise<ApiIndexData | null>>();
+
+  load(version: string): Promise<ApiIndexData | null> {
+    let pending = this.indexes.get(version);
+    if (!pending) {
+      pending = fetch(`/api/api-index/${encodeURIComponent(version)}`)
+        .then((r) => (r.ok ? (r.json() as Promise<ApiIndexData>) : null))
+        .catch(() => null);
+      this.indexes.set(version, pending);
+    }
+    return pending;
+  }
+
+  /** True/false once `version`'s index is loaded; null before (or without one). */
+  has(index: ApiIndexData | null, name: string): boolean | null {
+    if (!index) return null;
+    const dot = name.lastIndexOf(".");
+    const module = index.modules[name.slice(0, dot)];
+    return module ? name.slice(dot + 1) in module : null;
+  }
+}
+
 /** Registers the "Run on JAX x.y" button under errors of APIs another offered runtime has. */
-export function offerRuntimesInHints(
-  picker: RuntimePicker,
-  hasName: (runtime: string, name: string) => boolean | null,
-  runOn: (runtime: string) => void,
-): void {
+export function offerRuntimesInHints(picker: RuntimePicker, names: ApiNames, runOn: (runtime: string) => void): void {
   HINT_ACTIONS.push((ev) => {
-    const current = picker.selected?.name;
-    const target = runtimeForMissingApi(ev, current, picker.runtimes, hasName);
-    if (!target) return null;
-    const older = current && compareVersions(target.jax_version, current) < 0;
-    return el(
-      "div",
-      { class: "output-error-runtime", "data-testid": "hint-runtime" },
-      el("span", {}, `${ev.api} ${older ? "exists in an older" : "exists in a newer"} JAX this server offers. `),
-      el(
-        "button",
-        {
-          class: "btn btn-small",
-          type: "button",
-          "data-testid": "hint-run-on",
-          onclick: () => runOn(target.name),
-        },
-        `Run on JAX ${target.jax_version}`,
-      ),
-    );
+    if (!ev.api) return null;
+    const current = picker.selected;
+    const holder = el("div", { class: "output-error-runtime", "data-testid": "hint-runtime", hidden: true });
+    const offer = (target: RuntimeInfo | null) => {
+      if (!target) return;
+      const older = current && compareVersions(target.jax_version, current.jax_version) < 0;
+      holder.replaceChildren(
+        el("span", {}, `${ev.api} exists in ${older ? "an older" : "a newer"} JAX this server offers.`),
+        el("button", { class: "btn", type: "button", "data-testid": "hint-run-on", onclick: () => runOn(target.name) },
+          `Run on JAX ${target.jax_version}`),
+      );
+      holder.hidden = false;
+    };
+    if (ev.api_versions?.removed_in || ev.api_versions?.added_in) {
+      offer(runtimeForMissingApi(ev, current?.name, picker.runtimes, () => null));
+      return holder;
+    }
+    // No version data: ask the other versions' API indexes, then offer (the holder fills in later).
+    const others = usable({ runtimes: picker.runtimes } as BackendInfo).filter((r) => r.name !== current?.name);
+    void Promise.all(others.map((r) => names.load(r.jax_version).then((index) => [r.jax_version, index] as const)))
+      .then((loaded) => {
+        const byVersion = new Map(loaded);
+        offer(runtimeForMissingApi(ev, current?.name, picker.runtimes,
+          (version, name) => names.has(byVersion.get(version) ?? null, name)));
+      });
+    return holder;
   });
 }

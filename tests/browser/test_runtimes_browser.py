@@ -166,3 +166,15 @@ def test_an_api_only_a_newer_jax_has_offers_the_newer_version(open_page, server:
     button.click()
     assert wait_for_status(page, "ok", timeout_ms=120_000) == "ok"
     assert "float32[]" in output_text(page)
+
+
+def test_without_version_data_the_versions_api_indexes_decide_which_to_offer(open_page, server: LiveServer) -> None:
+    page = open_page("/")
+    replace_code(page, "import jax\nprint(jax.device_put_replicated)")  # gone from newer JAX; no entry in our table
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "error", timeout_ms=120_000) == "error"
+    button = page.wait_for_selector("[data-testid=hint-run-on]", timeout=180_000)  # after the indexes load
+    assert button.inner_text() == f"Run on JAX {TEST_RUNTIMES[-1]}" or button.inner_text() == f"Run on JAX {OLD}"
+    button.click()
+    assert wait_for_status(page, "ok", timeout_ms=120_000) == "ok"
+    assert "device_put_replicated" in output_text(page)
