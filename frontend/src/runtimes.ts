@@ -51,12 +51,7 @@ export class RuntimePicker {
     title: "The JAX version the code runs on",
     "data-testid": "runtime",
   });
-  readonly element = el(
-    "label",
-    { class: "runtime-picker" },
-    el("span", { class: "runtime-label" }, "JAX"),
-    this.select,
-  );
+  readonly element = el("label", { class: "runtime-picker" }, this.select);
   private backend: BackendInfo | undefined;
   private preferred: string | null;
   /** Told the chosen runtime whenever the list or the choice changes. */
@@ -111,7 +106,8 @@ export class RuntimePicker {
     const keep = this.select.value || this.preferred;
     this.backend = backend;
     const runtimes = this.runtimes;
-    this.element.hidden = runtimes.length === 0;
+    // One version offered: nothing to choose (the status bar still names it), and the header stays as it was.
+    this.element.hidden = runtimes.length < 2;
     const ready = usable(backend);
     const want = ready.some((r) => r.name === keep) ? keep : (ready.find((r) => r.default) ?? ready[0])?.name ?? "";
     this.select.replaceChildren(
@@ -119,7 +115,7 @@ export class RuntimePicker {
         el(
           "option",
           { value: r.name, disabled: Boolean(r.problem), title: r.problem ?? describeRuntime(r) },
-          `${r.name}${r.default ? " (default)" : ""}${r.problem ? " — unavailable" : ""}`,
+          `JAX ${r.name}${r.default ? " (default)" : ""}${r.problem ? " — unavailable" : ""}`,
         ),
       ),
     );

@@ -38,6 +38,8 @@ REMOVED_IN: dict[str, str] = {
 _MISSING_ATTRIBUTE = re.compile(r"^module '(jax(?:\.[\w.]+)?)' has no attribute '(\w+)'")
 _CANNOT_IMPORT = re.compile(r"^cannot import name '(\w+)' from '(jax(?:\.[\w.]+)?)'")
 _REMOVED_MESSAGE = re.compile(r"^(jax\.[\w.]+) was removed in JAX v?(\d+\.\d+\.\d+)")
+# An access JAX turned into an error after deprecating it: the name, without the version it went in.
+_DEPRECATED_MESSAGE = re.compile(r"^(jax\.[\w.]+) (?:is deprecated|has been deprecated|has been removed)")
 
 
 def missing_api(ename: str, message: str) -> tuple[str, dict[str, str]] | None:
@@ -49,6 +51,8 @@ def missing_api(ename: str, message: str) -> tuple[str, dict[str, str]] | None:
         return removed.group(1), {"removed_in": removed.group(2)}
     found = _MISSING_ATTRIBUTE.match(message)
     name = f"{found.group(1)}.{found.group(2)}" if found else None
+    if name is None and (deprecated := _DEPRECATED_MESSAGE.match(message)):
+        name = deprecated.group(1)
     if name is None and (imported := _CANNOT_IMPORT.match(message)):
         name = f"{imported.group(2)}.{imported.group(1)}"
     if name is None:

@@ -64,7 +64,7 @@ def run(page: Page, code: str) -> str:
 def test_the_picker_runs_on_the_chosen_version_and_the_page_says_which(open_page, server: LiveServer) -> None:
     page = open_page("/")
     options = page.locator("[data-testid=runtime] option").all_inner_texts()
-    assert f"{default_version(server)} (default)" in options and OLD in options
+    assert f"JAX {default_version(server)} (default)" in options and f"JAX {OLD}" in options
     assert any("unavailable" in o for o in options)  # the runtime that cannot be installed, disabled
     assert run(page, VERSION_PROGRAM).strip() == default_version(server)
     # Completion and help follow the chosen version: its own API index.

@@ -101,6 +101,8 @@ def test_missing_jax_names_carry_the_versions_that_have_them():
         == ("jax.typeof", {"added_in": "0.6.2"})
     assert api_versions.missing_api("ImportError", "cannot import name 'shard_map' from 'jax' (x)") \
         == ("jax.shard_map", {"added_in": "0.6.2"})
+    assert api_versions.missing_api("AttributeError", "jax.device_put_replicated is deprecated; use jax.device_put") \
+        == ("jax.device_put_replicated", {})
     assert api_versions.missing_api("TypeError", "module 'jax' has no attribute 'typeof'") is None
 
 
