@@ -69,6 +69,19 @@ def out_avals(traced: Any) -> Any:
     return jax.tree_util.tree_unflatten(tree, flat) if tree is not None else tuple(flat)
 
 
+def compiled_out_info(compiled: Any) -> Any:
+    """``Compiled.out_info`` (newer than 0.4.38): the outputs' shapes, dtypes and shardings as a pytree."""
+    info = getattr(compiled, "out_info", None)
+    if info is not None:
+        return info
+    import jax
+
+    avals = compiled._executable.out_avals  # the older JAX's own record of the outputs
+    shardings = jax.tree_util.tree_leaves(compiled.output_shardings)
+    leaves = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s) for a, s in zip(avals, shardings, strict=True)]
+    return jax.tree_util.tree_unflatten(compiled.out_tree, leaves)
+
+
 def stablehlo_with_locations(lowered: Any) -> str | None:
     """The StableHLO text with its source locations (``as_text(debug_info=True)``), or None."""
     try:

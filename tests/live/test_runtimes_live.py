@@ -36,6 +36,8 @@ f(jnp.ones((3, 4)), jnp.ones((4, 2)))
 mesh = jax.make_mesh((4, 2), ("x", "y"))
 a = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("x", "y")))
 show_sharding(a)
+g = jax.jit(lambda v: (v * 2).sum(axis=0))
+g(a)
 timeit(lambda: f(jnp.ones((4, 4)), jnp.ones((4, 2))).block_until_ready(), number=2)
 display({"w": jnp.ones(3)})
 """
@@ -75,6 +77,9 @@ def test_the_capture_layer_works_on_every_offered_runtime(server: LiveServer, ru
     sharding = next(e for e in events if e["type"] == "sharding")
     assert sharding["mesh"]["axis_sizes"] == [4, 2] and len(sharding["shards"]) == 8
     assert sharding["typeof"].startswith("float32[8")
+    (sharded,) = [e for e in events if e["type"] == "compiled" and e["fn"] == "<lambda>"]
+    assert sharded["num_devices"] == 8 and sharded["in_shardings"][0]["mesh"]["axis_sizes"] == [4, 2]
+    assert sharded["out_shardings"] and "collectives" in sharded
     timing = next(e for e in events if e["type"] == "timing")
     assert timing["median_ms"] > 0
     assert any(e["type"] == "nondeterministic" and e["kind"] == "time" for e in events)
