@@ -30,30 +30,47 @@ log = logging.getLogger("jaxplay.worker")
 SlotFactory = Callable[[int], Slot]
 
 
+# A run whose runtime is warm only on a busy seat waits this long for that seat before starting a
+# sandbox on a free one (a start costs ~1.3 s and ~200 MB; a run on it usually ends sooner).
+WARM_SEAT_WAIT_S = 1.0
+
+
 class Seats:
     """The worker's free seats. A run takes one where its runtime's sandbox already runs, when it can:
     a runtime in use then keeps one warm sandbox instead of starting one on every seat."""
 
     def __init__(self, count: int) -> None:
+        self.count = count
         self.free = list(range(count))
         self._waiting: list[asyncio.Future[None]] = []
 
     async def take(self, warm: Callable[[int], bool]) -> int:
-        while not self.free:
-            waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + WARM_SEAT_WAIT_S
+        while True:
+            seat = next((s for s in self.free if warm(s)), None)
+            warm_elsewhere = any(warm(s) for s in range(self.count) if s not in self.free)
+            if seat is None and self.free and (not warm_elsewhere or loop.time() >= give_up_at):
+                seat = self.free[0]
+            if seat is not None:
+                self.free.remove(seat)
+                return seat
+            waiter = loop.create_future()
             self._waiting.append(waiter)
-            await waiter
-        seat = next((s for s in self.free if warm(s)), self.free[0])
-        self.free.remove(seat)
-        return seat
+            timeout = max(0.0, give_up_at - loop.time()) if self.free else None
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            except TimeoutError:
+                pass
+            finally:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
 
     def give(self, seat: int) -> None:
         self.free.append(seat)
-        while self._waiting:
-            waiter = self._waiting.pop(0)
+        for waiter in self._waiting:  # each looks again: the seat may be the one it waits for
             if not waiter.done():
                 waiter.set_result(None)
-                return
 
 
 class RuntimePool:

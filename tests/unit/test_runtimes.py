@@ -131,3 +131,22 @@ def test_a_run_queued_before_any_worker_for_a_runtime_none_offers_is_rejected_wh
     done = next(e for e in sent if e["type"] == "done")
     assert done["id"] == "a" and done["status"] == "rejected" and "0.4.38" in done["message"]
     assert any(e["type"] == "started" and e["id"] == "b" for e in sent)
+
+
+def test_a_run_waits_briefly_for_the_seat_where_its_runtime_is_warm_before_starting_another():
+    import asyncio
+
+    from jaxplay.sandbox.engine.runtime_pool import Seats
+
+    async def scenario() -> list[int]:
+        seats, warm = Seats(2), {0}
+        taken = [await seats.take(lambda s: s in warm)]  # the warm seat
+        waiting = asyncio.create_task(seats.take(lambda s: s in warm))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # seat 1 is free, yet it waits for the warm seat 0...
+        seats.give(0)
+        taken.append(await waiting)  # ...and gets it when it frees
+        taken.append(await seats.take(lambda s: s in warm))  # busy too long: the free seat after all
+        return taken
+
+    assert asyncio.run(scenario()) == [0, 0, 1]
