@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay import __version__
+from jaxplay.server.runs import runtimes
 
 if TYPE_CHECKING:
     from jaxplay.server.ops.replica import Replica
@@ -45,7 +46,8 @@ async def readiness(state: Replica) -> dict[str, Any]:
         log.warning("readiness: storage is not writable: %s", exc)
         checks["storage"] = f"not writable: {exc or type(exc).__name__}"
     # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
-    checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
+    backends = scheduler.backends()
+    checks["workers"] = {b["name"]: b["workers"] for b in backends}
     connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
     local = local_worker_check(state)
@@ -59,6 +61,9 @@ async def readiness(state: Replica) -> dict[str, Any]:
     problems = worker_problems(state)
     if problems:
         result["problems"] = problems
+    failed = runtimes.failed(backends)
+    if failed:  # the other runtimes serve: said here, without making the replica unready
+        result["failed_runtimes"] = failed
     return result
 
 

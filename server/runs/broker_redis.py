@@ -132,7 +132,7 @@ class RedisBroker:
     def enqueue(self, run: Run) -> None:
         job = {"key": run.key, "origin": self.id, "code": run.code, "backend": run.backend,
                "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id,
-               "network": run.network}
+               "network": run.network, "runtime": run.runtime}
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
@@ -288,7 +288,8 @@ class RedisBroker:
                 self.outgoing.put_nowait((origin, key, event, hello))
 
         run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", network=job.get("network") or "", key=key)
+                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", network=job.get("network") or "",
+                  key=key, runtime=str(job.get("runtime") or ""))
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
