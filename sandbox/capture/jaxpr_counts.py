@@ -26,11 +26,14 @@ MAX_SOURCE_CHARS = 120
 
 
 def _user_line(traceback: Any, source_info_util: Any) -> int | None:
+    """The innermost line of the program on ``traceback``, read from its raw frames: ``user_frames``
+    takes a traceback in JAX >= 0.7 but a whole ``SourceInfo`` before."""
     if traceback is None:
         return None
-    for frame in source_info_util.user_frames(traceback):
-        if frame.file_name == USER_FILENAME:
-            return int(frame.start_line)
+    codes, lastis = traceback.raw_frames()
+    for code, lasti in zip(codes, lastis, strict=False):
+        if code.co_filename == USER_FILENAME:
+            return int(source_info_util.raw_frame_to_frame(code, lasti).start_line)
     return None
 
 
@@ -41,17 +44,17 @@ def count_by_line(jaxpr: Any) -> tuple[Counter[tuple[int | None, str]], int]:
     counts: Counter[tuple[int | None, str]] = Counter()
     total = 0
     # Explicit stack, no recursion: a deeply nested program must not exhaust Python's stack here.
-    stack: list[tuple[Any, Any]] = [(jaxpr, None)]
+    # An inner equation with no line of the program on its own traceback counts at its caller's line.
+    stack: list[tuple[Any, int | None]] = [(jaxpr, None)]
     while stack:
-        current, caller_traceback = stack.pop()
+        current, caller_line = stack.pop()
         for eqn in current.eqns:
-            traceback = eqn.source_info.traceback
-            if caller_traceback is not None:
-                traceback = caller_traceback if traceback is None else traceback + caller_traceback
-            counts[(_user_line(traceback, source_info_util), eqn.primitive.name)] += 1
+            line = _user_line(eqn.source_info.traceback, source_info_util)
+            line = caller_line if line is None else line
+            counts[(line, eqn.primitive.name)] += 1
             total += 1
             for inner in core.jaxprs_in_params(eqn.params):
-                stack.append((inner, traceback))
+                stack.append((inner, line))
     return counts, total
 
 
