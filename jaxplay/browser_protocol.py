@@ -10,6 +10,7 @@ the same shape is produced whether a run was executed, cached or rejected.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from jaxplay import json_input
 
 MAX_RUN_ID_CHARS = 128
+RUNTIME_NAME = re.compile(r"^[0-9][0-9A-Za-z.+_-]{0,39}$")
 
 
 class RunStatus(StrEnum):
@@ -48,11 +50,29 @@ class ClientRun:
     timeout_s: float | None = None
     inspect: bool = True
     fresh: bool = False
+    profile: bool = False
+    runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
 
 
 @dataclass(frozen=True)
 class ClientCancel:
     id: str
+
+
+MAX_PASSES_KEY_CHARS = 32
+MAX_FN_NAME_CHARS = 512
+
+
+@dataclass(frozen=True)
+class ClientPasses:
+    """Show XLA's passes of compilation ``key`` (``"<fn_id>.<compile_index>"``) of function ``fn``
+    of a run of ``code``: the program runs again, in a fresh sandbox, until that compilation."""
+    id: str
+    code: str
+    key: str
+    fn: str
+    backend: str | None = None
+    runtime: str | None = None  # the JAX of the run whose compilation Inspect shows
 
 
 # --- workshop rooms (server/rooms/hub.py) ---------------------------------------
@@ -89,7 +109,7 @@ class RoomDeck:
 
 
 RoomMessage = RoomJoin | RoomLeave | RoomEdit | RoomDeck
-ClientMessage = ClientRun | ClientCancel | RoomMessage
+ClientMessage = ClientRun | ClientCancel | ClientPasses | RoomMessage
 
 
 def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> ClientMessage:
@@ -110,18 +130,23 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
         return _parse_run(raw, run_id, max_code_bytes)
     if kind == "cancel":
         return ClientCancel(id=_run_id(raw, run_id))
+    if kind == "passes":
+        return _parse_passes(raw, run_id, max_code_bytes)
     if isinstance(kind, str) and kind.startswith("room_"):
         return _parse_room(kind, raw, max_code_bytes)
-    raise ProtocolError(f"Unknown message type {kind!r}: use 'run' or 'cancel' (or a room message: "
+    raise ProtocolError(f"Unknown message type {kind!r}: use 'run', 'cancel' or 'passes' (or a room message: "
                         "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
 
 
+RUN_MESSAGE_TYPES = ("run", "passes")  # the messages that start a run, each ended by its ``done``
+
+
 def readable_run_id(text: str) -> str | None:
-    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run", a valid ``id``):
-    the reply is then that run's ``done``, so the client's run ends."""
+    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run" or "passes", a valid
+    ``id``): the reply is then that run's ``done``, so the client's run ends."""
     fields = json_input.top_level_strings(text, ("type", "id"))
     run_id = fields.get("id")
-    if fields.get("type") != "run" or run_id is None or not 0 < len(run_id) <= MAX_RUN_ID_CHARS:
+    if fields.get("type") not in RUN_MESSAGE_TYPES or run_id is None or not 0 < len(run_id) <= MAX_RUN_ID_CHARS:
         return None
     return run_id
 
@@ -162,8 +187,12 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
         if action not in DECK_ACTIONS:
             raise ProtocolError(f"'room_deck': field 'action' must be one of {', '.join(DECK_ACTIONS)}.")
         position = raw.get("position")
-        if action == "goto" and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+        position_given = isinstance(position, int) and not isinstance(position, bool) and position >= 0
+        if action == "goto" and not position_given:
             raise ProtocolError("'room_deck' with action 'goto' needs 'position', a slide index >= 0.")
+        if action == "set" and position is not None and not position_given:
+            raise ProtocolError("'room_deck' with action 'set': field 'position' must be a slide index >= 0, "
+                                "or left out (the first slide).")
         snippets = raw.get("snippets")
         if action == "set":
             if (not isinstance(snippets, list) or len(snippets) > MAX_DECK_SNIPPETS
@@ -171,7 +200,7 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
                 raise ProtocolError(f"'room_deck' with action 'set' needs 'snippets', a list of at most "
                                     f"{MAX_DECK_SNIPPETS} snippet ids.")
             snippets = tuple(snippets)
-        return RoomDeck(action=action, position=position if action == "goto" else None,
+        return RoomDeck(action=action, position=position if action in ("goto", "set") else None,
                         snippets=snippets if action == "set" else None)
     raise ProtocolError(f"Unknown room message {kind!r}: use 'room_join', 'room_leave', 'room_edit' or 'room_deck'.")
 
@@ -184,8 +213,7 @@ def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
     return run_id
 
 
-def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientRun:
-    rid = _run_id(raw, run_id)
+def _code_and_backend(raw: dict[str, Any], rid: str, max_code_bytes: int) -> tuple[str, str | None]:
     code = raw.get("code")
     if not isinstance(code, str):
         raise ProtocolError("Field 'code' is required and must be a string.", rid)
@@ -200,17 +228,52 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
     backend = raw.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise ProtocolError("Field 'backend' must be a string such as 'cpu', or left out.", rid)
+    return code, backend
+
+
+def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientPasses:
+    rid = _run_id(raw, run_id)
+    code, backend = _code_and_backend(raw, rid, max_code_bytes)
+    key, fn = raw.get("key"), raw.get("fn")
+    if not isinstance(key, str) or not _is_compile_key(key):
+        raise ProtocolError("'passes': field 'key' must name a compilation as its 'compiled' event did, e.g. '2.1'.",
+                            rid)
+    if not isinstance(fn, str) or not fn or len(fn) > MAX_FN_NAME_CHARS:
+        raise ProtocolError(f"'passes': field 'fn' must be the function's name (1 to {MAX_FN_NAME_CHARS} "
+                            "characters), as its 'compiled' event gave it.", rid)
+    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid))
+
+
+def _runtime(raw: dict[str, Any], rid: str) -> str | None:
+    runtime = raw.get("runtime")
+    if runtime is not None and (not isinstance(runtime, str) or not RUNTIME_NAME.match(runtime)):
+        raise ProtocolError("Field 'runtime' must be a JAX version the backend offers, such as '0.4.38' "
+                            "(GET /api/backends lists them), or left out.", rid, reason="unknown_runtime")
+    return runtime or None
+
+
+def _is_compile_key(key: str) -> bool:
+    fn_id, dot, index = key.partition(".")
+    return (len(key) <= MAX_PASSES_KEY_CHARS and dot == "." and fn_id.isascii() and fn_id.isdigit()
+            and index.isascii() and index.isdigit())
+
+
+def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientRun:
+    rid = _run_id(raw, run_id)
+    code, backend = _code_and_backend(raw, rid, max_code_bytes)
     timeout_s = raw.get("timeout_s")
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ProtocolError("Field 'timeout_s' must be a positive number of seconds, or left out.", rid)
+    runtime = _runtime(raw, rid)
     flags = {}
-    for name in ("inspect", "fresh"):
+    for name in ("inspect", "fresh", "profile"):
         value = raw.get(name, ClientRun.__dataclass_fields__[name].default)
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)
         flags[name] = value
-    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, **flags)
+    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
+                     **flags)
 
 
 # --- server events --------------------------------------------------------

@@ -3,9 +3,9 @@
 A worker dials the server and speaks first::
 
     worker -> server  hello     {token, name, backend, device_kind, device_count,
-                                 jax_version, jaxlib_version, slots, devices, libraries}
+                                 jax_version, jaxlib_version, slots, devices, libraries, device_peak, runtimes}
     server -> worker  welcome   {}                      or refused {message}, then close
-    server -> worker  job       {run_id, code, timeout_s, options}
+    server -> worker  job       {run_id, code, timeout_s, options, runtime}
     server -> worker  cancel    {run_id}
     worker -> server  event     {run_id, event}         an event for the browser, no 'id'
     worker -> server  finished  {run_id, status, elapsed_ms, message?, read_session_cache}
@@ -13,6 +13,13 @@ A worker dials the server and speaks first::
 
 ``slots`` is the worker's own view of its sandboxes for the server's metrics:
 ``oom_kills`` and ``crashes`` count since the worker process started.
+
+``runtimes`` lists the JAX versions the worker offers (sandbox/runtimes/): each
+``{name, jax_version, jaxlib_version, default, libraries, problem}``; the one with
+``default`` is the worker's own JAX (the hello's ``jax_version``), and one with a
+``problem`` cannot run programs (its install or its probe failed). A job's
+``runtime`` names one of them ("" for the default); any other is ``finished``
+with status ``rejected``.
 
 ``finished`` is the worker's last word on a run; the server turns it into the
 browser's ``done``. ``read_session_cache`` says the run could load compile-cache
@@ -48,6 +55,10 @@ class WorkerHello:
     device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
     # {import name: version} of the libraries a run can import (sandbox/engine/libraries.py).
     libraries: dict[str, str] = field(default_factory=dict)
+    # The measured peak for rooflines: {flops_per_s, bytes_per_s, how, measured_at, device_kind}, or {}.
+    device_peak: dict[str, Any] = field(default_factory=dict)
+    # The JAX runtimes it offers (RUNTIME_FIELDS each); empty from a worker that offers only its own JAX.
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 
@@ -69,6 +80,7 @@ class ServerJob:
     code: str
     timeout_s: float
     options: dict[str, Any] = field(default_factory=dict)
+    runtime: str = ""  # a JAX version the worker offers; "" for its default
     type: str = "job"
 
 
@@ -115,8 +127,29 @@ _BY_TYPE: dict[str, type] = {
 # downstream (the scheduler, /api/backends) ever sees a count that is a string.
 _CHECKS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
                                         "dict[str, Any]": (dict,), "str | None": (str, type(None)),
-                                        "dict[str, str]": (dict,)}
+                                        "dict[str, str]": (dict,), "list[dict[str, Any]]": (list,)}
 MAX_FIELD_CHARS = 1 << 10
+MAX_RUNTIMES = 64
+MAX_RUNTIME_NAME_CHARS = 40
+# Each runtime a hello lists: field -> accepted types.
+RUNTIME_FIELDS: dict[str, tuple[type, ...]] = {"name": (str,), "jax_version": (str,), "jaxlib_version": (str,),
+                                               "default": (bool,), "libraries": (dict,),
+                                               "problem": (str, type(None))}
+
+
+def _validate_runtimes(runtimes: list[Any]) -> None:
+    if len(runtimes) > MAX_RUNTIMES:
+        raise ValueError(f"'hello' may list at most {MAX_RUNTIMES} runtimes")
+    for runtime in runtimes:
+        if not isinstance(runtime, dict) or set(runtime) != set(RUNTIME_FIELDS):
+            raise ValueError(f"each runtime of 'hello' must have exactly the fields {sorted(RUNTIME_FIELDS)}")
+        for name, types in RUNTIME_FIELDS.items():
+            if not isinstance(runtime[name], types):
+                raise ValueError(f"runtime field {name!r} of 'hello' has the wrong type")
+        if not 0 < len(runtime["name"]) <= MAX_RUNTIME_NAME_CHARS or len(str(runtime["problem"])) > MAX_FIELD_CHARS:
+            raise ValueError(f"a runtime's name must be 1 to {MAX_RUNTIME_NAME_CHARS} characters")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in runtime["libraries"].items()):
+            raise ValueError("a runtime's libraries must map names to version strings")
 
 
 def _validate(message: Any) -> None:
@@ -135,11 +168,34 @@ def _validate(message: Any) -> None:
             raise ValueError(f"field {f.name!r} of {message.type!r} must be finite")
         if isinstance(message, WorkerHello) and isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
             raise ValueError(f"field {f.name!r} of 'hello' is longer than {MAX_FIELD_CHARS} characters")
+    if isinstance(message, WorkerHello):
+        _validate_runtimes(message.runtimes)
+    if isinstance(message, ServerJob) and len(message.runtime) > MAX_RUNTIME_NAME_CHARS:
+        raise ValueError(f"a job's runtime must be at most {MAX_RUNTIME_NAME_CHARS} characters")
     if isinstance(message, WorkerHello) and not (0 < message.slots <= 4096 and 0 <= message.device_count <= 1 << 16):
         raise ValueError("'hello' must offer 1 to 4096 slots and a device count from 0 to 65536")
+    if isinstance(message, WorkerHello) and message.device_peak:
+        _validate_peak(message.device_peak)
     if isinstance(message, WorkerSlots) and not (0 <= message.busy <= message.total <= 4096
                                                   and message.oom_kills >= 0 and message.crashes >= 0):
         raise ValueError("'slots' must count 0 <= busy <= total <= 4096 slots, and no negative kills or crashes")
+
+
+PEAK_RATES = ("flops_per_s", "bytes_per_s")
+PEAK_TEXTS = ("how", "measured_at", "device_kind")
+
+
+def _validate_peak(peak: dict[str, Any]) -> None:
+    """Two positive finite rates and short texts, nothing else: it is shown on every page."""
+    if set(peak) - set(PEAK_RATES) - set(PEAK_TEXTS):
+        raise ValueError(f"'hello' field 'device_peak' has unknown keys {sorted(set(peak) - set(PEAK_RATES) - set(PEAK_TEXTS))}")
+    for name in PEAK_RATES:
+        value = peak.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"'hello' field 'device_peak.{name}' must be a positive number")
+    for name in PEAK_TEXTS:
+        if name in peak and (not isinstance(peak[name], str) or len(peak[name]) > MAX_FIELD_CHARS):
+            raise ValueError(f"'hello' field 'device_peak.{name}' must be text of at most {MAX_FIELD_CHARS} characters")
 
 
 def encode(message: Any) -> str:

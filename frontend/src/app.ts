@@ -15,10 +15,16 @@ import { Connection, type ConnectionState, socketUrl } from "./connection";
 import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
 import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
+import { EMBED_HIDDEN_TABS, embedViewFrom } from "./embed_view";
 import defaultExample from "./examples/default.py?raw";
+import { connectCompare } from "./panels/compare";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
-import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { resultsSizeButton } from "./results_size";
+import { RunAlert } from "./run_alert";
+import { ApiNames, offerRuntimesInHints, RuntimePicker } from "./runtimes";
+import { LinkRuntimeNote, linkedRuntime } from "./runtimes_link";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
@@ -48,13 +54,19 @@ export class App {
   readonly connectionListeners: Array<(state: ConnectionState) => void> = [];
   private readonly status = new StatusLine();
   private readonly backends: BackendPicker;
+  /** The JAX version of the chosen backend that runs get (runtimes.ts). */
+  readonly runtimes = new RuntimePicker();
+  private readonly linkNote: LinkRuntimeNote;
   private readonly tabs = new Tabs();
   private readonly runButton: HTMLButtonElement;
   private readonly stopButton: HTMLButtonElement;
   private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
   private readonly runInfo = el("span", { class: "run-info" });
+  private readonly runAlert: RunAlert;
   private active: ActiveRun | null = null;
   private runCounter = 0;
+  /** Requests panels sent (a compilation's XLA passes): their events go to them, not to the run on screen. */
+  private readonly requests = new Map<string, (ev: ServerEvent) => void>();
   private readonly share: ShareController;
   private readonly drafts = new Drafts();
   readonly apiIndex = new ApiIndex();
@@ -62,6 +74,8 @@ export class App {
   private snippetId: string | null;
   private sharedCode: string | null;
   private unreachableShown = false;
+  /** The panels hold a run (live, recorded or another's) rather than nothing. */
+  private runOnScreen = false;
 
   constructor(
     root: HTMLElement,
@@ -72,10 +86,25 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
-    // Completion and help follow the JAX of the backend the code will run on.
-    this.backends.onSelect = (backend) => {
-      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    this.linkNote = new LinkRuntimeNote(linkedRuntime(boot), this.runtimes, () => this.run());
+    // Completion and help follow the JAX the code will run on: the chosen backend's chosen runtime.
+    this.runtimes.onSelect = (runtime) => {
+      const version = runtime?.jax_version ?? this.backends.selected?.jax_version;
+      if (version) void this.apiIndex.load(version);
     };
+    // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
+    this.backends.onProblems = (problems) => {
+      for (const message of problems) this.route({ type: "notice", id: null, level: "error", message });
+    };
+    this.backends.onSelect = (backend) => {
+      this.runtimes.showBackend(backend);
+      this.linkNote.showBackend(backend);
+      if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
+    offerRuntimesInHints(this.runtimes, new ApiNames(), (runtime) => {
+      this.runtimes.choose(runtime);
+      this.run();
+    });
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -115,6 +144,16 @@ export class App {
       this.stopButton,
       this.runButton,
     );
+    this.runAlert = new RunAlert({
+      activeTab: () => this.tabs.activeId,
+      showOutput: () => this.tabs.show("output"),
+      goToLine: (line) => this.editor.goToLine(line),
+    });
+    this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
+    this.tabs.list.append(resultsSizeButton());
+    this.tabs.onChange = () => this.runAlert.render();
+    // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
+    this.backends.element.insertBefore(this.runtimes.element, this.backends.element.children[1] ?? null);
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);
@@ -130,7 +169,10 @@ export class App {
       parent: editorPane,
       doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: !keepsDraft ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      onChange: (code) => {
+        if (keepsDraft) this.drafts.save(this.snippetId, code, this.sharedCode);
+        this.share?.onCodeChange(code);
+      },
       extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
@@ -143,12 +185,19 @@ export class App {
         showPanel: (id) => this.tabs.show(id),
         isActive: () => slot.isActive(),
         boot,
+        request: (message, onEvent) => this.request(message, onEvent),
       };
       const panel = factory(ctx);
       slot.mount(panel);
       this.panels.push(panel);
     }
+    if (embed) {
+      for (const id of EMBED_HIDDEN_TABS) this.tabs.hide(id);
+      const view = embedViewFrom(window.location.search);
+      if (view) this.tabs.show(view);
+    }
 
+    this.tabs.element.prepend(this.linkNote.element);
     this.connection = new Connection(socketUrl(), {
       onEvent: (ev) => this.onEvent(ev),
       onStateChange: (state) => this.onConnectionState(state),
@@ -158,13 +207,22 @@ export class App {
       boot,
       editor: this.editor,
       topbar: header,
+      editorPane,
       results: this.tabs.element,
       backend: () => this.backends.value,
       runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
-      restoredDraft: draft !== null && this.snippetId !== null,
       linked: (id, code) => this.onLinked(id, code),
+    });
+    connectCompare({
+      send: (message) => this.connection.send(message),
+      cancel: (id) => this.connection.send({ type: "cancel", id }),
+      code: () => this.editor.getCode(),
+      backend: () => this.backends.value,
+      runtimes: () => this.runtimes.runtimes,
+      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
+      listen: (listener) => this.eventListeners.push(listener),
     });
     window.setTimeout(() => {
       if (this.connection.state !== "open") this.showUnreachable();
@@ -178,12 +236,16 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now(), own: true };
+    this.runOnScreen = true;
     if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
     const backend = this.backends.value;
     if (backend) message.backend = backend;
+    const runtime = this.runtimes.value;
+    if (runtime) message.runtime = runtime;
     Object.assign(message, extra);
     this.share.onRunStart(message);
     this.runInfo.textContent = "";
@@ -202,6 +264,8 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `recorded-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now() };
+    this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
@@ -210,6 +274,8 @@ export class App {
   showRun(id: string, events: readonly ServerEvent[] = []): void {
     if (this.active) this.cancel(this.active.id);
     this.active = { id, sentAt: performance.now(), own: false };
+    this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     this.setRunning(true);
     for (const ev of events) this.onEvent(ev);
@@ -220,8 +286,40 @@ export class App {
     this.onEvent(ev);
   }
 
+  /** Shows no run: empty panels and a ready status (a room's slide without a recorded run). A run of this
+   * page's own in flight is cancelled: what it would print belongs to what was on screen before. */
+  clearRun(): void {
+    if (!this.runOnScreen) return; // nothing to clear: page-wide notices stay where they are
+    this.runOnScreen = false;
+    const previous = this.active;
+    this.active = null;
+    if (previous && previous.own !== false) this.cancel(previous.id);
+    const id = `cleared-${++this.runCounter}`;
+    for (const panel of this.panels) panel.onRunStart(id);
+    for (const panel of this.panels) panel.onRunCleared?.();
+    this.share.clear();
+    this.runAlert.clear();
+    this.runInfo.textContent = "";
+    this.setRunning(false);
+    this.status.set({ kind: "idle" });
+  }
+
+  /** True while a run this page started (not one it only shows) is in flight. */
+  get runningOwnRun(): boolean {
+    return this.active !== null && this.active.own !== false;
+  }
+
   stop(): void {
     if (this.active) this.cancel(this.active.id);
+  }
+
+  private request(message: Omit<ClientPasses, "id">, onEvent: (ev: ServerEvent) => void): () => void {
+    const id = `${message.type}-${Date.now().toString(36)}-${++this.runCounter}`;
+    this.requests.set(id, onEvent);
+    this.connection.send({ ...message, id } as ClientPasses);
+    return () => {
+      if (this.requests.delete(id)) this.connection.send({ type: "cancel", id });
+    };
   }
 
   private cancel(id: string): void {
@@ -247,15 +345,22 @@ export class App {
   private onEvent(ev: ServerEvent): void {
     for (const listener of this.eventListeners) listener(ev);
     if (!("id" in ev)) return; // room events: their listeners handle them
+    const requester = ev.id === null ? undefined : this.requests.get(ev.id);
+    if (requester) {
+      if (ev.type === "done") this.requests.delete(ev.id as string);
+      requester(ev);
+      return;
+    }
     if (ev.type === "notice" && ev.id === null) {
       this.route(ev);
       return;
     }
     if (!this.active || ev.id !== this.active.id) return;
     this.share.onEvent(ev);
+    this.runAlert.onEvent(ev);
     switch (ev.type) {
       case "queued":
-        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s });
+        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s, at: performance.now() });
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
@@ -286,11 +391,17 @@ export class App {
     this.active = null;
     this.setRunning(false);
     this.status.set({ kind: "done", status: ev.status, elapsedMs: ev.elapsed_ms, message: ev.message });
+    this.runAlert.onDone(ev);
     for (const panel of this.panels) panel.onRunDone?.(ev);
     void this.backends.refresh();
   }
 
   private onLost(): void {
+    for (const [id, requester] of this.requests) {
+      requester({ type: "done", id, status: "cancelled", elapsed_ms: 0,
+                  message: "The connection to the server dropped; ask again once reconnected." });
+    }
+    this.requests.clear();
     if (!this.active) return;
     const { id, sentAt } = this.active;
     const elapsed = performance.now() - sentAt;

@@ -51,7 +51,9 @@ GALLERY = jaxplay.IMPORT_ROOT / "frontend" / "src" / "examples"  # a checkout's;
 
 
 # Bumped when the keys of entries change: a host's earlier fill is then left behind, not trusted.
-KEYS_VERSION = "2"  # 2: keys no longer depend on the cache's path (sandbox/engine/warmup.py)
+# 2: keys no longer depend on the cache's path (sandbox/engine/warmup.py); 3: the functions Inspect
+# shows are keyed with their source locations (sandbox/capture/jit_capture.py).
+KEYS_VERSION = "3"
 
 
 def environment_name(settings: Settings, backend: str) -> str:
@@ -163,7 +165,7 @@ class CompileCaches:
     def filled(self) -> bool:
         return (self.shared / FILLED_STAMP).exists()
 
-    async def fill(self, env: dict[str, str]) -> None:
+    async def fill(self, env: dict[str, str], interpreter: str | None = None) -> None:
         """Compile the gallery and the common operations into the shared cache, once per environment.
 
         Trusted code only (this project's examples), in a process of its own with a
@@ -171,7 +173,8 @@ class CompileCaches:
         """
         if self.filled():
             return
-        command = [sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
+        # ``interpreter``: a JAX runtime's Python (sandbox/runtimes/), which fills its own shared cache.
+        command = [interpreter or sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
                    str(self.shared), str(GALLERY)]
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

@@ -46,9 +46,41 @@ def accelerator_error() -> str | None:
     try:
         jax.devices(platform)
     except RuntimeError as exc:
-        return f"{platform}: {str(exc).splitlines()[0][:300]}"
+        return gpu.backend_failure_cause(platform, backend_errors(), installed_plugins(), str(exc))
     return None
 
 
-def report() -> None:
-    events.emit(describe())
+def backend_errors() -> dict[str, str]:
+    """Why each of JAX's backends failed to start: JAX keeps the real cause (``cuInit(0) failed: ...``)
+    and raises only "Unknown backend cuda" when asked for it later."""
+    try:
+        from jax._src import xla_bridge
+
+        return {str(k): str(v) for k, v in getattr(xla_bridge, "_backend_errors", {}).items()}
+    except ImportError:
+        return {}
+
+
+def installed_plugins() -> list[str]:
+    """The PJRT plugins JAX discovers (``jax_plugins.xla_cuda13``, ...), by module name."""
+    try:
+        import pkgutil
+
+        import jax_plugins
+
+        return sorted(m.name for m in pkgutil.iter_modules(jax_plugins.__path__))
+    except ImportError:
+        return []
+
+
+def report(options: dict) -> None:
+    """The devices; with ``calibrate`` in the options also their measured peak (``device_peak``)."""
+    description = describe()
+    if options.get("calibrate"):
+        from jaxplay.sandbox.engine import calibration
+
+        try:
+            description["device_peak"] = calibration.measure()
+        except Exception as exc:  # noqa: BLE001 - a worker without a roofline still serves runs
+            description["device_peak_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    events.emit(description)

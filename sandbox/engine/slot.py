@@ -29,6 +29,8 @@ import os
 import select
 import socket
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
@@ -39,6 +41,7 @@ from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.sandbox.isolation.cgroups import SlotCgroup, no_cgroup_cpu_fairness
 from jaxplay.sandbox.isolation.limits import format_bytes
+from jaxplay.sandbox.isolation.numeric_settings import numerical_library_settings
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
 from jaxplay.settings import Settings
 
@@ -62,10 +65,19 @@ class NotStarted(Exception):
         self.status = status
 
 
+@dataclass(frozen=True)
+class SlotRuntime:
+    """A JAX runtime's interpreter and the paths its sandbox binds (sandbox/runtimes/store.py)."""
+    interpreter: Path
+    exposed: list[Path]
+
+
 class Slot:
     def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
-                 caches: CompileCaches | None = None) -> None:
+                 caches: CompileCaches | None = None, runtime: SlotRuntime | None = None) -> None:
         self.index = index
+        # Which Python (hence which JAX) the sandbox runs, and what it exposes; None: the worker's own.
+        self.runtime = runtime
         self.gpus = gpus  # the GPUs this slot owns (/dev/nvidiaN): one run on them at a time
         self.caches = caches
         self.settings = settings
@@ -88,7 +100,8 @@ class Slot:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent_end.setblocking(False)
         isolated = self.settings.sandbox != "none"
-        inner = bwrap.zygote_command(child_end.fileno(), isolated)
+        interpreter = str(self.runtime.interpreter) if self.runtime else None
+        inner = bwrap.zygote_command(child_end.fileno(), isolated, interpreter)
         env = self.zygote_environment()
         if isolated:
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
@@ -97,7 +110,8 @@ class Slot:
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []
-            command = bwrap.sandbox_command(inner, env, procs, devices, extra)
+            command = bwrap.sandbox_command(inner, env, procs, devices, extra,
+                                            self.runtime.exposed if self.runtime else None)
             launch_env = bwrap.LAUNCH_ENVIRONMENT
         else:
             command = inner
@@ -129,6 +143,7 @@ class Slot:
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
                "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
         env.update(gpu.gpu_environment(self.gpus, self.settings))
+        env.update(numerical_library_settings(os.environ))  # a run computes what plain Python computes here
         env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())
         return env
 

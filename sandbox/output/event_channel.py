@@ -35,6 +35,9 @@ RUN_EVENT_BUDGETS: dict[str, int] = {
     "sharding": 8 << 20,
     "display": 20 << 20,
     "nondeterministic": 64 << 10,
+    "roofline": 1 << 20,
+    "profile": 24 << 20,  # at most 3 profiles (sandbox/capture/profile_capture.py), each under 8 MiB
+    "passes": 16 << 20,  # one, in a passes request's run (sandbox/capture/pass_pipeline.py)
     "probe": 256 << 10,
 }
 MAX_EVENT_BYTES = 16 << 20

@@ -45,6 +45,7 @@ from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.broker")
@@ -131,7 +132,7 @@ class RedisBroker:
     def enqueue(self, run: Run) -> None:
         job = {"key": run.key, "origin": self.id, "code": run.code, "backend": run.backend,
                "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id,
-               "keeps_compile_cache": run.keeps_compile_cache}
+               "network": run.network, "runtime": run.runtime}
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
@@ -155,7 +156,7 @@ class RedisBroker:
                 return
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(queue, payload)
-                if run.session_id:
+                if is_browser_session(run.session_id):  # an address client is nobody who comes back
                     pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id,
                               json.dumps({"origin": self.id, "key": run.key}))
                     pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
@@ -191,7 +192,7 @@ class RedisBroker:
              elapsed_ms: float | None = None, **extra: Any) -> None:
         self.pending.pop(run.key, None)
         self.scheduler.finish(run, status, message, elapsed_ms, **extra)
-        if run.session_id and self.redis is not None:
+        if is_browser_session(run.session_id) and self.redis is not None:
             asyncio.create_task(self._forget(run))
 
     async def _forget(self, run: Run) -> None:
@@ -287,8 +288,8 @@ class RedisBroker:
                 self.outgoing.put_nowait((origin, key, event, hello))
 
         run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", key=key,
-                  keeps_compile_cache=job.get("keeps_compile_cache") is True)
+                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", network=job.get("network") or "",
+                  key=key, runtime=str(job.get("runtime") or ""))
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
@@ -389,7 +390,7 @@ class RedisBroker:
 
     async def tell_returning_browser(self, session_id: str, emit: Any) -> None:
         """A browser connected here: end the runs it had in flight on a replica that has since stopped."""
-        if not session_id or self.redis is None:
+        if not is_browser_session(session_id) or self.redis is None:
             return
         try:
             runs = await self.redis.hgetall(f"{PREFIX}session:{session_id}")

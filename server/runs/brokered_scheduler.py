@@ -11,6 +11,7 @@ from typing import Any
 
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.broker_redis import RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
@@ -44,6 +45,8 @@ class BrokeredScheduler(Scheduler):
                     entry.update(remote["describe"])
                 entry["workers"] += remote["workers"]
                 entry["slots"] += remote["slots"]
+        for name, entry in listed.items():  # every replica's workers' runtimes
+            entry["runtimes"] = runtimes.describe(self.worker_hellos(name))
         return [listed[name] for name in sorted(listed)]
 
     def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:

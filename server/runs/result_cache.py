@@ -1,8 +1,8 @@
 """The result cache: a run identical to a recent deterministic successful run is answered at once.
 
-Identical means the same code, backend, device kind and count, JAX and
-jaxlib versions, platform version and run options (``Run.options``, e.g.
-``inspect``). The key is a SHA-256 of those; the entry holds the recorded
+Identical means the same code, backend, device kind and count, JAX runtime
+(its name and its JAX and jaxlib versions, server/runs/runtimes.py), platform
+version and run options (``Run.options``, e.g. ``inspect``). The key is a SHA-256 of those; the entry holds the recorded
 events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
 rule and its reasons.
 
@@ -52,12 +52,13 @@ import psycopg
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.scheduler import Run, Scheduler
 from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 
-KEY_FORMAT = "jaxplay-result-v1"
+KEY_FORMAT = "jaxplay-result-v2"  # v2: the runtime joined the key
 NONDETERMINISTIC = "nondeterministic"
 # Events that describe this server's queue, not the program: never recorded.
 NOT_RECORDED = frozenset({"queued"})
@@ -66,10 +67,12 @@ MAX_RECORDING_BYTES = 64 << 20
 EVICT_BATCH = 64
 
 
-def environment(hello: wp.WorkerHello) -> dict[str, Any]:
+def environment(hello: wp.WorkerHello, runtime: str = "") -> dict[str, Any]:
+    """What of the worker a result depends on, for a run on ``runtime`` ("": the worker's default)."""
+    chosen = runtimes.runtime_of(hello, runtime) or runtimes.runtimes_of(hello)[0]
     return {"device_kind": hello.device_kind, "device_count": hello.device_count,
-            "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version,
-            "platform_version": hello.platform_version}
+            "runtime": chosen["name"], "jax_version": chosen["jax_version"],
+            "jaxlib_version": chosen["jaxlib_version"], "platform_version": hello.platform_version}
 
 
 def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any], session: str | None = None) -> str:
@@ -93,7 +96,7 @@ class Recording:
 
 def burst_key(run: Run) -> str:
     """Identity of a run before a worker is chosen (the environment joins at the leader's end)."""
-    return json.dumps([run.code, run.backend, run.options], sort_keys=True)
+    return json.dumps([run.code, run.backend, run.options, run.runtime], sort_keys=True)
 
 
 class ResultCache:
@@ -138,8 +141,8 @@ class ResultCache:
 
     async def _answer(self, run: Run) -> bool:
         started = time.perf_counter()
-        environments = {json.dumps(environment(hello), sort_keys=True): environment(hello)
-                        for hello in self.scheduler.worker_hellos(run.backend)}
+        environments = {json.dumps(environment(hello, run.runtime), sort_keys=True): environment(hello, run.runtime)
+                        for hello in self.scheduler.worker_hellos(run.backend) if runtimes.offers(hello, run.runtime)}
         keys = [cache_key(run.code, run.backend, env, run.options, session)
                 for env in environments.values() for session in (None, run.session_id or None)]
         for key in dict.fromkeys(keys):  # every session's entries first, then this session's own
@@ -209,7 +212,7 @@ class ResultCache:
         session = run.session_id if answers_only_its_session(event) else None
         if answers_only_its_session(event) and not run.session_id:
             return  # no session to keep it for
-        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options, session)
+        key = cache_key(run.code, run.backend, environment(run.worker.hello, run.runtime), run.options, session)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
         if session is not None:
             done["read_session_cache"] = True

@@ -9,9 +9,10 @@ worker events (adding the browser's run id), and guarantees exactly one
 queued, a lost worker, or the server's own deadline.
 
 Fairness lives in ``server/runs/fair_queue.py``: each backend's queue serves
-clients (browser sessions) in turn, presenters of workshop rooms first, and
-tells each waiting run its position and an estimated wait. Limits per client
-(connections, runs waiting or running) are counted here.
+networks, and the clients within each, in turn, presenters of workshop rooms
+first, and tells each waiting run its position and an estimated wait. Limits
+per client (connections, runs waiting or running) and per network
+(connections) are counted here; who is a client is server/clients/identity.py's word.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.settings import Settings
 
@@ -49,10 +53,10 @@ class Run:
     timeout_s: float
     options: dict[str, Any]
     emit: Emit
-    # The browser session (server/clients/sessions.py): the client it counts against for fairness and limits.
+    # The client it counts against for fairness and limits (server/clients/identity.py), and its network.
     session_id: str = ""
-    # The session is a browser's, from the server's cookie: only then may it keep a compile cache on workers.
-    keeps_compile_cache: bool = False
+    network: str = ""
+    runtime: str = ""  # the JAX version it runs on (server/runs/runtimes.py); "": the worker's default
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -81,6 +85,7 @@ class WorkerLink:
     # Results the server may keep and replay to others (the result cache): only from its own local
     # workers, or remote ones the operator vouched for (--trust-remote-results).
     trusted: bool = False
+    local: bool = False  # one of the server's own local workers (it presented the local token)
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
@@ -95,18 +100,22 @@ class Scheduler:
         self.workers: list[WorkerLink] = []
         self.queues: dict[str, FairQueue[Run]] = {}
         self.durations: dict[str, RunDurations] = {}
-        # Per client: runs waiting or running, and open connections.
+        # Per client: runs waiting or running, and open connections; per network: open connections.
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
-        self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
-        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        self.network_connections: Counter[str] = Counter()
+        self.expected_backends: set[str] = {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        # What the local workers will offer, until they say: the host's devices decide (gpu on a GPU host,
+        # else cpu), so a run sent while they start waits for them on the right backend. Readiness waits
+        # for the local workers themselves to join (server/ops/health.py), whatever they offer.
+        self.local_backends: set[str] = {host_devices.local_backend()} if settings.local_workers > 0 else set()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
 
     # --- what is offered ---------------------------------------------------
 
     def backends(self) -> list[dict[str, Any]]:
-        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends)
+        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends)
         result = []
         for name in names:
             links = [w for w in self.workers if w.hello.backend == name]
@@ -119,6 +128,8 @@ class Scheduler:
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "libraries": first.libraries if first else {},
+                "device_peak": (first.device_peak or None) if first else None,
+                "runtimes": runtimes.describe(w.hello for w in links),
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),
@@ -131,13 +142,36 @@ class Scheduler:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
         return [w.hello for w in self.workers if w.hello.backend == backend]
 
+    def local_worker_refused(self) -> None:
+        """A local worker cannot start: expect of the local workers only what those that joined offer."""
+        self.local_backends = {w.hello.backend for w in self.workers if w.local}
+
+    def default_backend(self) -> str | None:
+        """What a run that names no backend runs on: ``--default-backend`` while it has a worker, else
+        ``cpu`` where connected, else the first backend with a worker, else the first one expected."""
+        listed = self.backends()
+        connected = [b["name"] for b in listed if b["workers"]]
+        chosen = self.settings.default_backend
+        if chosen and chosen in connected:
+            return chosen
+        if connected:
+            return "cpu" if "cpu" in connected else connected[0]
+        if chosen and any(b["name"] == chosen for b in listed):
+            return chosen
+        return listed[0]["name"] if listed else None
+
+    def resolve_runtime(self, backend: str, requested: str | None) -> str:
+        """The runtime a run of ``backend`` gets (server/runs/runtimes.py); refused when none offers it."""
+        return runtimes.resolve(self.worker_hellos(backend), backend, requested)
+
     def resolve_backend(self, requested: str | None) -> str:
-        known = {w.hello.backend for w in self.workers} | self.expected_backends
+        known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
         if requested is None:
-            if not known:
+            default = self.default_backend()
+            if default is None:
                 raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
                                        reason="no_worker")
-            return "cpu" if "cpu" in known else sorted(known)[0]
+            return default
         if requested not in known:
             offered = ", ".join(sorted(known)) or "none yet"
             raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
@@ -146,19 +180,29 @@ class Scheduler:
 
     # --- clients -----------------------------------------------------------
 
-    def attach_client(self, session_id: str) -> None:
-        """Count one more connection of ``session_id``; refuse it beyond the per-client limit."""
+    def attach_client(self, session_id: str, network: str = "") -> None:
+        """Count one more connection of ``session_id`` from ``network``; refuse it beyond either limit."""
         limit = self.settings.max_connections_per_client
         if self.connections[session_id] >= limit:
+            who = "This browser already has" if is_browser_session(session_id) else \
+                "Connections without the playground's session cookie from your address already have"
             raise bp.ProtocolError(
-                f"This browser already has {self.connections[session_id]} connections open to the playground (the "
-                f"limit is {limit}); close some tabs and reload.")
+                f"{who} {self.connections[session_id]} connections open to the playground (the limit is {limit}); "
+                "close some tabs and reload.")
+        network_limit = self.settings.max_connections_per_address
+        if self.network_connections[network] >= network_limit:
+            raise bp.ProtocolError(
+                f"Your network address already has {self.network_connections[network]} connections open to the "
+                f"playground (the limit is {network_limit}); close some tabs, or ask the operator to raise "
+                "--max-connections-per-address.")
         self.connections[session_id] += 1
+        self.network_connections[network] += 1
 
-    def detach_client(self, session_id: str) -> None:
-        self.connections[session_id] -= 1
-        if self.connections[session_id] <= 0:
-            del self.connections[session_id]
+    def detach_client(self, session_id: str, network: str = "") -> None:
+        for counter, key in ((self.connections, session_id), (self.network_connections, network)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
 
     # --- runs --------------------------------------------------------------
 
@@ -197,10 +241,18 @@ class Scheduler:
         self.dispatch(run.backend)
 
     def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
-        """A full queue sheds the newest run of the client holding the most, if that client holds
-        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        """A full queue sheds the newest run of the busiest client of the network holding the most, if that
+        network (or, within the newcomer's own network, that client) holds more than the newcomer's would:
+        one network's flood can fill the queue but never lock others out."""
         victim = queue.heaviest()
-        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+        if victim is None:
+            return False
+        if victim.network == run.network:
+            holds, would_hold = (queue.count_for(victim.session_id, victim.network),
+                                 queue.count_for(run.session_id, run.network) + 1)
+        else:
+            holds, would_hold = queue.count_for_network(victim.network), queue.count_for_network(run.network) + 1
+        if holds <= would_hold:
             return False
         queue.remove(victim)
         self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
@@ -247,10 +299,16 @@ class Scheduler:
         queue = self.queues.get(backend)
         moved = False
         while queue:
-            link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0),
-                       key=lambda w: w.free_slots, default=None)
+            head = next(iter(queue))
+            link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0
+                        and runtimes.offers(w.hello, head.runtime)), key=lambda w: w.free_slots, default=None)
             if link is None:
-                break
+                refusal = runtimes.refusal(self.worker_hellos(backend), backend, head.runtime)
+                if refusal is None:
+                    break
+                queue.remove(head)  # queued before any worker joined, for a runtime none of them offers
+                self.finish(head, bp.RunStatus.REJECTED, refusal)
+                continue
             run = queue.popleft()
             moved = True
             link.free_slots -= 1
@@ -259,8 +317,10 @@ class Scheduler:
             run.started_at = time.monotonic()
             run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
             run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
-                     | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox})
-            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run))
+                     | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox}
+                     | runtimes.started_fields(link.hello, run.runtime))
+            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run),
+                               runtime=run.runtime)
             asyncio.create_task(self._send_job(link, run, job))
         if moved:
             self._announce_positions(backend)
@@ -268,8 +328,9 @@ class Scheduler:
     def job_options(self, run: Run) -> dict[str, Any]:
         """What the worker gets: the run's options plus the name of its session's private compile cache
         (derived, so a worker never learns the session id; kept out of ``run.options``, which the
-        result cache keys on)."""
-        if self.session_keys is None or not run.session_id or not run.keeps_compile_cache:
+        result cache keys on). An address client gets none: it may be several people behind one
+        address, and a cache one of them could write would run code in the others' runs."""
+        if self.session_keys is None or not is_browser_session(run.session_id):
             return run.options
         return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
 
@@ -305,6 +366,8 @@ class Scheduler:
     def add_worker(self, link: WorkerLink) -> None:
         link.free_slots = link.hello.slots
         self.workers.append(link)
+        if link.local:  # the local workers' own word replaces the guess from the host's devices
+            self.local_backends = {w.hello.backend for w in self.workers if w.local}
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)

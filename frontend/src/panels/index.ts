@@ -37,9 +37,11 @@
  * using the CSS variables of src/styles/base.css so both themes work.
  */
 
+import { comparePanel } from "./compare";
 import { galleryPanel } from "./gallery";
 import { inspectPanel } from "./inspect";
 import { outputPanel } from "./output";
+import { performancePanel } from "./performance";
 import { shardingPanel } from "./sharding";
 import type { PanelFactory } from "./types";
 
@@ -49,5 +51,7 @@ export const PANELS: PanelFactory[] = [
   outputPanel,
   inspectPanel,
   shardingPanel,
+  performancePanel,
+  comparePanel,
   galleryPanel,
 ];

@@ -16,9 +16,15 @@
 import { el } from "../dom";
 import "../styles/inspect.css";
 import type { PanelFactory } from "./types";
+import { callStats } from "./inspect_calls";
 import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } from "./inspect_format";
+import { outputsCode, signatureCode, signatureToggle } from "./inspect_signature";
 import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from "./inspect_types";
 import { ArtifactView, DiffView } from "./inspect_view";
+import { eqnCountsTable, type EqnTableState } from "./eqn_counts";
+import { PassesView } from "./passes";
+import { eqnCountsOf, type RooflineRow } from "./perf_types";
+import { rooflineVerdict } from "./roofline";
 
 const ARTIFACTS: [ArtifactName, string][] = [
   ["jaxpr", "jaxpr"],
@@ -55,6 +61,13 @@ export const inspectPanel: PanelFactory = (ctx) => {
   let runInspected = true;
   let finished = false;
   let redrawScheduled = false;
+  // What a "passes" request needs to run the same program again: its code and backend.
+  let runCode = "";
+  let runBackend: string | undefined;
+  let runRuntime: string | undefined;
+  let passesShown = false;
+  const eqnState: EqnTableState = { sort: "count", expanded: false };
+  const roofline = new Map<string, RooflineRow>();
 
   const inspectToggle = el("input", { type: "checkbox", "data-testid": "inspect-toggle" });
   inspectToggle.checked = inspectOn;
@@ -62,6 +75,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     inspectOn = inspectToggle.checked;
     localStorage.setItem(INSPECT_KEY, inspectOn ? "1" : "0");
   });
+  // Which JAX produced what is shown (runs may name a runtime: runtimes.ts).
+  const jaxTag = el("span", { class: "inspect-jax", "data-testid": "inspect-jax" });
   const optionBar = el(
     "label",
     { class: "inspect-option", title: "Off: the next run skips capturing compilations (no overhead)" },
@@ -73,7 +88,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   const top = el(
     "div",
     { class: "inspect-top" },
-    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), optionBar),
+    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), jaxTag, optionBar),
     list,
   );
   const element = el("div", { class: "inspect" }, top, detail);
@@ -88,6 +103,30 @@ export const inspectPanel: PanelFactory = (ctx) => {
     },
   });
   const diff = new DiffView();
+  const passes = new PassesView(
+    ctx,
+    {
+      onHoverSource(line) {
+        if (line === null) ctx.editor.clearLineMarks(HOVER_OWNER);
+        else ctx.editor.setLineMarks(HOVER_OWNER, [{ line, kind: "hover" }], { clearOnEdit: true });
+      },
+      onOpenSource(line) {
+        ctx.editor.goToLine(line);
+      },
+    },
+    () => {
+      passesShown = false;
+      passes.close();
+      drawDetail();
+    },
+  );
+  // A timeline slice or a roofline point names a compilation: show it here.
+  window.addEventListener("jaxplay:show-compiled", (e) => {
+    const key = (e as CustomEvent<{ key: string }>).detail?.key;
+    if (!key || !byKey.has(key)) return;
+    ctx.activate();
+    select(key);
+  });
 
   function scheduleRedraw(): void {
     if (redrawScheduled) return;
@@ -99,7 +138,11 @@ export const inspectPanel: PanelFactory = (ctx) => {
   }
 
   function select(key: string): void {
-    if (selected !== key) compareWith = null;
+    if (selected !== key) {
+      compareWith = null;
+      passesShown = false;
+      passes.close();
+    }
     selected = key;
     drawList();
     drawDetail();
@@ -122,7 +165,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
       blocks.push(el("h3", { class: "inspect-heading" }, "timeit"));
       for (const timing of timings) blocks.push(timingBlock(timing));
     }
-    list.replaceChildren(...blocks);
+    // A function that began compiling and failed (a tracing error) leaves nothing to list.
+    list.replaceChildren(...(blocks.length ? blocks : [emptyHint()]));
   }
 
   function emptyHint(): HTMLElement {
@@ -147,29 +191,14 @@ export const inspectPanel: PanelFactory = (ctx) => {
 
   function functionBlock(entry: FunctionEntry): HTMLElement {
     const timing = entry.timing;
-    const stats: string[] = [];
-    if (timing) {
-      if (timing.calls) stats.push(`${timing.calls} call${timing.calls === 1 ? "" : "s"}`);
-      if (timing.median_ms !== null) stats.push(`median ${formatMs(timing.median_ms)}`);
-      if (timing.calls) stats.push(`total ${formatMs(timing.total_ms)}`);
-      if (timing.traced_calls) stats.push(`${timing.traced_calls} inside transformations`);
-    }
+    const stats = timing ? callStats(timing) : { text: "", title: "" };
     const where = entry.line !== null ? `line ${entry.line}` : entry.module ? `from ${entry.module}` : "";
     const head = el(
       "div",
       { class: "inspect-fn-head" },
       sourceLink(entry.line, entry.fn, `Go to the definition of ${entry.fn}`),
       el("span", { class: "inspect-fn-where" }, where),
-      el(
-        "span",
-        {
-          class: "inspect-fn-stats",
-          title:
-            "Calls with concrete arguments, each timed until its result was ready; the median leaves out calls " +
-            "that compiled. Calls inside grad/vmap/jit are part of the enclosing computation.",
-        },
-        stats.join(" · "),
-      ),
+      el("span", { class: "inspect-fn-stats", "data-testid": "inspect-fn-stats", title: stats.title }, stats.text),
     );
     const compiles = el("ol", { class: "inspect-compiles" });
     for (const compiled of entry.compiles) compiles.append(compileRow(compiled));
@@ -208,11 +237,13 @@ export const inspectPanel: PanelFactory = (ctx) => {
         onclick: () => select(compiled.key),
       },
       el("span", { class: "inspect-compile-index" }, `#${compiled.compile_index}`),
-      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
-      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      signatureCode(compiled.signature),
+      outputsCode(compiled.outputs),
       el("span", { class: "inspect-compile-time", title: "trace + lower + compile" }, formatMs(total)),
     );
-    const item = el("li", {}, button);
+    const item = el("li", { class: "inspect-compile-item" }, button);
+    const toggle = signatureToggle(compiled.signature, item);
+    if (toggle) item.append(toggle);
     if (compiled.cache_miss_reason) {
       item.append(el("div", { class: "inspect-reason", "data-testid": "inspect-reason" }, compiled.cache_miss_reason));
     }
@@ -250,15 +281,15 @@ export const inspectPanel: PanelFactory = (ctx) => {
       "div",
       { class: "inspect-detail-head" },
       sourceLink(compiled.line, compiled.fn, `Go to the definition of ${compiled.fn}`),
-      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
-      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      signatureCode(compiled.signature),
+      outputsCode(compiled.outputs),
       el(
         "span",
         { class: "inspect-fn-where" },
         `compilation #${compiled.compile_index}${compiled.persistent_cache_hit ? " · from the persistent cache" : ""}`,
       ),
     );
-    const parts: (HTMLElement | null)[] = [head];
+    const parts: (HTMLElement | null)[] = [head, signatureToggle(compiled.signature, head)];
     if (compiled.cache_miss_reason) {
       const previous = compiled.previous_key;
       parts.push(
@@ -285,8 +316,19 @@ export const inspectPanel: PanelFactory = (ctx) => {
         ),
       );
     }
+    if (passesShown) {
+      // XLA's passes take the room the figures below would: the head and the toolbar stay.
+      diff.clear();
+      parts.push(toolbar(compiled, siblings), passes.element);
+      detail.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+      return;
+    }
     parts.push(phaseBar(compiled.phases_ms));
     parts.push(el("div", { class: "inspect-tables" }, costTable(compiled.cost), memoryTable(compiled.memory)));
+    const verdict = roofline.get(compiled.key);
+    if (verdict) parts.push(rooflineVerdict(verdict, () => ctx.showPanel("performance")));
+    const counts = eqnCountsOf(compiled);
+    if (counts && counts.lines.length) parts.push(eqnCountsTable(counts, ctx.editor, eqnState, drawDetail));
     if (compiled.capture_errors?.length) {
       parts.push(
         el("div", { class: "inspect-notice" }, `Parts of this capture failed: ${compiled.capture_errors.join("; ")}`),
@@ -339,6 +381,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
             "data-artifact": name,
             onclick: () => {
               artifact = name;
+              passesShown = false;
+              passes.close();
               drawDetail();
             },
           },
@@ -374,11 +418,29 @@ export const inspectPanel: PanelFactory = (ctx) => {
         () => flash(copy, "Copy failed"),
       );
     });
+    const passesButton = el(
+      "button",
+      {
+        class: "btn btn-ghost inspect-passes-button",
+        type: "button",
+        "aria-pressed": String(passesShown),
+        "data-testid": "inspect-passes",
+        title: "Run the program again until this compilation and show what each of XLA's passes did to it",
+        onclick: () => {
+          passesShown = !passesShown;
+          if (passesShown) passes.open(compiled, runCode, runBackend, runRuntime);
+          else passes.close();
+          drawDetail();
+        },
+      },
+      "XLA passes",
+    );
     return el(
       "div",
       { class: "inspect-toolbar" },
       tabs,
       el("span", { class: "topbar-spacer" }),
+      passesButton,
       compare,
       el(
         "button",
@@ -419,9 +481,15 @@ export const inspectPanel: PanelFactory = (ctx) => {
     id: "inspect",
     title: "Inspect",
     element,
-    handles: ["compiling", "compiled", "fn_timing", "timing"],
+    handles: ["started", "compiling", "compiled", "fn_timing", "timing", "roofline"],
     runFields: () => ({ inspect: inspectOn }),
     onRunStart() {
+      runCode = ctx.editor.getCode();
+      runBackend = undefined;
+      runRuntime = undefined;
+      passesShown = false;
+      passes.reset();
+      roofline.clear();
       functions.clear();
       byKey.clear();
       timings = [];
@@ -429,13 +497,21 @@ export const inspectPanel: PanelFactory = (ctx) => {
       compareWith = null;
       runInspected = inspectOn;
       finished = false;
+      jaxTag.textContent = "";
       ctx.editor.clearLineMarks(HOVER_OWNER);
       diff.clear();
       detail.hidden = true;
       drawList();
     },
     onEvent(ev) {
-      if (ev.type === "compiling") {
+      if (ev.type === "started") {
+        runBackend = ev.backend;
+        runRuntime = ev.runtime;
+        jaxTag.textContent = ev.jax_version ? `JAX ${ev.jax_version}` : "";
+      } else if (ev.type === "roofline") {
+        for (const row of ev.functions) roofline.set(row.key, row);
+        if (selected !== null && roofline.has(selected)) drawDetail();
+      } else if (ev.type === "compiling") {
         entryFor(ev.fn_id, ev.fn, ev.line, null).compiling = ev.compile_index;
         scheduleRedraw();
       } else if (ev.type === "compiled") {
