@@ -2,7 +2,9 @@
 
 Ready means all of:
 - not shutting down (phase 1 of ``server/ops/shutdown.py`` turns this off first);
-- storage writable: a real write transaction commits within ``STORAGE_PROBE_S``;
+- storage writable: a real write transaction commits within ``STORAGE_PROBE_S``
+  (after a database restart the first probe already reconnects: no stale 503);
+- with ``--broker``: Redis answers a PING (runs cannot be queued without it);
 - at least one worker connected for each expected backend (``cpu`` when local
   workers run, plus ``--expected-backends``), to this replica or, with
   ``--broker``, to any replica.
@@ -42,11 +44,14 @@ async def readiness(state: Replica) -> dict[str, Any]:
     except Exception as exc:  # any failure means not ready; the reason is shown, not raised
         log.warning("readiness: storage is not writable: %s", exc)
         checks["storage"] = f"not writable: {exc or type(exc).__name__}"
+    broker = await scheduler.broker_check()  # with --broker: Redis answers, or runs cannot be queued
+    if broker is not None:
+        checks["broker"] = broker
     # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
     checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
     connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
-    ready = checks["accepting"] and checks["storage"] == "writable" and not missing
+    ready = checks["accepting"] and checks["storage"] == "writable" and broker in (None, "reachable") and not missing
     result: dict[str, Any] = {"ready": ready, "checks": checks}
     if missing:
         result["missing_backends"] = missing

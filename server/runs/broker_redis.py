@@ -11,12 +11,18 @@ Each run goes through Redis, whichever replica its browser is connected to
                                                                        scheduler -> worker
     relay  ◀── XREAD ─── jaxplay:events:<A> (stream) ◀── XADD ──────── each event, in order
     cancel ─── PUBLISH ───────────▶ jaxplay:cancels ─── SUBSCRIBE ──▶ cancels its local Run
-    heartbeat: SET jaxplay:replica:<id> EX 3 every second, with its backends
+    heartbeat: SET jaxplay:replica:<id> EX 3 every second, with its backends, free slots and
+               local queue; it also reads every queue's length (what /metrics reports)
+
+Tasks, all on the server's event loop and owned by the broker: the heartbeat
+loop, the event reader, the cancel listener, the event sender, the pusher,
+and one puller per backend this replica has workers for.
 
 Why streams for events: a stream keeps order and keeps entries while the
 origin's reader reconnects, where pub/sub would drop them; events are the
-one thing that must not be lost or reordered. Cancels use pub/sub: they
-are idempotent and every run still has its deadline.
+one thing that must not be lost or reordered, so the sender retries a batch
+until Redis takes it. Cancels use pub/sub: they are idempotent and every run
+still has its deadline.
 
 What holds:
 - exactly one ``done`` per run: only the origin's ``Scheduler.finish`` emits
@@ -24,8 +30,16 @@ What holds:
   origin's own deadline, or the executor's death);
 - a job is taken by exactly one executor (BLPOP), and a cancel races it
   safely: LREM removes it if still queued, otherwise the cancel is published;
-- a dead executor (heartbeat gone): its origin ends the run as ``crashed``;
-  a dead origin: executors cancel its runs and drop its queued jobs, and its
+- liveness is judged with grace (server/runs/broker_liveness.py): a dead
+  executor's runs end as ``crashed`` and a dead origin's jobs are dropped only
+  after its heartbeat was missing for seconds while Redis answered;
+- Redis restarting empty loses no run: ``jaxplay:epoch`` vanishes with the
+  data, and an origin that sees a new epoch pushes again every job of its own
+  that no executor had taken (and its browsers' session entries);
+- a Redis outage is never a sandbox crash: a run submitted while Redis cannot
+  be reached is ``rejected`` saying so, a run whose result was lost in one ends
+  as ``error`` saying so, and ``/readyz`` is 503 meanwhile;
+- a dead origin: executors cancel its runs and drop its queued jobs, and its
   browsers, reconnecting to another replica, are sent a ``done`` for each
   run they had in flight (kept per session in ``jaxplay:session:<id>``).
 """
@@ -41,21 +55,43 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S, ReplicaLiveness
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.broker")
 
 PREFIX = "jaxplay:"
-HEARTBEAT_S = 1.0
-HEARTBEAT_TTL_S = 3
+EPOCH_KEY = PREFIX + "epoch"
 STREAM_MAXLEN = 100_000
+# A replica's event stream outlives it by this much: each heartbeat and each XADD renews it.
+STREAM_TTL_S = 600
+# A connection Redis dropped (a restart) is retried this often, ~0.5 s in all, before an operation fails.
+CONNECTION_RETRIES = 3
+# /readyz and /metrics wait this long for Redis.
+PROBE_S = 1.5
+SEND_RETRY_S = 0.5
+
+
+def queue_key(backend: str) -> str:
+    """The Redis list where ``backend``'s runs wait: what KEDA's Redis-list scaler reads (deploy/kubernetes)."""
+    return f"{PREFIX}queue:{backend}"
+
+
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
 ORIGIN_GONE = ("The server this page was connected to stopped while this run was in flight, so its result "
                "was lost; run it again.")
+BROKER_UNREACHABLE = ("The playground's run queue (Redis) cannot be reached right now, so this run was not queued; "
+                      "run it again in a moment.")
+BROKER_LOST = ("The server lost its connection to the run queue (Redis) while this run was in flight, and its result "
+               "never came back; run it again.")
 
 
 @dataclass(eq=False)
@@ -64,6 +100,8 @@ class Pending:
     run: Run
     payload: str
     executor: str | None = None
+    epoch: str | None = None  # the Redis data epoch its job was pushed in
+    pushing: bool = False  # its RPUSH is on its way
 
 
 def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
@@ -75,25 +113,46 @@ async def _nowhere(text: str) -> None:
     """The send of a worker on another replica: this replica never writes to it."""
 
 
+def _drain(queue: asyncio.Queue[Any]) -> list[Any]:
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
+
+
+def connect(url: str) -> aioredis.Redis:
+    """A client that retries a dropped connection (Redis restarted) before failing, and checks idle ones."""
+    return aioredis.from_url(url, decode_responses=True, socket_connect_timeout=2, health_check_interval=5,
+                             retry=Retry(ExponentialBackoff(cap=0.25, base=0.05), CONNECTION_RETRIES),
+                             retry_on_error=[RedisConnectionError, RedisTimeoutError])
+
+
 class RedisBroker:
     def __init__(self, url: str, scheduler: Scheduler) -> None:
         self.url = url
         self.scheduler = scheduler
         self.id = uuid.uuid4().hex[:12]
         self.redis: aioredis.Redis | None = None
+        self.liveness = ReplicaLiveness(self.id)
+        self.epoch: str | None = None
         self.pending: dict[str, Pending] = {}
         self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
         self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
-        self.live: dict[str, dict[str, Any]] = {}  # replica id -> its heartbeat
+        self.waiting: dict[str, int] = {}  # backend -> length of its shared queue, as last read
         self.outgoing: asyncio.Queue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = asyncio.Queue()
         self.pushes: asyncio.Queue[tuple[Run, str]] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
         self.pullers: dict[str, asyncio.Task[None]] = {}
 
+    @property
+    def live(self) -> dict[str, dict[str, Any]]:
+        """Replica id -> its last heartbeat, for every replica not judged gone (this one included)."""
+        return self.liveness.live
+
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
-        self.redis = aioredis.from_url(self.url, decode_responses=True)
+        self.redis = connect(self.url)
         try:
             await self.redis.ping()
         except (RedisError, OSError) as exc:
@@ -126,6 +185,37 @@ class RedisBroker:
     def remote_backends(self) -> set[str]:
         return {b for info in self.live.values() for b, n in info.get("backends", {}).items() if n["workers"]}
 
+    async def probe(self) -> str:
+        """For /readyz: 'reachable', or why not."""
+        if self.redis is None:
+            return "not started"
+        try:
+            await asyncio.wait_for(self.redis.ping(), PROBE_S)
+            return "reachable"
+        except (RedisError, OSError, TimeoutError) as exc:
+            self.liveness.failed()
+            return f"unreachable: {exc or type(exc).__name__}"
+
+    async def refresh_waiting(self) -> None:
+        """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""
+        if self.redis is None:
+            return
+        backends = self._known_backends()
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for backend in backends:
+                    pipe.llen(queue_key(backend))
+                lengths = await asyncio.wait_for(pipe.execute(), PROBE_S)
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.debug("broker: queue lengths not read: %s", exc)
+            return
+        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
+
+    def _known_backends(self) -> list[str]:
+        names = {w.hello.backend for w in self.scheduler.workers} | self.scheduler.expected_backends
+        names |= {b for beat in self.live.values() for b in beat.get("backends", {})}
+        return sorted(names)
+
     # --- origin side -------------------------------------------------------
 
     def enqueue(self, run: Run) -> None:
@@ -134,7 +224,11 @@ class RedisBroker:
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
-        run._deadline = loop.call_later(run.timeout_s + WORKER_GRACE_S + HEARTBEAT_TTL_S, self._overdue, run)
+        run._deadline = loop.call_later(run.timeout_s + WORKER_GRACE_S + GONE_AFTER_S, self._overdue, run)
+        # Accepted: the browser learns its place now (the shared queue's length as last read), and the exact one
+        # once Redis has the job, before any event of its execution can arrive.
+        run.position = self.waiting.get(run.backend, 0) + self.pushes.qsize() + 1
+        run.send(bp.queued_event(run.client_id, run.position))
         self.pushes.put_nowait((run, payload))
 
     async def _push_in_order(self) -> None:
@@ -145,9 +239,17 @@ class RedisBroker:
 
     async def _push(self, run: Run, payload: str) -> None:
         assert self.redis is not None
-        queue = f"{PREFIX}queue:{run.backend}"
+        pending = self.pending.get(run.key)
+        if pending is None or pending.executor is not None:
+            return  # ended (cancelled) while waiting to be pushed, or pushed again after it was taken
+        queue = queue_key(run.backend)
+        pending.pushing = True
         try:
-            waiting = await self.redis.llen(queue)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+                pipe.get(EPOCH_KEY)
+                pipe.llen(queue)
+                _, epoch, waiting = await pipe.execute()
             if waiting >= self.scheduler.settings.queue_limit:
                 self._end(run, bp.RunStatus.REJECTED,
                           f"The {run.backend} queue is full ({waiting} runs waiting); try again in a minute.")
@@ -155,16 +257,59 @@ class RedisBroker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(queue, payload)
                 if run.session_id:
-                    pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id,
-                              json.dumps({"origin": self.id, "key": run.key}))
-                    pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
+                    self._remember_session(pipe, run)
                 position, *_ = await pipe.execute()
         except (RedisError, OSError) as exc:
-            log.error("broker: could not queue run %s: %s", run.key, exc)
-            self._end(run, bp.RunStatus.CRASHED, "The server could not reach its broker; run it again.")
+            # Tried again on a fresh connection first (``connect``): Redis is down, not a stale socket. The runs
+            # behind this one in line would only wait to fail the same way: they are refused with it.
+            refused = [run] + [waiting for waiting, _ in _drain(self.pushes)]
+            log.error("broker: could not queue %d run(s): %s", len(refused), exc)
+            self.liveness.failed()
+            for waiting in refused:
+                if waiting.key in self.pending:
+                    self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE)
             return
-        if run.key in self.pending and run.state == "queued":
-            run.send(bp.queued_event(run.client_id, int(position)))
+        finally:
+            pending.pushing = False
+        pending.epoch = epoch
+        self._saw_epoch(epoch)
+        if run.key in self.pending and run.state == "queued" and run.position != int(position):
+            run.position = int(position)
+            run.send(bp.queued_event(run.client_id, run.position))
+
+    def _remember_session(self, pipe: Any, run: Run) -> None:
+        pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id, json.dumps({"origin": self.id, "key": run.key}))
+        pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
+
+    def _saw_epoch(self, epoch: str | None) -> None:
+        """Redis's data epoch, read just now: a new one means it lost its data (a restart without persistence)."""
+        if epoch is None or epoch == self.epoch:
+            return
+        if self.epoch is not None:
+            log.warning("broker: Redis lost its data (restarted?); queueing this replica's waiting runs again")
+            asyncio.create_task(self._push_lost_jobs(epoch))
+        self.epoch = epoch
+
+    async def _push_lost_jobs(self, epoch: str) -> None:
+        """After Redis lost its data: push again, in submission order, every job no executor had taken."""
+        assert self.redis is not None
+        lost = [p for p in self.pending.values() if p.executor is None and p.epoch not in (None, epoch)]
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for pending in lost:
+                    pipe.rpush(queue_key(pending.run.backend), pending.payload)
+                for pending in self.pending.values():
+                    if pending.run.session_id:
+                        self._remember_session(pipe, pending.run)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.error("broker: could not queue %d run(s) again: %s", len(lost), exc)
+            self.liveness.failed()
+            self.epoch = None  # the next heartbeat that reaches Redis tries again
+            return
+        for pending in lost:
+            pending.epoch = epoch
+        log.info("broker: %d waiting run(s) queued again", len(lost))
 
     def cancel(self, run: Run) -> None:
         asyncio.create_task(self._cancel(run))
@@ -173,8 +318,15 @@ class RedisBroker:
         pending = self.pending.get(run.key)
         if pending is None or self.redis is None:
             return
+        for _ in range(500):  # a push on its way lands first (at most its retries), then LREM finds it
+            if not pending.pushing:
+                break
+            await asyncio.sleep(0.01)
+        if pending.epoch is None and not pending.pushing:  # still waiting for the pusher: it never reaches Redis
+            self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
+            return
         try:
-            if pending.executor is None and await self.redis.lrem(f"{PREFIX}queue:{run.backend}", 1, pending.payload):
+            if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 1, pending.payload):
                 self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
                 return
             await self.redis.publish(f"{PREFIX}cancels", run.key)
@@ -184,7 +336,10 @@ class RedisBroker:
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)
         asyncio.create_task(self._cancel(run))
-        self._end(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
+        if self.liveness.unreachable_since(run.submitted_at):
+            self._end(run, bp.RunStatus.ERROR, BROKER_LOST)
+        else:
+            self._end(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
     def _end(self, run: Run, status: bp.RunStatus, message: str | None = None,
              elapsed_ms: float | None = None, **extra: Any) -> None:
@@ -210,7 +365,13 @@ class RedisBroker:
         pending = self.pending.get(key)
         if pending is None:
             return
-        pending.executor = executor
+        if pending.executor is None:
+            pending.executor = executor
+        elif pending.executor != executor:
+            # A second copy (its job was pushed again after Redis lost its data): the first executor's word counts.
+            log.info("broker: ignoring run %s's events from replica %s (it runs on %s)", key, executor,
+                     pending.executor)
+            return
         run = pending.run
         kind = event.get("type")
         if kind == "queued":
@@ -235,7 +396,7 @@ class RedisBroker:
                 replies = await self.redis.xread({stream: last}, block=1000, count=1000)
             except (RedisError, OSError) as exc:
                 log.warning("broker: reading events failed (%s); retrying", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(SEND_RETRY_S)
                 continue
             for _, entries in replies or ():
                 for entry_id, fields in entries:
@@ -251,17 +412,17 @@ class RedisBroker:
 
     async def _pull(self, backend: str) -> None:
         """Take jobs for ``backend`` from Redis while this replica has a free slot for one."""
-        connection = aioredis.from_url(self.url, decode_responses=True)  # BLPOP holds its connection
+        connection = connect(self.url)  # BLPOP holds its connection
         try:
             while True:
                 if not self.scheduler.accepting or self._free_slots(backend) <= 0:
                     await asyncio.sleep(0.005)
                     continue
                 try:
-                    item = await connection.blpop([f"{PREFIX}queue:{backend}"], timeout=1)
+                    item = await connection.blpop([queue_key(backend)], timeout=1)
                 except (RedisError, OSError) as exc:
                     log.warning("broker: taking a job failed (%s); retrying", exc)
-                    await asyncio.sleep(0.5)
+                    await asyncio.sleep(SEND_RETRY_S)
                     continue
                 if item is not None:
                     self._execute(json.loads(item[1]))
@@ -270,9 +431,12 @@ class RedisBroker:
 
     def _execute(self, job: dict[str, Any]) -> None:
         key, origin = job["key"], job["origin"]
-        if origin != self.id and origin not in self.live:
+        if origin != self.id and self.liveness.is_gone(origin):
             log.info("broker: dropping run %s of replica %s, which stopped", key, origin)
             return
+        if key in self.executing:
+            return  # pushed again after Redis lost its data, and this replica already runs it
+        self.liveness.heard_of(origin)  # not yet judged: it gets the grace a restarting Redis needs
 
         def relay(event: dict[str, Any]) -> None:
             if event.get("type") == "done":
@@ -298,12 +462,16 @@ class RedisBroker:
             self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc))
 
     async def _send_events(self) -> None:
-        """XADD events to their origins' streams in order, many per round trip."""
+        """XADD events to their origins' streams in order, many per round trip; a batch Redis did not take
+        is sent again (in order, with what came since) until it does, unless its origin is gone."""
         assert self.redis is not None
+        batch: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = []
         while True:
-            batch = [await self.outgoing.get()]
+            if not batch:
+                batch.append(await self.outgoing.get())
             while not self.outgoing.empty():
                 batch.append(self.outgoing.get_nowait())
+            batch = [item for item in batch if not self.liveness.is_gone(item[0])]
             try:
                 async with self.redis.pipeline(transaction=False) as pipe:
                     for origin, key, event, hello in batch:
@@ -311,72 +479,106 @@ class RedisBroker:
                         if hello is not None:
                             fields["hello"] = json.dumps(hello)
                         pipe.xadd(f"{PREFIX}events:{origin}", fields, maxlen=STREAM_MAXLEN, approximate=True)
+                    for origin in {item[0] for item in batch}:
+                        pipe.expire(f"{PREFIX}events:{origin}", STREAM_TTL_S)  # a stopped origin's stream expires
                     await pipe.execute()
+                batch = []
             except (RedisError, OSError) as exc:
-                log.error("broker: %d event(s) could not be sent: %s", len(batch), exc)
+                log.warning("broker: %d event(s) not sent yet (%s); retrying", len(batch), exc)
+                await asyncio.sleep(SEND_RETRY_S)
 
     async def _listen_cancels(self) -> None:
         assert self.redis is not None
-        async with self.redis.pubsub() as pubsub:
-            await pubsub.subscribe(f"{PREFIX}cancels")
-            async for message in pubsub.listen():
-                if message.get("type") != "message":
-                    continue
-                key = message["data"]
-                entry = self.executing.get(key)
-                if entry is not None:
-                    Scheduler.cancel(self.scheduler, entry[0])
-                else:  # not taken yet (maybe still on its way into Redis): refuse it when it is
-                    self.cancelled[key] = time.monotonic()
+        while True:
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(f"{PREFIX}cancels")
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self._cancel_received(message["data"])
+            except (RedisError, OSError) as exc:
+                log.warning("broker: cancels from other replicas interrupted (%s); subscribing again", exc)
+                await asyncio.sleep(SEND_RETRY_S)
+
+    def _cancel_received(self, key: str) -> None:
+        entry = self.executing.get(key)
+        if entry is not None:
+            Scheduler.cancel(self.scheduler, entry[0])
+        else:  # not taken yet (maybe still on its way into Redis): refuse it when it is
+            self.cancelled[key] = time.monotonic()
 
     # --- liveness ----------------------------------------------------------
 
-    async def _heartbeat_once(self) -> None:
-        assert self.redis is not None
-        backends: dict[str, dict[str, int]] = {}
+    def _beat(self) -> str:
+        backends: dict[str, dict[str, Any]] = {}
         for link in self.scheduler.workers:
             hello = link.hello
             describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
                         "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version}
-            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "describe": describe, "hellos": []})
+            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "free_slots": 0, "queued": 0,
+                                                        "describe": describe, "hellos": []})
             entry["hellos"].append(public_hello(hello))
             entry["workers"] += 1
-            entry["slots"] += link.hello.slots
-        beat = json.dumps({"backends": backends, "at": time.time()})
+            entry["slots"] += hello.slots
+            entry["free_slots"] += link.free_slots
+        for backend, entry in backends.items():
+            entry["queued"] = len(self.scheduler.queues.get(backend, ()))
+        return json.dumps({"backends": backends, "at": time.time()})
+
+    async def _heartbeat_once(self) -> None:
+        assert self.redis is not None
+        backends = self._known_backends()
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(f"{PREFIX}replica:{self.id}", beat, ex=HEARTBEAT_TTL_S)
+            pipe.set(f"{PREFIX}replica:{self.id}", self._beat(), ex=HEARTBEAT_TTL_S)
             pipe.sadd(f"{PREFIX}replicas", self.id)
-            await pipe.execute()
-        ids = sorted(await self.redis.smembers(f"{PREFIX}replicas"))
+            pipe.expire(f"{PREFIX}events:{self.id}", STREAM_TTL_S)
+            pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+            pipe.get(EPOCH_KEY)
+            pipe.smembers(f"{PREFIX}replicas")
+            for backend in backends:
+                pipe.llen(queue_key(backend))
+            _, _, _, _, epoch, members, *lengths = await pipe.execute()
+        ids = sorted(members)
         beats = await self.redis.mget([f"{PREFIX}replica:{i}" for i in ids]) if ids else []
-        live = {i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None}
-        gone = set(ids) - set(live)
+        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
+        gone = self.liveness.observed({i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None})
         if gone:
-            await self.redis.srem(f"{PREFIX}replicas", *gone)
-        self.live = live
-        for backend in backends:
-            if backend not in self.pullers:
-                self.pullers[backend] = asyncio.create_task(self._pull(backend))
+            log.info("broker: replica(s) %s stopped (no heartbeat for %.0f s)", ", ".join(gone), GONE_AFTER_S)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.srem(f"{PREFIX}replicas", *gone)
+                pipe.delete(*(f"{PREFIX}events:{replica}" for replica in gone))
+                await pipe.execute()
+        self._saw_epoch(epoch)
+        for link in self.scheduler.workers:
+            if link.hello.backend not in self.pullers:
+                self.pullers[link.hello.backend] = asyncio.create_task(self._pull(link.hello.backend))
 
     def beat_soon(self) -> None:
         if self.redis is not None:
-            task = asyncio.ensure_future(self._heartbeat_once())
+            task = asyncio.ensure_future(self._beat_or_note_failure())
             self.tasks.append(task)
             task.add_done_callback(self.tasks.remove)
+
+    async def _beat_or_note_failure(self) -> bool:
+        try:
+            await self._heartbeat_once()
+            return True
+        except (RedisError, OSError) as exc:
+            if self.liveness.reachable:
+                log.warning("broker: Redis cannot be reached (%s); new runs are refused until it can", exc)
+            self.liveness.failed()
+            return False
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            try:
-                await self._heartbeat_once()
-            except (RedisError, OSError) as exc:
-                log.warning("broker: heartbeat failed: %s", exc)
+            if not await self._beat_or_note_failure():
                 continue
             for pending in list(self.pending.values()):
-                if pending.executor is not None and pending.executor not in self.live:
+                if pending.executor is not None and self.liveness.is_gone(pending.executor):
                     self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
             for key, (run, origin) in list(self.executing.items()):
-                if origin not in self.live:
+                if self.liveness.is_gone(origin):
                     log.info("broker: replica %s stopped; cancelling its run %s", origin, key)
                     self.executing.pop(key, None)
                     Scheduler.cancel(self.scheduler, run)
@@ -386,15 +588,31 @@ class RedisBroker:
     # --- browsers that come back -------------------------------------------
 
     async def tell_returning_browser(self, session_id: str, emit: Any) -> None:
-        """A browser connected here: end the runs it had in flight on a replica that has since stopped."""
+        """A browser connected here: end the runs it had in flight on a replica that has since stopped.
+
+        It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
+        that shows the replica alive) rather than answer from a stale view."""
         if not session_id or self.redis is None:
             return
         try:
             runs = await self.redis.hgetall(f"{PREFIX}session:{session_id}")
-            for client_id, raw in runs.items():
-                origin = json.loads(raw)["origin"]
-                if origin != self.id and origin not in self.live:
-                    emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
-                    await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
         except (RedisError, OSError) as exc:
             log.warning("broker: could not look up session runs: %s", exc)
+            return
+        origins = {client_id: json.loads(raw)["origin"] for client_id, raw in runs.items()}
+        waiting = {client_id: origin for client_id, origin in origins.items() if origin != self.id}
+        started = time.monotonic()
+        # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
+        alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
+        while waiting and time.monotonic() < started + GONE_AFTER_S + 2 * HEARTBEAT_S:
+            for client_id, origin in list(waiting.items()):
+                if self.liveness.is_gone(origin):
+                    emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
+                    del waiting[client_id]
+                    try:
+                        await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
+                    except (RedisError, OSError):
+                        pass
+                elif self.liveness.seen_at.get(origin, 0.0) > alive_after:
+                    del waiting[client_id]  # its replica is alive: it answers the run itself
+            await asyncio.sleep(HEARTBEAT_S / 2)

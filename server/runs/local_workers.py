@@ -1,7 +1,10 @@
 """Worker processes the server starts on its own host and owns.
 
 Each is ``python -m jaxplay.cli worker`` dialing this server over loopback
-with a token made for this server's lifetime. The supervisor restarts one
+with a token made for this server's lifetime, named ``local-N@HOST:PORT``
+(this host and the server's port): unique among replicas sharing a broker
+and a database, so cached results name the replica that recorded them
+(``jaxplay purge-results``), and the same again when that replica restarts. The supervisor restarts one
 that dies (with backoff) and, at shutdown, terminates them all, then kills
 any that linger. Their sandboxes die with them (bwrap's --die-with-parent).
 """
@@ -13,6 +16,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
 from dataclasses import asdict
 
@@ -46,6 +50,9 @@ class LocalWorkers:
         env[ENV_PREFIX + "WORKER_TOKEN"] = self.token
         return env
 
+    def name(self, index: int) -> str:
+        return f"local-{index}@{socket.gethostname()}:{self.settings.port}"
+
     def start(self) -> None:
         for index in range(self.settings.local_workers):
             self.processes.append(None)
@@ -57,7 +64,7 @@ class LocalWorkers:
         failures = 0
         while not self.stopping:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", f"local-{index}",
+                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", self.name(index),
                 env=self.environment(), stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_server,
             )
             self.processes[index] = process
