@@ -8,7 +8,7 @@ NODE ?= node
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' jaxplay/__init__.py)
 HOST ?= 127.0.0.1
 APT_RUN := bubblewrap python3-venv
-APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server
+APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server kubectl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: run test lint bench frontend dist image image-gpu system-deps system-test-deps clean
