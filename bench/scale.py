@@ -169,7 +169,7 @@ async def backlog_agreement(servers: list[LiveServer], redis_url: str, runs: int
     """(LLEN, each replica's jaxplay_queue_depth) sampled while ``runs`` sleepers drain through 4 slots."""
     import redis.asyncio as aioredis
 
-    from jaxplay.server.runs.broker_redis import queue_key
+    from jaxplay.server.runs.broker_keys import queue_key
 
     client = aioredis.from_url(redis_url)
     sockets = [await websockets.connect(servers[0].ws_url) for _ in range(runs // 4)]

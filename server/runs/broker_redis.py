@@ -15,8 +15,10 @@ Each run goes through Redis, whichever replica its browser is connected to
                local queue; it also reads every queue's length (what /metrics reports)
 
 Tasks, all on the server's event loop and owned by the broker: the heartbeat
-loop, the event reader, the cancel listener, the event sender, the pusher,
-and one puller per backend this replica has workers for.
+loop, the event reader and the pusher (the origin side, here); the pullers,
+the event sender and the cancel listener belong to its ``JobExecutor``
+(the executor side, server/runs/broker_executor.py). The keys are listed in
+server/runs/broker_keys.py, the liveness rules in server/runs/broker_liveness.py.
 
 Why streams for events: a stream keeps order and keeps entries while the
 origin's reader reconnects, where pub/sub would drop them; events are the
@@ -51,39 +53,36 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs.broker_executor import JobExecutor
+from jaxplay.server.runs.broker_keys import (
+    CANCELS,
+    EPOCH_KEY,
+    PREFIX,
+    REPLICAS,
+    RETRY_S,
+    STREAM_TTL_S,
+    connect,
+    events_key,
+    public_hello,
+    queue_key,
+)
 from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S, ReplicaLiveness
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.broker")
 
-PREFIX = "jaxplay:"
-EPOCH_KEY = PREFIX + "epoch"
-STREAM_MAXLEN = 100_000
-# A replica's event stream outlives it by this much: each heartbeat and each XADD renews it.
-STREAM_TTL_S = 600
-# A connection Redis dropped (a restart) is retried this often, ~0.5 s in all, before an operation fails.
-CONNECTION_RETRIES = 3
 # /readyz and /metrics wait this long for Redis.
 PROBE_S = 1.5
-SEND_RETRY_S = 0.5
-
-
-def queue_key(backend: str) -> str:
-    """The Redis list where ``backend``'s runs wait: what KEDA's Redis-list scaler reads (deploy/kubernetes)."""
-    return f"{PREFIX}queue:{backend}"
-
+# A returning browser's old replica is judged within seconds; beyond this (Redis away?) it is not told.
+RETURNING_WAIT_S = 60.0
 
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
 ORIGIN_GONE = ("The server this page was connected to stopped while this run was in flight, so its result "
@@ -104,11 +103,6 @@ class Pending:
     pushing: bool = False  # its RPUSH is on its way
 
 
-def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
-    """A worker's hello without its token: what other replicas may know of it."""
-    return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
-
-
 async def _nowhere(text: str) -> None:
     """The send of a worker on another replica: this replica never writes to it."""
 
@@ -120,12 +114,6 @@ def _drain(queue: asyncio.Queue[Any]) -> list[Any]:
     return items
 
 
-def connect(url: str) -> aioredis.Redis:
-    """A client that retries a dropped connection (Redis restarted) before failing, and checks idle ones."""
-    return aioredis.from_url(url, decode_responses=True, socket_connect_timeout=2, health_check_interval=5,
-                             retry=Retry(ExponentialBackoff(cap=0.25, base=0.05), CONNECTION_RETRIES),
-                             retry_on_error=[RedisConnectionError, RedisTimeoutError])
-
 
 class RedisBroker:
     def __init__(self, url: str, scheduler: Scheduler) -> None:
@@ -136,13 +124,10 @@ class RedisBroker:
         self.liveness = ReplicaLiveness(self.id)
         self.epoch: str | None = None
         self.pending: dict[str, Pending] = {}
-        self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
-        self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
         self.waiting: dict[str, int] = {}  # backend -> length of its shared queue, as last read
-        self.outgoing: asyncio.Queue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = asyncio.Queue()
         self.pushes: asyncio.Queue[tuple[Run, str]] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
-        self.pullers: dict[str, asyncio.Task[None]] = {}
+        self.executor = JobExecutor(url, scheduler, self.id, self.liveness, self.deliver)
 
     @property
     def live(self) -> dict[str, dict[str, Any]]:
@@ -159,19 +144,19 @@ class RedisBroker:
             raise RuntimeError(f"Cannot reach the broker at {self.url}: {exc}. Check --broker "
                                "(JAXPLAY_BROKER) and that Redis is running.") from exc
         await self._heartbeat_once()
-        for loop in (self._heartbeat_loop, self._read_events, self._listen_cancels, self._send_events,
-                     self._push_in_order):
+        self.executor.start(self.redis)
+        for loop in (self._heartbeat_loop, self._read_events, self._push_in_order):
             self.tasks.append(asyncio.create_task(loop()))
         log.info("broker: replica %s on %s", self.id, self.url)
 
     async def stop(self) -> None:
-        for task in [*self.tasks, *self.pullers.values()]:
+        for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, *self.pullers.values(), return_exceptions=True)
+        await asyncio.gather(*self.tasks, self.executor.stop(), return_exceptions=True)
         if self.redis is not None:
             try:
-                await self.redis.delete(f"{PREFIX}replica:{self.id}", f"{PREFIX}events:{self.id}")
-                await self.redis.srem(f"{PREFIX}replicas", self.id)
+                await self.redis.delete(f"{PREFIX}replica:{self.id}", events_key(self.id))
+                await self.redis.srem(REPLICAS, self.id)
             except (RedisError, OSError):
                 pass
             await self.redis.aclose()
@@ -329,7 +314,7 @@ class RedisBroker:
             if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 1, pending.payload):
                 self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
                 return
-            await self.redis.publish(f"{PREFIX}cancels", run.key)
+            await self.redis.publish(CANCELS, run.key)
         except (RedisError, OSError) as exc:
             log.warning("broker: cancel of %s could not reach Redis: %s", run.key, exc)
 
@@ -390,122 +375,19 @@ class RedisBroker:
 
     async def _read_events(self) -> None:
         assert self.redis is not None
-        stream, last = f"{PREFIX}events:{self.id}", "$"
+        stream, last = events_key(self.id), "$"
         while True:
             try:
                 replies = await self.redis.xread({stream: last}, block=1000, count=1000)
             except (RedisError, OSError) as exc:
                 log.warning("broker: reading events failed (%s); retrying", exc)
-                await asyncio.sleep(SEND_RETRY_S)
+                await asyncio.sleep(RETRY_S)
                 continue
             for _, entries in replies or ():
                 for entry_id, fields in entries:
                     last = entry_id
                     hello = json.loads(fields["hello"]) if "hello" in fields else None
                     self.deliver(fields["key"], fields["executor"], json.loads(fields["event"]), hello)
-
-    # --- executor side -----------------------------------------------------
-
-    def _free_slots(self, backend: str) -> int:
-        free = sum(w.free_slots for w in self.scheduler.workers if w.hello.backend == backend)
-        return free - len(self.scheduler.queues.get(backend, ()))
-
-    async def _pull(self, backend: str) -> None:
-        """Take jobs for ``backend`` from Redis while this replica has a free slot for one."""
-        connection = connect(self.url)  # BLPOP holds its connection
-        try:
-            while True:
-                if not self.scheduler.accepting or self._free_slots(backend) <= 0:
-                    await asyncio.sleep(0.005)
-                    continue
-                try:
-                    item = await connection.blpop([queue_key(backend)], timeout=1)
-                except (RedisError, OSError) as exc:
-                    log.warning("broker: taking a job failed (%s); retrying", exc)
-                    await asyncio.sleep(SEND_RETRY_S)
-                    continue
-                if item is not None:
-                    self._execute(json.loads(item[1]))
-        finally:
-            await connection.aclose()
-
-    def _execute(self, job: dict[str, Any]) -> None:
-        key, origin = job["key"], job["origin"]
-        if origin != self.id and self.liveness.is_gone(origin):
-            log.info("broker: dropping run %s of replica %s, which stopped", key, origin)
-            return
-        if key in self.executing:
-            return  # pushed again after Redis lost its data, and this replica already runs it
-        self.liveness.heard_of(origin)  # not yet judged: it gets the grace a restarting Redis needs
-
-        def relay(event: dict[str, Any]) -> None:
-            if event.get("type") == "done":
-                self.executing.pop(key, None)
-            hello = None
-            if event.get("type") == "started" and run.worker:
-                hello = public_hello(run.worker.hello) | {"trusted": run.worker.trusted}
-            if origin == self.id:
-                self.deliver(key, self.id, event, hello)
-            else:
-                self.outgoing.put_nowait((origin, key, event, hello))
-
-        run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", key=key)
-        self.executing[key] = (run, origin)
-        if self.cancelled.pop(key, None) is not None:
-            self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
-            return
-        try:
-            # A job taken from the shared queue: it counts against its browser on the replica it came from.
-            self.scheduler.queue_here(run, count=False)
-        except bp.ProtocolError as exc:
-            self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc))
-
-    async def _send_events(self) -> None:
-        """XADD events to their origins' streams in order, many per round trip; a batch Redis did not take
-        is sent again (in order, with what came since) until it does, unless its origin is gone."""
-        assert self.redis is not None
-        batch: list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = []
-        while True:
-            if not batch:
-                batch.append(await self.outgoing.get())
-            while not self.outgoing.empty():
-                batch.append(self.outgoing.get_nowait())
-            batch = [item for item in batch if not self.liveness.is_gone(item[0])]
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for origin, key, event, hello in batch:
-                        fields = {"key": key, "executor": self.id, "event": json.dumps(event, separators=(",", ":"))}
-                        if hello is not None:
-                            fields["hello"] = json.dumps(hello)
-                        pipe.xadd(f"{PREFIX}events:{origin}", fields, maxlen=STREAM_MAXLEN, approximate=True)
-                    for origin in {item[0] for item in batch}:
-                        pipe.expire(f"{PREFIX}events:{origin}", STREAM_TTL_S)  # a stopped origin's stream expires
-                    await pipe.execute()
-                batch = []
-            except (RedisError, OSError) as exc:
-                log.warning("broker: %d event(s) not sent yet (%s); retrying", len(batch), exc)
-                await asyncio.sleep(SEND_RETRY_S)
-
-    async def _listen_cancels(self) -> None:
-        assert self.redis is not None
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(f"{PREFIX}cancels")
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
-                            self._cancel_received(message["data"])
-            except (RedisError, OSError) as exc:
-                log.warning("broker: cancels from other replicas interrupted (%s); subscribing again", exc)
-                await asyncio.sleep(SEND_RETRY_S)
-
-    def _cancel_received(self, key: str) -> None:
-        entry = self.executing.get(key)
-        if entry is not None:
-            Scheduler.cancel(self.scheduler, entry[0])
-        else:  # not taken yet (maybe still on its way into Redis): refuse it when it is
-            self.cancelled[key] = time.monotonic()
 
     # --- liveness ----------------------------------------------------------
 
@@ -530,11 +412,11 @@ class RedisBroker:
         backends = self._known_backends()
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.set(f"{PREFIX}replica:{self.id}", self._beat(), ex=HEARTBEAT_TTL_S)
-            pipe.sadd(f"{PREFIX}replicas", self.id)
-            pipe.expire(f"{PREFIX}events:{self.id}", STREAM_TTL_S)
+            pipe.sadd(REPLICAS, self.id)
+            pipe.expire(events_key(self.id), STREAM_TTL_S)
             pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
             pipe.get(EPOCH_KEY)
-            pipe.smembers(f"{PREFIX}replicas")
+            pipe.smembers(REPLICAS)
             for backend in backends:
                 pipe.llen(queue_key(backend))
             _, _, _, _, epoch, members, *lengths = await pipe.execute()
@@ -545,13 +427,11 @@ class RedisBroker:
         if gone:
             log.info("broker: replica(s) %s stopped (no heartbeat for %.0f s)", ", ".join(gone), GONE_AFTER_S)
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.srem(f"{PREFIX}replicas", *gone)
-                pipe.delete(*(f"{PREFIX}events:{replica}" for replica in gone))
+                pipe.srem(REPLICAS, *gone)
+                pipe.delete(*(events_key(replica) for replica in gone))
                 await pipe.execute()
         self._saw_epoch(epoch)
-        for link in self.scheduler.workers:
-            if link.hello.backend not in self.pullers:
-                self.pullers[link.hello.backend] = asyncio.create_task(self._pull(link.hello.backend))
+        self.executor.pull_for({link.hello.backend for link in self.scheduler.workers})
 
     def beat_soon(self) -> None:
         if self.redis is not None:
@@ -572,18 +452,17 @@ class RedisBroker:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
-            if not await self._beat_or_note_failure():
-                continue
-            for pending in list(self.pending.values()):
-                if pending.executor is not None and self.liveness.is_gone(pending.executor):
-                    self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
-            for key, (run, origin) in list(self.executing.items()):
-                if self.liveness.is_gone(origin):
-                    log.info("broker: replica %s stopped; cancelling its run %s", origin, key)
-                    self.executing.pop(key, None)
-                    Scheduler.cancel(self.scheduler, run)
-            cutoff = time.monotonic() - 60
-            self.cancelled = {k: t for k, t in self.cancelled.items() if t > cutoff}
+            try:
+                if await self._beat_or_note_failure():
+                    self._end_runs_of_gone_replicas()
+            except Exception:  # the heartbeat is this replica's life to the others: it must never stop
+                log.exception("broker: heartbeat failed")
+
+    def _end_runs_of_gone_replicas(self) -> None:
+        for pending in list(self.pending.values()):
+            if pending.executor is not None and self.liveness.is_gone(pending.executor):
+                self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
+        self.executor.cancel_orphans()
 
     # --- browsers that come back -------------------------------------------
 
@@ -604,7 +483,7 @@ class RedisBroker:
         started = time.monotonic()
         # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
         alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
-        while waiting and time.monotonic() < started + GONE_AFTER_S + 2 * HEARTBEAT_S:
+        while waiting and time.monotonic() < started + RETURNING_WAIT_S:
             for client_id, origin in list(waiting.items()):
                 if self.liveness.is_gone(origin):
                     emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))

@@ -16,7 +16,8 @@ import time
 import pytest
 import redis
 
-from jaxplay.server.runs.broker_redis import BROKER_UNREACHABLE, EXECUTOR_GONE, ORIGIN_GONE, PREFIX, queue_key
+from jaxplay.server.runs.broker_keys import PREFIX, queue_key
+from jaxplay.server.runs.broker_redis import BROKER_UNREACHABLE, EXECUTOR_GONE, ORIGIN_GONE
 from tests.live.faults import (
     Client,
     check_run_contract,
@@ -146,18 +147,25 @@ async def replica_death(a, b, cookie: str, b_worker: str) -> None:
     async with Client(a) as on_a, Client(b, cookie) as on_b:
         mine = [await on_a.run(sleeper(3)) for _ in range(4)]  # A's two slots and B's two: some cross
         theirs = [await on_b.run(sleeper(3)) for _ in range(2)]
-        for run_id in mine + theirs[:1]:
-            await (on_a if run_id in mine else on_b).started(run_id)
+        await on_b.started(theirs[0])
+
+        def running_on_b() -> list[str]:
+            return [r for r in mine if not on_a.done(r) and any(
+                e["type"] == "started" and b_worker in e["devices"]["worker"] for e in on_a.events[r])]
+
+        async with asyncio.timeout(30):  # kill B while it runs one of A's runs, at least
+            while not running_on_b():
+                await asyncio.sleep(0.05)
+        crossed = running_on_b()
         b.process.send_signal(signal.SIGKILL)  # B and (with it) its local worker die without a word
         b.process.wait(10)
         assert (await asyncio.to_thread(readiness, a))[0] == 200
         for run_id, done in (await on_a.all_done(mine, 60)).items():
             check_run_contract(on_a.events[run_id])
             started = next(e for e in on_a.events[run_id] if e["type"] == "started")
-            if b_worker in started["devices"]["worker"]:  # ran on B: its sandbox died with B, and it says so
-                assert (done["status"], done["message"]) == ("crashed", EXECUTOR_GONE)
-            else:
-                assert done["status"] == "ok", done
+            if done["status"] != "ok" or run_id in crossed:  # only runs B was running: their sandboxes died with B
+                assert b_worker in started["devices"]["worker"], done
+                assert (done["status"], done["message"]) == ("crashed", EXECUTOR_GONE)  # and it says so
         fresh = await on_a.run("print('A carries on')")
         assert (await on_a.all_done([fresh], 60))[fresh]["status"] == "ok"
     # B's browser comes back through the load balancer to A and learns what became of its runs.

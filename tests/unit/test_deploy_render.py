@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from jaxplay.server.runs.broker_redis import queue_key
+from jaxplay.server.runs.broker_keys import queue_key
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="the test extra installs kubernetes-validate")
 
