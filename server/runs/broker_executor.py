@@ -36,6 +36,7 @@ from jaxplay.server.runs.broker_keys import (
     STREAM_TTL_S,
     connect,
     events_key,
+    listen_forever,
     public_hello,
     queue_key,
 )
@@ -178,16 +179,7 @@ class JobExecutor:
 
     async def _listen_cancels(self) -> None:
         assert self.redis is not None
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(CANCELS)
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
-                            self._cancel_received(message["data"])
-            except (RedisError, OSError) as exc:
-                log.warning("broker: cancels from other replicas interrupted (%s); subscribing again", exc)
-                await asyncio.sleep(RETRY_S)
+        await listen_forever(self.redis, CANCELS, self._cancel_received, "cancels from other replicas")
 
     def _cancel_received(self, key: str) -> None:
         entry = self.executing.get(key)

@@ -16,6 +16,9 @@ Keys (all under ``jaxplay:``)::
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -23,9 +26,12 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from jaxplay import worker_protocol as wp
+
+log = logging.getLogger("jaxplay.broker")
 
 PREFIX = "jaxplay:"
 EPOCH_KEY = PREFIX + "epoch"
@@ -59,3 +65,18 @@ def connect(url: str) -> aioredis.Redis:
 def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
     """A worker's hello without its token: what other replicas may know of it."""
     return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
+
+
+async def listen_forever(redis: aioredis.Redis, channel: str, received: Callable[[str], None], what: str) -> None:
+    """Hand every message of a pub/sub ``channel`` to ``received``; subscribe again whenever Redis drops us
+    (messages published meanwhile are lost: pub/sub carries only what a later message or a deadline mends)."""
+    while True:
+        try:
+            async with redis.pubsub() as pubsub:
+                await pubsub.subscribe(channel)
+                async for message in pubsub.listen():
+                    if message.get("type") == "message":
+                        received(message["data"])
+        except (RedisError, OSError) as exc:
+            log.warning("%s interrupted (%s); subscribing again", what, exc)
+            await asyncio.sleep(RETRY_S)

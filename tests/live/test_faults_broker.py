@@ -37,19 +37,6 @@ pytestmark = pytest.mark.live
 NO_WORKER = ("--no-local-worker", "--expected-backends", "cpu")
 
 
-@pytest.fixture
-def own_redis():
-    """A Redis of this test's own: the test kills it."""
-    try:
-        server = RedisServer()
-    except FileNotFoundError as missing:
-        pytest.skip(str(missing))
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def ready_pair(redis_url: str, tmp_path, a_args: tuple[str, ...], b_args: tuple[str, ...] = ()):
     a = replica(tmp_path, "a", redis_url, *a_args)
     a.wait_ready(workers=0 if "--no-local-worker" in a_args else 1)

@@ -15,26 +15,11 @@ import pytest
 
 from tests.live.faults import Client, check_run_contract, http_status, metric, readiness, wait_until
 from tests.live_server import LiveServer
-from tests.postgres_server import PostgresServer
 
 pytestmark = pytest.mark.live
 
 NOT_LOADED = "jax-22222Z"  # a room code no replica holds in memory
 CACHED = "print('answered from the cache when the database is up')"
-
-
-@pytest.fixture
-def own_postgres():
-    """A PostgreSQL of this test's own: the test stops it."""
-    try:
-        server = PostgresServer()
-    except FileNotFoundError as missing:
-        pytest.skip(str(missing))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_postgres_stopped_and_started_under_a_running_server(own_postgres, tmp_path):
