@@ -114,7 +114,6 @@ def _drain(queue: asyncio.Queue[Any]) -> list[Any]:
     return items
 
 
-
 class RedisBroker:
     def __init__(self, url: str, scheduler: Scheduler) -> None:
         self.url = url
@@ -164,8 +163,23 @@ class RedisBroker:
     def abandon_all(self, message: str) -> None:
         """Shutdown, after the drain: end this replica's runs still out in Redis or on other replicas."""
         for pending in list(self.pending.values()):
-            asyncio.create_task(self._cancel(pending.run))
-            self._end(pending.run, bp.RunStatus.CRASHED, message)
+            self._give_up(pending.run, bp.RunStatus.CRASHED, message)
+
+    def _give_up(self, run: Run, status: bp.RunStatus, message: str) -> None:
+        """End a run here, and take its job back from Redis or cancel it wherever it runs."""
+        pending = self.pending.get(run.key)
+        if pending is not None:
+            asyncio.create_task(self._withdraw(run, pending.payload))
+        self._end(run, status, message)
+
+    async def _withdraw(self, run: Run, payload: str) -> None:
+        if self.redis is None:
+            return
+        try:
+            if not await self.redis.lrem(queue_key(run.backend), 1, payload):
+                await self.redis.publish(CANCELS, run.key)
+        except (RedisError, OSError) as exc:
+            log.warning("broker: run %s could not be withdrawn (Redis: %s); its deadline ends it", run.key, exc)
 
     def remote_backends(self) -> set[str]:
         return {b for info in self.live.values() for b, n in info.get("backends", {}).items() if n["workers"]}
@@ -320,11 +334,10 @@ class RedisBroker:
 
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)
-        asyncio.create_task(self._cancel(run))
         if self.liveness.unreachable_since(run.submitted_at):
-            self._end(run, bp.RunStatus.ERROR, BROKER_LOST)
+            self._give_up(run, bp.RunStatus.ERROR, BROKER_LOST)
         else:
-            self._end(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
+            self._give_up(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
     def _end(self, run: Run, status: bp.RunStatus, message: str | None = None,
              elapsed_ms: float | None = None, **extra: Any) -> None:

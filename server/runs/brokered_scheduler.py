@@ -3,6 +3,10 @@
 Browser connections, the result cache and shutdown use it exactly as they use
 ``Scheduler``; only where a run waits changes. Its own local queues hold just
 the runs this replica took from Redis for its own workers (the broker's ``queue_here``).
+What it reports (``backends``, ``waiting``: /api/backends, /metrics, /readyz) is
+the whole set of replicas: the shared queue's length and every replica's workers
+and free slots, so that every replica tells the same and an autoscaler sees the
+real backlog.
 """
 
 from __future__ import annotations
