@@ -72,10 +72,11 @@ def metric(server: LiveServer, name: str, **labels: str) -> float | None:
 class Client:
     """One browser tab: a websocket with runs in flight, collecting every event per run id."""
 
-    def __init__(self, server: LiveServer, cookie: str | None = None) -> None:
+    def __init__(self, server: LiveServer, cookie: str | None = None, expect: tuple[str, ...] | list[str] = ()) -> None:
         self.server = server
         self.cookie = cookie
-        self.events: dict[str, list[dict[str, Any]]] = {}
+        # Runs of an earlier connection this one may be told about (a browser back from a dead replica).
+        self.events: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in expect}
         self.closed = False
 
     async def __aenter__(self) -> Client:

@@ -156,8 +156,7 @@ async def replica_death(a, b, cookie: str, b_worker: str) -> None:
         fresh = await on_a.run("print('A carries on')")
         assert (await on_a.all_done([fresh], 60))[fresh]["status"] == "ok"
     # B's browser comes back through the load balancer to A and learns what became of its runs.
-    async with Client(a, cookie) as returning:
-        returning.events = {run_id: [] for run_id in theirs}
+    async with Client(a, cookie, expect=theirs) as returning:
         told = await returning.all_done(theirs, 30)
     assert all(d["status"] == "crashed" and d["message"] == ORIGIN_GONE for d in told.values()), told
 
