@@ -258,3 +258,18 @@ def test_with_a_broker_the_per_client_limit_holds_on_the_replica_the_browser_use
         for pending in scheduler.broker.pending.values():
             pending.run._deadline.cancel()
     run_async(scenario)
+
+
+def test_a_run_whose_browser_left_before_it_was_queued_is_cancelled_with_its_done():
+    """A browser that closes while a hook (the cache, during a database outage) still looks its run up:
+    the run was never queued, and cancelling it must still end it with a done (it raised KeyError)."""
+    async def scenario():
+        h = Harness(slots=1)
+        h.submit("queued", "other")  # the queue exists and holds another client's run
+        events: list[dict] = []
+        unqueued = Run(client_id="mine", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=events.append,
+                       session_id="me")
+        h.scheduler.cancel(unqueued)
+        assert [(e["type"], e["status"]) for e in events] == [("done", "cancelled")]
+        assert [r.client_id for r in h.scheduler.queues["cpu"]] == ["queued"]
+    run_async(scenario)
