@@ -121,38 +121,36 @@ def test_a_replica_killed_mid_load_ends_only_its_own_runs(postgres, redis_server
         b_ids = wait_until(lambda: [i for i in client.smembers(f"{PREFIX}replicas")
                                     if b_worker in (client.get(f"{PREFIX}replica:{i}") or "")], 10, "B's heartbeat")
         cookie = session_cookie(b)
-        asyncio.run(replica_death(a, b, cookie, b_worker))
-        # Nothing stored is lost: B's snippet is A's too. B's leftovers leave Redis.
+        asyncio.run(replica_death(a, b, cookie, b_worker, lambda: client.llen(queue_key("cpu"))))
+        # Nothing stored is lost: B's snippet is A's too. B's leftovers leave Redis: its stream, its jobs.
         assert http_status(a, f"/api/snippets/{snippet['id']}")[1]["code"] == "print('stored through B')"
         wait_until(lambda: not client.exists(f"{PREFIX}events:{b_ids[0]}"), 15, "B's event stream deleted")
+        wait_until(lambda: client.llen(queue_key("cpu")) == 0, 15, "B's jobs dropped")
     finally:
         a.stop()
         b.stop()
 
 
-async def replica_death(a, b, cookie: str, b_worker: str) -> None:
+async def replica_death(a, b, cookie: str, b_worker: str, waiting_in_redis) -> None:
     async with Client(a) as on_a, Client(b, cookie) as on_b:
-        mine = [await on_a.run(sleeper(3)) for _ in range(4)]  # A's two slots and B's two: some cross
-        theirs = [await on_b.run(sleeper(3)) for _ in range(2)]
-        await on_b.started(theirs[0])
-
-        def running_on_b() -> list[str]:
-            return [r for r in mine if not on_a.done(r) and any(
-                e["type"] == "started" and b_worker in e["devices"]["worker"] for e in on_a.events[r])]
-
-        async with asyncio.timeout(30):  # kill B while it runs one of A's runs, at least
-            while not running_on_b():
-                await asyncio.sleep(0.05)
-        crossed = running_on_b()
+        # Four runs on four free slots, two on each replica: A's browser has two runs on B when it dies.
+        mine = [await on_a.run(sleeper(8)) for _ in range(4)]
+        for run_id in mine:
+            await on_a.started(run_id)
+        crossed = [r for r in mine if any(e["type"] == "started" and b_worker in e["devices"]["worker"]
+                                          for e in on_a.events[r])]
+        assert crossed and not any(on_a.done(r) for r in crossed)
+        theirs = [await on_b.run(sleeper(3)) for _ in range(2)]  # B's browser's runs: waiting in Redis
+        await asyncio.to_thread(wait_until, lambda: waiting_in_redis() == 2, 10, "B's runs in Redis")
         b.process.send_signal(signal.SIGKILL)  # B and (with it) its local worker die without a word
         b.process.wait(10)
         assert (await asyncio.to_thread(readiness, a))[0] == 200
         for run_id, done in (await on_a.all_done(mine, 60)).items():
             check_run_contract(on_a.events[run_id])
-            started = next(e for e in on_a.events[run_id] if e["type"] == "started")
-            if done["status"] != "ok" or run_id in crossed:  # only runs B was running: their sandboxes died with B
-                assert b_worker in started["devices"]["worker"], done
-                assert (done["status"], done["message"]) == ("crashed", EXECUTOR_GONE)  # and it says so
+            if run_id in crossed:  # their sandboxes died with B, and they say so
+                assert (done["status"], done["message"]) == ("crashed", EXECUTOR_GONE)
+            else:
+                assert done["status"] == "ok", done
         fresh = await on_a.run("print('A carries on')")
         assert (await on_a.all_done([fresh], 60))[fresh]["status"] == "ok"
     # B's browser comes back through the load balancer to A and learns what became of its runs.
