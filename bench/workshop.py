@@ -1,18 +1,25 @@
-"""A workshop on a real server: one room followed by many, bursts of runs, and a flooding client.
+"""A workshop on a real server: one room followed by many, bursts of runs, and flooding clients.
 
 Measures, in one run on this machine (real server, worker and sandbox; real websockets clients, all in
-this one process, so the clients' own work shares the CPU with the server):
-- followers: N attendees join one room; the server process's memory before and with them connected;
+this one process, so the clients' own work shares the CPU with the server). Every attendee is a browser
+behind the same address (127.0.0.1, as a classroom behind one NAT): it opens the room's link, which starts
+its session (the cookie), then connects with it.
+- followers: N attendees open the room link and join; the server process's memory before and with them;
 - edit latency: presenter ``room_edit`` sent -> ``room_edit`` received by each follower (all pairs);
 - broadcast latency: the presenter's own ``done`` received -> each follower's relayed ``done`` received;
-- identical burst: M connections press Run on the same code at once, send -> done;
-- distinct burst: M connections each run a different small program at once (not cached): send -> done,
+- attendees run: all N press Run on a program of their own at once (in the room: its attendee timeout),
+  send -> done, all ok and none rejected;
+- identical burst: M of them press Run on the same code at once, send -> done;
+- distinct burst: M of them each run a different small program at once (not cached): send -> done,
   and the fairness of the waits (send -> started): max / mean;
-- flood: one client queues F runs; another client's wait (send -> started) then, against the same run on
-  an idle server, and against one run's duration.
+- flood: one browser queues F runs; another browser's wait (send -> started) then, against the same run on
+  an idle server, and against one run's duration;
+- cookie-less flood (a server with the default limits): 30 connections without the session cookie each
+  send 4 runs of 2 s (120 in all); another browser's print(1), send -> done.
 
-Targets (issue 12): edit p95 <= 250 ms, broadcast p95 <= 1 s, identical burst p95 <= 1 s, distinct burst
-all ok and none rejected, flood adds at most one run's duration.
+Targets: edit p95 <= 250 ms, broadcast p95 <= 1 s, identical burst p95 <= 1 s, distinct burst and the
+attendees' runs all ok and none rejected, flood adds at most one run's duration, the other browser's
+print(1) under the cookie-less flood done within 5 s.
 Usage: python bench/workshop.py [--followers 200] [--burst 100] [--flood 40]
 """
 
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -61,6 +69,12 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def attendee_cookie(server: LiveServer, room: str) -> str:
+    """What an attendee's browser gets when it opens the room link: its session cookie."""
+    with urllib.request.urlopen(f"{server.http_url}/r/{room}", timeout=30) as response:
+        return response.headers["set-cookie"].split(";")[0]
+
+
 def create_room(server: LiveServer) -> dict[str, Any]:
     request = urllib.request.Request(server.http_url + "/api/rooms", data=b'{"program": "print(1)"}',
                                      headers={"content-type": "application/json"}, method="POST")
@@ -99,13 +113,14 @@ class Follower:
 
 async def room_phase(server: LiveServer, followers_count: int) -> dict[str, Any]:
     room = create_room(server)
-    presenter = await websockets.connect(server.ws_url, max_size=None)
+    presenter = await websockets.connect(server.ws_url, max_size=None, additional_headers=server.browser_headers())
     await presenter.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
     await recv_until(presenter, lambda e: e["type"] == "room_state")
     rss_before = rss_mib(server.process.pid)
-    followers = []
+    followers, cookies = [], []
     for _ in range(followers_count):
-        ws = await websockets.connect(server.ws_url, max_size=None)
+        cookies.append(await asyncio.to_thread(attendee_cookie, server, room["room"]))
+        ws = await websockets.connect(server.ws_url, max_size=None, additional_headers={"cookie": cookies[-1]})
         await ws.send(json.dumps({"type": "room_join", "room": room["room"]}))
         await recv_until(ws, lambda e: e["type"] == "room_state")
         followers.append(Follower(ws))
@@ -145,42 +160,49 @@ async def room_phase(server: LiveServer, followers_count: int) -> dict[str, Any]
                 broadcast.append(follower.run_done[run_id] - own_done)
             else:
                 missing += 1
+    for task in listeners:
+        task.cancel()
+    # Everyone in the room presses Run on a program of their own at once.
+    tag = uuid.uuid4().hex[:8]
+    attendee_runs = await asyncio.gather(*(run_on(f.ws, f"a{i}", f"print('attendee', {i}, '{tag}')")
+                                           for i, f in enumerate(followers)))
     for follower in followers:
         await follower.ws.close()
     await presenter.close()
-    for task in listeners:
-        task.cancel()
     return {"edit": ms(edit_latency), "broadcast": ms(broadcast), "missing": missing,
-            "rss_before": rss_before, "rss_with": rss_with}
+            "rss_before": rss_before, "rss_with": rss_with, "attendee_runs": attendee_runs, "cookies": cookies}
 
 
-async def burst(server: LiveServer, codes: list[str]) -> list[dict[str, float | str]]:
-    sockets = [await websockets.connect(server.ws_url, max_size=None) for _ in codes]
+async def run_on(ws: Any, run_id: str, code: str, fresh: bool = False) -> dict[str, float | str]:
+    """Send one run on ``ws`` and read it through its done: status, send -> done, send -> started."""
+    start = time.perf_counter()
+    await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, **({"fresh": True} if fresh else {})}))
+    started = None
+    while True:
+        event = json.loads(await ws.recv())
+        if event.get("id") != run_id:
+            continue
+        if event["type"] == "started":
+            started = time.perf_counter()
+        if event["type"] == "done":
+            end = time.perf_counter()
+            return {"status": event["status"], "total": end - start, "wait": (started or end) - start}
 
-    async def one(ws: Any, i: int, code: str) -> dict[str, float | str]:
-        start = time.perf_counter()
-        await ws.send(json.dumps({"type": "run", "id": f"b{i}", "code": code}))
-        started = None
-        while True:
-            event = json.loads(await ws.recv())
-            if event.get("id") != f"b{i}":
-                continue
-            if event["type"] == "started":
-                started = time.perf_counter()
-            if event["type"] == "done":
-                end = time.perf_counter()
-                return {"status": event["status"], "total": end - start,
-                        "wait": (started or end) - start}
 
+async def burst(server: LiveServer, codes: list[str], cookies: list[str]) -> list[dict[str, float | str]]:
+    """Each code from its own browser (one of ``cookies``, the room's attendees), all at once."""
+    sockets = [await websockets.connect(server.ws_url, max_size=None, additional_headers={"cookie": cookie})
+               for cookie, _ in zip(cookies, codes, strict=False)]
     try:
-        return await asyncio.gather(*(one(ws, i, code) for i, (ws, code) in enumerate(zip(sockets, codes, strict=True))))
+        return await asyncio.gather(*(run_on(ws, f"b{i}", code) for i, (ws, code) in enumerate(zip(sockets, codes,
+                                                                                                  strict=True))))
     finally:
         for ws in sockets:
             await ws.close()
 
 
 async def other_client_wait(server: LiveServer, tag: str) -> float:
-    async with websockets.connect(server.ws_url) as ws:
+    async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as ws:
         start = time.perf_counter()
         await ws.send(json.dumps({"type": "run", "id": "other", "fresh": True, "code": f"print('other {tag}')"}))
         await recv_until(ws, lambda e: e.get("id") == "other" and e["type"] == "started")
@@ -191,7 +213,7 @@ async def other_client_wait(server: LiveServer, tag: str) -> float:
 
 async def flood_phase(server: LiveServer, flood: int) -> dict[str, float]:
     idle = [await other_client_wait(server, f"idle {i}") for i in range(3)]
-    async with websockets.connect(server.ws_url) as flooder:
+    async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as flooder:
         ids = [f"f{i}" for i in range(flood)]
         started: dict[str, float] = {}
         durations: list[float] = []
@@ -224,6 +246,46 @@ async def flood_phase(server: LiveServer, flood: int) -> dict[str, float]:
             "run": sum(durations) / max(len(durations), 1), "queued": min(queue_depth)}
 
 
+async def cookieless_flood_phase(server: LiveServer, connections: int = 30, runs_each: int = 4) -> dict[str, Any]:
+    """A script's flood without the session cookie: 30 connections x 4 runs of 2 s; another browser's print(1)."""
+    flood, refused = [], 0
+    for _ in range(connections):
+        ws = await websockets.connect(server.ws_url, max_queue=None)
+        try:
+            await asyncio.wait_for(ws.recv(), 0.3)  # only a refused connection is told something at once
+            refused += 1
+            await ws.close()
+        except TimeoutError:
+            flood.append(ws)
+        except websockets.ConnectionClosed:
+            refused += 1
+    outcomes: list[str] = []
+
+    async def read(ws: Any) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for frame in ws:
+                event = json.loads(frame)
+                if event["type"] == "done":
+                    outcomes.append(event["status"])
+
+    readers = [asyncio.create_task(read(ws)) for ws in flood]
+    for c, ws in enumerate(flood):
+        for r in range(runs_each):
+            await ws.send(json.dumps({"type": "run", "id": f"f{c}-{r}", "fresh": True,
+                                      "code": f"import time\ntime.sleep(2)\nprint({c}, {r})"}))
+    await asyncio.sleep(1.0)
+    async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as browser:
+        mine = await run_on(browser, "mine", f"print(1)  # {uuid.uuid4().hex}", fresh=True)
+    deadline = time.monotonic() + 120
+    while len(outcomes) < len(flood) * runs_each and time.monotonic() < deadline:  # the accepted flood drains
+        await asyncio.sleep(0.2)
+    await asyncio.gather(*(ws.close() for ws in flood))
+    for task in readers:
+        task.cancel()
+    return {"mine": mine, "refused_connections": refused, "accepted": outcomes.count("ok"),
+            "rejected": outcomes.count("rejected"), "attempted": connections * runs_each}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--followers", type=int, default=200)
@@ -234,11 +296,14 @@ def main() -> None:
     limits = ["--max-runs-per-connection", str(args.flood), "--max-runs-per-client", str(args.flood)]
     with running_server(limits) as server:
         room = asyncio.run(room_phase(server, args.followers))
+        cookies = room["cookies"]
         same_code = f"total = 0\nfor i in range(2_000_000):\n    total += i % 7\nprint('same', total)  # {uuid.uuid4().hex}"
-        identical = asyncio.run(burst(server, [same_code] * args.burst))
+        identical = asyncio.run(burst(server, [same_code] * args.burst, cookies))
         tag = uuid.uuid4().hex[:8]
-        distinct = asyncio.run(burst(server, [f"print({i} * 2, '{tag}')" for i in range(args.burst)]))
+        distinct = asyncio.run(burst(server, [f"print({i} * 2, '{tag}')" for i in range(args.burst)], cookies))
         flood = asyncio.run(flood_phase(server, args.flood))
+    with running_server() as server:  # the limits as shipped
+        cookieless = asyncio.run(cookieless_flood_phase(server))
 
     print(f"server memory: {room['rss_before']:.1f} MiB with the presenter alone, "
           f"{room['rss_with']:.1f} MiB with {args.followers} followers "
@@ -248,6 +313,11 @@ def main() -> None:
     print(line("presenter done -> followers' done", room["broadcast"],
                f"target p95 <= 1000 ms {verdict(percentile(room['broadcast'], 0.95) <= 1000)}"))
     print(f"{'':<40} messages a follower never got: {room['missing']}")
+    totals = ms([float(r["total"]) for r in room["attendee_runs"]])
+    ok = sum(r["status"] == "ok" for r in room["attendee_runs"])
+    rejected = sum(r["status"] == "rejected" for r in room["attendee_runs"])
+    print(line(f"{args.followers} attendees (one address) run", totals,
+               f"ok {ok}/{args.followers}, rejected {rejected} {verdict(ok == args.followers)}"))
     totals = ms([float(r["total"]) for r in identical])
     ok = sum(r["status"] == "ok" for r in identical)
     print(line(f"{args.burst} identical runs, send -> done", totals,
@@ -266,6 +336,12 @@ def main() -> None:
           f"(max {flood['flooded_max'] * 1000:.0f} ms) vs {flood['idle'] * 1000:.0f} ms idle: "
           f"+{extra * 1000:.0f} ms, one run takes {flood['run'] * 1000:.0f} ms "
           f"target extra <= one run {verdict(extra <= flood['run'])}")
+    mine = cookieless["mine"]
+    print(f"cookie-less flood: {cookieless['attempted']} runs of 2 s from 30 connections; "
+          f"{cookieless['refused_connections']} connections refused, {cookieless['accepted']} runs ran, "
+          f"{cookieless['rejected']} rejected; another browser's print(1) {mine['status']} in "
+          f"{float(mine['total']) * 1000:.0f} ms (started after {float(mine['wait']) * 1000:.0f} ms) "
+          f"target <= 5000 ms {verdict(mine['status'] == 'ok' and float(mine['total']) <= 5.0)}")
 
 
 if __name__ == "__main__":

@@ -151,8 +151,12 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
         if action not in DECK_ACTIONS:
             raise ProtocolError(f"'room_deck': field 'action' must be one of {', '.join(DECK_ACTIONS)}.")
         position = raw.get("position")
-        if action == "goto" and (not isinstance(position, int) or isinstance(position, bool) or position < 0):
+        position_given = isinstance(position, int) and not isinstance(position, bool) and position >= 0
+        if action == "goto" and not position_given:
             raise ProtocolError("'room_deck' with action 'goto' needs 'position', a slide index >= 0.")
+        if action == "set" and position is not None and not position_given:
+            raise ProtocolError("'room_deck' with action 'set': field 'position' must be a slide index >= 0, "
+                                "or left out (the first slide).")
         snippets = raw.get("snippets")
         if action == "set":
             if (not isinstance(snippets, list) or len(snippets) > MAX_DECK_SNIPPETS
@@ -160,7 +164,7 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
                 raise ProtocolError(f"'room_deck' with action 'set' needs 'snippets', a list of at most "
                                     f"{MAX_DECK_SNIPPETS} snippet ids.")
             snippets = tuple(snippets)
-        return RoomDeck(action=action, position=position if action == "goto" else None,
+        return RoomDeck(action=action, position=position if action in ("goto", "set") else None,
                         snippets=snippets if action == "set" else None)
     raise ProtocolError(f"Unknown room message {kind!r}: use 'room_join', 'room_leave', 'room_edit' or 'room_deck'.")
 

@@ -49,14 +49,29 @@ class Settings:
     max_code_bytes: int = setting(256 * 1024, "Largest program a run may carry, in bytes.")
     max_runs_per_connection: int = setting(4, "Runs one browser connection may have in flight.")
     queue_limit: int = setting(200, "Runs waiting per backend before new ones are rejected.")
-    max_connections_per_client: int = setting(8, "Open /ws connections one client (browser session) may hold.")
+    max_connections_per_client: int = setting(8, "Open /ws connections one client may hold (a browser session; "
+                                                 "every connection without the session cookie from one address "
+                                                 "is one client).")
     max_runs_per_client: int = setting(8, "Runs one client (browser session) may have waiting or running, over all "
                                           "its connections.")
+    max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /64) "
+                                                     "over all its browsers: room for a classroom behind one NAT.")
+    new_sessions_per_address_per_hour: int = setting(1000, "Browser sessions one network address may start an hour "
+                                                           "(all at once if need be: a workshop behind one NAT); "
+                                                           "beyond it, its new visitors share one client.")
+    trusted_proxies: str = setting("", "Reverse proxies (comma-separated addresses or networks, e.g. 10.0.0.0/8) "
+                                       "whose forwarded headers name the client and its scheme; empty trusts none.")
+    trusted_proxy_header: str = setting("x-forwarded-for", "The header the trusted proxies write: 'x-forwarded-for' "
+                                                           "(with X-Forwarded-Proto) or 'forwarded' (RFC 7239).")
+    allowed_hosts: str = setting("", "Host names the server answers to (comma-separated; '*.example.org' covers "
+                                     "subdomains, '*' any); IP addresses always work. Empty: --host and localhost.")
     room_attendee_timeout_s: float = setting(10.0, "Wall-clock limit of a run an attendee starts in a workshop room, "
                                                    "in seconds (a room may set less).")
     room_idle_expiry_s: float = setting(6 * 3600.0, "A workshop room nobody used for this many seconds is deleted.")
-    room_join_failures_per_minute: int = setting(20, "Unknown room codes one address may try per minute before its "
-                                                     "attempts are refused.")
+    room_code_misses_per_client_per_hour: int = setting(30, "Unknown room codes one client may try an hour "
+                                                            "(right codes always work).")
+    room_code_misses_per_address_per_hour: int = setting(1000, "Unknown room codes one network address may try an "
+                                                               "hour over all its clients (right codes always work).")
     max_room_followers: int = setting(1000, "People who may follow one workshop room at once.")
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")
@@ -83,7 +98,11 @@ class Settings:
                                        "through a proxy) or 'token' (a bearer token, JAXPLAY_METRICS_TOKEN).")
     metrics_token: str = setting("", "Bearer token /metrics requires when --metrics token.", flag=False)
     expected_backends: str = setting("", "Backends (comma-separated, e.g. 'cpu,gpu') that /readyz requires a "
-                                         "connected worker for; local workers add 'cpu'.")
+                                         "connected worker for (local workers are required to join whatever "
+                                         "backend their host offers).")
+    default_backend: str = setting("", "The backend a run that names none runs on, and the page picks first; "
+                                       "empty: 'cpu' where a cpu worker is connected, else the first backend "
+                                       "that has one (on a GPU-only host, 'gpu').")
     shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
     broker: str = setting("", "redis://HOST:PORT/DB to share queues and workers between several `serve` "
                               "replicas; empty keeps everything in this process.")

@@ -77,14 +77,27 @@ class WorkerAgent:
         self._fill: asyncio.Task[None] | None = None
 
     async def start_slots(self) -> None:
+        """Start every slot and probe the devices; a host this worker must not serve from as configured
+        raises ``WorkerCannotStart`` naming the cause (its slots already closed)."""
         devices = gpu.slot_devices(self.settings)
         self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
         self.slots = [Slot(i, self.settings, self.name, nodes, self.caches) for i, nodes in enumerate(devices)]
-        await asyncio.gather(*(slot.start() for slot in self.slots))
-        self.description = await self.probe(self.slots[0])
+        try:
+            await asyncio.gather(*(slot.start() for slot in self.slots))
+            self.description = await self.probe(self.slots[0])
+        except (bwrap.SandboxUnavailable, RuntimeError) as exc:
+            await self.close_slots()
+            raise WorkerCannotStart(str(exc)) from exc
         refusal = gpu.fallback_refusal(self.description, devices[0], self.settings.allow_cpu_fallback)
         if refusal:
+            await self.close_slots()
             raise WorkerCannotStart(refusal)
+        if devices[0] and self.description.get("backend") == "cpu":
+            # --allow-cpu-fallback on an accelerator host: CPU runs on --slots sandboxes, not one per GPU node.
+            await self.close_slots()
+            self.caches = self.compile_caches("cpu")
+            self.slots = [Slot(i, self.settings, self.name, (), self.caches) for i in range(max(1, self.settings.slots))]
+            await asyncio.gather(*(slot.start() for slot in self.slots))
         for slot in self.slots:
             self.free.put_nowait(slot)
         if self.caches is not None:
@@ -122,6 +135,9 @@ class WorkerAgent:
             device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
         )
 
+    async def close_slots(self) -> None:
+        await asyncio.gather(*(slot.close() for slot in self.slots), return_exceptions=True)
+
     async def serve_forever(self) -> None:
         allow_priority_restore()
         await self.start_slots()
@@ -140,7 +156,7 @@ class WorkerAgent:
                 await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
                 attempt += 1
         finally:
-            await asyncio.gather(*(slot.close() for slot in self.slots), return_exceptions=True)
+            await self.close_slots()
 
     async def session(self, ws: Any) -> None:
         outbox: asyncio.Queue[str] = asyncio.Queue()

@@ -23,9 +23,12 @@ from starlette.websockets import WebSocket
 from jaxplay import __version__
 from jaxplay.server.browser_socket import RunInterceptor, handle_browser_socket
 from jaxplay.server.clients.connection import BrowserHooks
+from jaxplay.server.clients.hosts import AllowedHosts, AllowedHostsMiddleware
+from jaxplay.server.clients.proxies import ClientAddressMiddleware, TrustedProxies, parse_networks
+from jaxplay.server.clients.same_origin import SameOriginWritesMiddleware
 from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
 from jaxplay.server.ops import metrics_access
-from jaxplay.server.ops.health import health_routes
+from jaxplay.server.ops.health import health_routes, worker_problems
 from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
 from jaxplay.server.pages import editor as pages
 from jaxplay.server.pages.api_index import ApiIndex
@@ -56,6 +59,7 @@ class AppState:
     metrics: PlaygroundMetrics | None = None
     draining: bool = False
     rooms: RoomHub | None = None
+    local_workers: LocalWorkers | None = None
 
     @property
     def storage(self) -> Storage:
@@ -65,6 +69,8 @@ class AppState:
 
 def create_app(settings: Settings) -> Starlette:
     metrics_access.check_settings(settings)
+    proxies = TrustedProxies(parse_networks(settings.trusted_proxies), settings.trusted_proxy_header)
+    hosts = AllowedHosts(settings.allowed_hosts, settings.host)
     session_keys = SessionKeys.load_or_create(settings.data_dir)
     if settings.broker and not settings.broker.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"--broker must be a redis://HOST:PORT/DB URL, not {settings.broker!r}.")
@@ -81,7 +87,8 @@ def create_app(settings: Settings) -> Starlette:
 
     async def backends(request: Request) -> JSONResponse:
         await state.scheduler.refresh_waiting()
-        return JSONResponse({"version": __version__, "backends": state.scheduler.backends()})
+        return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
+                             "default": state.scheduler.default_backend(), "problems": worker_problems(state)})
 
     async def metrics_page(request: Request) -> Response:
         refused = metrics_access.refusal(request, settings)
@@ -111,7 +118,8 @@ def create_app(settings: Settings) -> Starlette:
             state.browser_hooks.connected.append(
                 lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
         rooms.start()
-        workers = LocalWorkers(settings, state.local_token)
+        state.local_workers = workers = LocalWorkers(settings, state.local_token,
+                                                     on_refusal=state.scheduler.local_worker_refused)
         workers.start()
         try:
             yield
@@ -139,6 +147,12 @@ def create_app(settings: Settings) -> Starlette:
     # Workers dial a listener of their own (loopback by default), never the public port.
     app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
     app.state.playground = state
+    # Outermost last: who the client is (trusted proxies), then which host it asked for, then whether
+    # another site sent it, then its session. server/clients/ holds each, and docs/security.md the why.
     app.add_middleware(pages.SecurityHeaders)
-    app.add_middleware(SessionMiddleware, keys=session_keys)
+    app.add_middleware(SessionMiddleware, keys=session_keys,
+                       new_sessions_per_address_per_hour=settings.new_sessions_per_address_per_hour)
+    app.add_middleware(SameOriginWritesMiddleware)
+    app.add_middleware(AllowedHostsMiddleware, hosts=hosts)
+    app.add_middleware(ClientAddressMiddleware, proxies=proxies)
     return app

@@ -6,31 +6,37 @@ Tasks and ownership per connection::
       ├─ receive loop: parses each frame; bad input gets a ``notice`` or a
       │  ``done`` with status ``rejected``, and the connection keeps working
       └─ writer task: sends every event from ``outbox`` in order, so a slow
-         browser never blocks a worker's event stream
+         browser never blocks a worker's event stream. The outbox is bounded
+         for every kind of frame (server/clients/outbox.py); a connection
+         that overflows it is closed, and the page reconnects and resyncs.
 
 When the browser goes away its runs in flight are cancelled and it leaves
 its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
 (server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
-(one ``json.dumps`` for a whole room). Rooms, metrics and shutdown see a connection only as a
-``Client`` and watch them all through ``BrowserHooks`` (server/clients/connection.py).
+(one ``json.dumps`` for a whole room). Who the connection counts as comes from
+``SessionMiddleware`` (server/clients/identity.py): its browser session, or
+its network's address client when it has no session cookie. Rooms, metrics
+and shutdown see a connection only as a ``Client`` and watch them all
+through ``BrowserHooks`` (server/clients/connection.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
 from jaxplay.server.clients.connection import BrowserHooks
-from jaxplay.server.clients.sessions import SCOPE_KEY
+from jaxplay.server.clients.identity import identity_of
+from jaxplay.server.clients.outbox import Outbox
+from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.runs.scheduler import Run, Scheduler
 from jaxplay.server.storage.interface import StorageUnavailable
 from jaxplay.server.storage.outage import outage_message
@@ -42,6 +48,11 @@ log = logging.getLogger("jaxplay.server")
 
 # What one connection may have waiting to be sent; beyond it, output-like events are dropped (with a notice).
 OUTBOX_LIMIT_BYTES = 32 << 20
+# Beyond the limit, room for frames that are not dropped (a run's done, a room's state); past it the connection
+# is closed: a page reconnects and rejoins, a client that never reads holds no more than this.
+OUTBOX_HEADROOM_BYTES = 8 << 20
+# How long a connection that overflowed its outbox is given to take its close frame.
+OVERFLOW_CLOSE_S = 5.0
 DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
                        "notice"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
@@ -53,55 +64,52 @@ class BrowserConnection:
                  rooms: RoomHub | None = None, hooks: BrowserHooks | None = None) -> None:
         self.hooks = hooks or BrowserHooks()
         self.websocket = websocket
-        # The client this connection counts against (fairness, limits, room counts): its browser session.
-        # A socket without a session cookie gets a fresh one from the middleware; "" only in-process.
-        self.session_id: str = websocket.scope.get(SCOPE_KEY) or uuid.uuid4().hex
+        # The client this connection counts against (fairness, limits, room counts), and its network.
+        identity = identity_of(websocket.scope)
+        self.session_id = identity.key
+        self.network = identity.network
         self.scheduler = scheduler
         self.settings = scheduler.settings
         self.interceptors = interceptors
         self.rooms = rooms
-        self.address = websocket.client.host if websocket.client else ""
-        self.outbox: asyncio.Queue[str | None] = asyncio.Queue()
-        self.outbox_bytes = 0
-        self.dropped = 0
+        self.outbox = Outbox(OUTBOX_LIMIT_BYTES, OUTBOX_HEADROOM_BYTES)
+        self.overflowed = asyncio.Event()
         self.runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def send_encoded(self, frame: str, droppable: bool) -> None:
-        """A frame already encoded as JSON (a room broadcast encodes once for every follower).
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+        """A room frame already encoded as JSON (a room broadcast encodes once for every follower).
 
         A droppable frame (a room's edit or run output) is dropped when this browser cannot keep up,
-        like a run's own output; the next edit carries the whole program again.
+        like a run's own output; the next edit carries the whole program again. A snapshot (the room's
+        whole state) replaces the room frames still waiting.
         """
-        if droppable and self.outbox_bytes + len(frame) > OUTBOX_LIMIT_BYTES:
-            self.dropped += 1
-            return
-        self.outbox_bytes += len(frame)
-        self.outbox.put_nowait(frame)
+        self._put(frame, droppable=droppable, room=True, snapshot=snapshot)
 
     def emit(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
         text = json.dumps(event, separators=(",", ":"))
-        if self.outbox_bytes + len(text) > OUTBOX_LIMIT_BYTES and event.get("type") in DROPPABLE:
-            self.dropped += 1  # a browser that cannot keep up loses output, never the server's memory
-            return
-        if self.dropped and event.get("type") == "done":
-            self._queue(bp.notice_event(f"{self.dropped} events were dropped because this connection could not "
-                                        "keep up with the run's output.", event.get("id")) | {"level": "warning"})
-            self.dropped = 0
-        self._queue(event, text)
-        if event.get("type") == "done":
+        if self.outbox.dropped and kind == "done":
+            self._put(json.dumps(bp.notice_event(
+                f"{self.outbox.dropped} events were dropped because this connection could not keep up with the "
+                "run's output.", event.get("id")) | {"level": "warning"}, separators=(",", ":")), droppable=False)
+            self.outbox.dropped = 0
+        # A browser that cannot keep up loses output, never the server's memory.
+        self._put(text, droppable=kind in DROPPABLE, room=str(kind).startswith("room_"), snapshot=kind == "room_state")
+        if kind == "done":
             run = self.runs.get(event.get("id", ""))
             if run is not None and run.state == "done":
                 del self.runs[event["id"]]
 
-    def _queue(self, event: dict[str, Any], text: str | None = None) -> None:
-        text = text if text is not None else json.dumps(event, separators=(",", ":"))
-        self.outbox_bytes += len(text)
-        self.outbox.put_nowait(text)
+    def _put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False) -> None:
+        self.outbox.put(text, droppable=droppable, room=room, snapshot=snapshot)
+        if self.outbox.overflowed and not self.overflowed.is_set():
+            log.info("closing a /ws connection of %s: it let %d bytes wait unread", self.network,
+                     self.outbox.hard_limit_bytes)
+            self.overflowed.set()
 
     async def write_loop(self) -> None:
         while (text := await self.outbox.get()) is not None:
-            self.outbox_bytes -= len(text)
             await self.websocket.send_text(text)
 
     def spawn(self, work: Awaitable[Any]) -> None:
@@ -112,25 +120,37 @@ class BrowserConnection:
 
     async def serve(self) -> None:
         writer = asyncio.create_task(self.write_loop())
+        receiver = asyncio.create_task(self.receive_loop())
+        overflowed = asyncio.create_task(self.overflowed.wait())
         self.hooks.open.add(self)
         for listener in self.hooks.connected:
             listener(self)
         try:
-            while True:
-                frame = await self.websocket.receive()
-                if frame["type"] == "websocket.disconnect":
-                    break
-                await self.handle_frame(frame.get("text"), frame.get("bytes"))
-        except WebSocketDisconnect:
-            pass
+            done, _ = await asyncio.wait({receiver, overflowed}, return_when=asyncio.FIRST_COMPLETED)
+            if receiver in done:
+                receiver.result()  # a failure of the receive loop is the handler's failure
         finally:
             self.hooks.open.discard(self)
             if self.rooms is not None:
                 self.rooms.leave(self)
             for run in list(self.runs.values()):
                 self.scheduler.cancel(run)
-            self.outbox.put_nowait(None)
-            writer.cancel()
+            self.outbox.close()
+            for task in (writer, receiver, overflowed):
+                task.cancel()
+        if self.overflowed.is_set():
+            # The writer may be stuck on a socket nobody reads; a reader that does read gets the close.
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(OVERFLOW_CLOSE_S):
+                    await self.websocket.close(code=1013, reason="this connection could not keep up; reconnect")
+
+    async def receive_loop(self) -> None:
+        with contextlib.suppress(WebSocketDisconnect):
+            while not self.overflowed.is_set():  # frames already received may not yield to the loop between them
+                frame = await self.websocket.receive()
+                if frame["type"] == "websocket.disconnect":
+                    return
+                await self.handle_frame(frame.get("text"), frame.get("bytes"))
 
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         try:
@@ -189,8 +209,8 @@ class BrowserConnection:
         except bp.ProtocolError as exc:
             raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
         run = Run(client_id=message.id, code=message.code, backend=backend,
-                  timeout_s=float(message.timeout_s or limit),
-                  options={"inspect": message.inspect}, emit=self.emit, session_id=self.session_id)
+                  timeout_s=float(message.timeout_s or limit), options={"inspect": message.inspect},
+                  emit=self.emit, session_id=self.session_id, network=self.network)
         if self.rooms is not None:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run
@@ -214,17 +234,6 @@ def _looks_like_run(text: str | None) -> bool:
         return False
 
 
-def origin_allowed(origin: str | None, host: str | None) -> bool:
-    """Pages of this server only (or clients that send no Origin, like scripts and tests).
-
-    A sandboxed frame showing user HTML has the origin "null": refusing it is a
-    second wall behind the frame's own isolation.
-    """
-    if origin is None:
-        return True
-    return urlsplit(origin).netloc == host and urlsplit(origin).scheme in ("http", "https")
-
-
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
                                 interceptors: list[RunInterceptor], rooms: RoomHub | None = None,
                                 hooks: BrowserHooks | None = None) -> None:
@@ -235,7 +244,7 @@ async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
     await websocket.accept()
     connection = BrowserConnection(websocket, scheduler, interceptors, rooms, hooks)
     try:
-        scheduler.attach_client(connection.session_id)
+        scheduler.attach_client(connection.session_id, connection.network)
     except bp.ProtocolError as exc:
         await websocket.send_text(json.dumps(bp.notice_event(str(exc))))
         await websocket.close(code=1008)
@@ -243,4 +252,4 @@ async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
     try:
         await connection.serve()
     finally:
-        scheduler.detach_client(connection.session_id)
+        scheduler.detach_client(connection.session_id, connection.network)

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -73,6 +74,20 @@ class LiveServer:
         with urllib.request.urlopen(self.http_url + path, timeout=10) as response:
             return json.load(response)
 
+    def session_cookie(self) -> str:
+        """A new browser session, as loading a page starts one: ``jaxplay_session=...`` for a Cookie header."""
+        try:
+            with urllib.request.urlopen(self.http_url + "/", timeout=10) as response:
+                headers = response.headers
+        except urllib.error.HTTPError as unbuilt:  # 503 "the frontend is not built" is a page too
+            headers = unbuilt.headers
+        return headers["set-cookie"].split(";")[0]
+
+    def browser_headers(self) -> dict[str, str]:
+        """Headers of a new browser's /ws connection: its own session (a socket without one is its address's
+        one shared client)."""
+        return {"cookie": self.session_cookie()}
+
     def stop(self) -> None:
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
@@ -86,9 +101,10 @@ class LiveServer:
     # --- driving runs --------------------------------------------------------
 
     async def run_async(self, code: str, timeout: float = 90.0, **fields: Any) -> list[dict[str, Any]]:
-        """Send one run over a fresh /ws connection; return all its events through ``done``."""
+        """Send one run over a fresh /ws connection of a new browser session; return all its events through ``done``."""
         run_id = fields.pop("id", None) or uuid.uuid4().hex[:12]
-        async with websockets.connect(self.ws_url, max_size=None) as ws:
+        headers = await asyncio.to_thread(self.browser_headers)
+        async with websockets.connect(self.ws_url, max_size=None, additional_headers=headers) as ws:
             await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, **fields}))
             return await collect(ws, run_id, timeout)
 

@@ -9,7 +9,8 @@ import type { Completion, CompletionContext, CompletionResult } from "@codemirro
 import { pythonLanguage } from "@codemirror/lang-python";
 import { syntaxTree } from "@codemirror/language";
 import { type EditorState, type Extension, StateEffect, StateField } from "@codemirror/state";
-import { EditorView, hoverTooltip, keymap, showTooltip, type Tooltip } from "@codemirror/view";
+import { EditorView, hoverTooltip, keymap, showTooltip, type Tooltip, tooltips } from "@codemirror/view";
+import { activeParam, compactSignature, docNodes, signatureParams } from "./api_doc_text";
 import type { ApiIndex, ResolvedName } from "./api_index";
 import { el } from "./dom";
 import "./styles/api_help.css";
@@ -35,29 +36,55 @@ function completionSource(index: ApiIndex) {
     const module = index.module(match.text.slice(0, dot), context.state.doc.toString());
     const names = module ? index.data?.modules[module] : undefined;
     if (!names) return null;
-    const options: Completion[] = Object.entries(names).map(([label, entry]) => ({
-      label,
-      type: COMPLETION_TYPES[entry.k] ?? "variable",
-      detail: entry.s && entry.s.length <= 60 ? entry.s : entry.s ? `${entry.s.slice(0, 57)}…)` : undefined,
-      info: entry.d,
-    }));
+    const options: Completion[] = Object.entries(names).map(([label, entry]) => {
+      const signature = entry.s ? compactSignature(entry.s) : undefined;
+      const doc = entry.d;
+      return {
+        label,
+        type: COMPLETION_TYPES[entry.k] ?? "variable",
+        detail: signature && signature.length <= 60 ? signature : signature ? `${signature.slice(0, 57)}…)` : undefined,
+        info: doc ? () => el("div", { class: "api-help-doc" }, ...docNodes(doc)) : undefined,
+      };
+    });
     return { from: match.from + dot + 1, options, validFor: /^\w*$/ };
   };
 }
 
+/** The argument the cursor is in: its position among the call's arguments, or the keyword it names. */
+interface ArgumentAt {
+  index: number;
+  keyword: string | null;
+}
+
+/** The parameters, the one the cursor fills marked (signature help). */
+function paramsNodes(signature: string, at: ArgumentAt | null): HTMLElement {
+  const compact = compactSignature(signature);
+  if (!at) return el("span", { class: "api-help-params" }, compact);
+  const { params, tail } = signatureParams(compact);
+  const active = activeParam(params, at.index, at.keyword);
+  const parts: (string | HTMLElement)[] = ["("];
+  params.forEach((param, i) => {
+    if (i) parts.push(", ");
+    parts.push(i === active ? el("span", { class: "api-help-active", "data-testid": "signature-active" }, param.text) : param.text);
+  });
+  parts.push(`)${tail}`);
+  return el("span", { class: "api-help-params" }, ...parts);
+}
+
 /** `jax.numpy.sum(a, axis=None, ...)` and the docstring's first line. */
-function helpCard(name: ResolvedName, role: string): HTMLElement {
+function helpCard(name: ResolvedName, role: string, at: ArgumentAt | null = null): HTMLElement {
   const { path, entry } = name;
   return el(
     "div",
     { class: "api-help", "data-testid": role },
-    el("code", { class: "api-help-signature" }, path, entry.s ? el("span", { class: "api-help-params" }, entry.s) : null),
-    entry.d ? el("div", { class: "api-help-doc" }, entry.d) : null,
+    el("code", { class: "api-help-signature" }, path, entry.s ? paramsNodes(entry.s, at) : null),
+    entry.d ? el("div", { class: "api-help-doc" }, ...docNodes(entry.d)) : null,
   );
 }
 
-/** The innermost call whose argument list holds `pos`: the callee's text and where its list opens. */
-function enclosingCall(state: EditorState, pos: number): { callee: string; open: number } | null {
+/** The innermost call whose argument list holds `pos`: the callee's text, where its list opens, and
+ * which argument `pos` is in. */
+function enclosingCall(state: EditorState, pos: number): { callee: string; open: number; at: ArgumentAt } | null {
   for (let node: SyntaxNode | null = syntaxTree(state).resolveInner(pos, -1); node; node = node.parent) {
     if (node.name !== "ArgList" || pos <= node.from) continue;
     const closed = state.doc.sliceString(node.to - 1, node.to) === ")";
@@ -65,7 +92,20 @@ function enclosingCall(state: EditorState, pos: number): { callee: string; open:
     const call = node.parent;
     const callee = call?.firstChild;
     if (call?.name !== "CallExpression" || !callee) return null;
-    return { callee: state.doc.sliceString(callee.from, callee.to).replace(/\s+/g, ""), open: node.from };
+    let index = 0;
+    let argumentStart = node.from + 1;
+    for (let child = node.firstChild; child && child.from < pos; child = child.nextSibling) {
+      if (child.name === "," && child.to <= pos) {
+        index++;
+        argumentStart = child.to;
+      }
+    }
+    const keyword = /^\s*(\w+)\s*=(?!=)/.exec(state.doc.sliceString(argumentStart, pos))?.[1] ?? null;
+    return {
+      callee: state.doc.sliceString(callee.from, callee.to).replace(/\s+/g, ""),
+      open: node.from,
+      at: { index, keyword },
+    };
   }
   return null;
 }
@@ -87,8 +127,9 @@ function signatureField(index: ApiIndex) {
     if (!call || call.open === dismissed || !/^[\w.]+$/.test(call.callee)) return { tooltip: null, dismissed };
     const name = index.resolve(call.callee, state.doc.toString());
     if (!name?.entry.s) return { tooltip: null, dismissed };
+    // Above the call where there is room in the editor, else below it: never over the page's header.
     const tooltip: Tooltip = {
-      pos: call.open, above: true, strictSide: true, arrow: false, create: () => ({ dom: helpCard(name, "signature-help") }),
+      pos: call.open, above: true, arrow: false, create: () => ({ dom: helpCard(name, "signature-help", call.at) }),
     };
     return { tooltip, dismissed };
   };
@@ -136,6 +177,8 @@ export function apiHelp(index: ApiIndex): Extension[] {
     pythonLanguage.data.of({ autocomplete: completionSource(index) }),
     ...signatureField(index),
     hoverDocs(index),
+    // Tooltips stay inside the editor's own area, so none covers the header's buttons.
+    tooltips({ tooltipSpace: (view) => view.scrollDOM.getBoundingClientRect() }),
     EditorView.baseTheme({ ".cm-tooltip:has(> .api-help)": { border: "none", background: "transparent" } }),
   ];
 }

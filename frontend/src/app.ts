@@ -15,10 +15,13 @@ import { Connection, type ConnectionState, socketUrl } from "./connection";
 import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "./dom";
 import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
+import { EMBED_HIDDEN_TABS, embedViewFrom } from "./embed_view";
 import defaultExample from "./examples/default.py?raw";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import { resultsSizeButton } from "./results_size";
+import { RunAlert } from "./run_alert";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
@@ -53,6 +56,7 @@ export class App {
   private readonly stopButton: HTMLButtonElement;
   private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
   private readonly runInfo = el("span", { class: "run-info" });
+  private readonly runAlert: RunAlert;
   private active: ActiveRun | null = null;
   private runCounter = 0;
   private readonly share: ShareController;
@@ -62,6 +66,8 @@ export class App {
   private snippetId: string | null;
   private sharedCode: string | null;
   private unreachableShown = false;
+  /** The panels hold a run (live, recorded or another's) rather than nothing. */
+  private runOnScreen = false;
 
   constructor(
     root: HTMLElement,
@@ -75,6 +81,10 @@ export class App {
     // Completion and help follow the JAX of the backend the code will run on.
     this.backends.onSelect = (backend) => {
       if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
+    // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
+    this.backends.onProblems = (problems) => {
+      for (const message of problems) this.route({ type: "notice", id: null, level: "error", message });
     };
     this.runButton = el(
       "button",
@@ -115,6 +125,14 @@ export class App {
       this.stopButton,
       this.runButton,
     );
+    this.runAlert = new RunAlert({
+      activeTab: () => this.tabs.activeId,
+      showOutput: () => this.tabs.show("output"),
+      goToLine: (line) => this.editor.goToLine(line),
+    });
+    this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
+    this.tabs.list.append(resultsSizeButton());
+    this.tabs.onChange = () => this.runAlert.render();
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);
@@ -130,7 +148,10 @@ export class App {
       parent: editorPane,
       doc: draft ?? boot.snippet?.code ?? defaultExample.trimEnd(),
       onRun: () => this.run(),
-      onChange: !keepsDraft ? undefined : (code) => this.drafts.save(this.snippetId, code, this.sharedCode),
+      onChange: (code) => {
+        if (keepsDraft) this.drafts.save(this.snippetId, code, this.sharedCode);
+        this.share?.onCodeChange(code);
+      },
       extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
@@ -148,6 +169,11 @@ export class App {
       slot.mount(panel);
       this.panels.push(panel);
     }
+    if (embed) {
+      for (const id of EMBED_HIDDEN_TABS) this.tabs.hide(id);
+      const view = embedViewFrom(window.location.search);
+      if (view) this.tabs.show(view);
+    }
 
     this.connection = new Connection(socketUrl(), {
       onEvent: (ev) => this.onEvent(ev),
@@ -158,12 +184,12 @@ export class App {
       boot,
       editor: this.editor,
       topbar: header,
+      editorPane,
       results: this.tabs.element,
       backend: () => this.backends.value,
       runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
-      restoredDraft: draft !== null && this.snippetId !== null,
       linked: (id, code) => this.onLinked(id, code),
     });
     window.setTimeout(() => {
@@ -178,7 +204,9 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now(), own: true };
+    this.runOnScreen = true;
     if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
@@ -202,6 +230,8 @@ export class App {
     if (this.active) this.cancel(this.active.id);
     const id = `recorded-${++this.runCounter}`;
     this.active = { id, sentAt: performance.now() };
+    this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
   }
@@ -210,6 +240,8 @@ export class App {
   showRun(id: string, events: readonly ServerEvent[] = []): void {
     if (this.active) this.cancel(this.active.id);
     this.active = { id, sentAt: performance.now(), own: false };
+    this.runOnScreen = true;
+    this.runAlert.clear();
     for (const panel of this.panels) panel.onRunStart(id);
     this.setRunning(true);
     for (const ev of events) this.onEvent(ev);
@@ -218,6 +250,29 @@ export class App {
   /** An event of a run shown with `showRun`. */
   showEvent(ev: ServerEvent): void {
     this.onEvent(ev);
+  }
+
+  /** Shows no run: empty panels and a ready status (a room's slide without a recorded run). A run of this
+   * page's own in flight is cancelled: what it would print belongs to what was on screen before. */
+  clearRun(): void {
+    if (!this.runOnScreen) return; // nothing to clear: page-wide notices stay where they are
+    this.runOnScreen = false;
+    const previous = this.active;
+    this.active = null;
+    if (previous && previous.own !== false) this.cancel(previous.id);
+    const id = `cleared-${++this.runCounter}`;
+    for (const panel of this.panels) panel.onRunStart(id);
+    for (const panel of this.panels) panel.onRunCleared?.();
+    this.share.clear();
+    this.runAlert.clear();
+    this.runInfo.textContent = "";
+    this.setRunning(false);
+    this.status.set({ kind: "idle" });
+  }
+
+  /** True while a run this page started (not one it only shows) is in flight. */
+  get runningOwnRun(): boolean {
+    return this.active !== null && this.active.own !== false;
   }
 
   stop(): void {
@@ -253,9 +308,10 @@ export class App {
     }
     if (!this.active || ev.id !== this.active.id) return;
     this.share.onEvent(ev);
+    this.runAlert.onEvent(ev);
     switch (ev.type) {
       case "queued":
-        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s });
+        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s, at: performance.now() });
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
@@ -286,6 +342,7 @@ export class App {
     this.active = null;
     this.setRunning(false);
     this.status.set({ kind: "done", status: ev.status, elapsedMs: ev.elapsed_ms, message: ev.message });
+    this.runAlert.onDone(ev);
     for (const panel of this.panels) panel.onRunDone?.(ev);
     void this.backends.refresh();
   }

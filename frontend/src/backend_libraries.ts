@@ -79,7 +79,8 @@ export class LibrariesPopover {
     );
     this.popover.replaceChildren(
       heading,
-      el("table", { class: "libraries-table" }, el("tbody", {}, ...rows)),
+      // The list scrolls on its own: the sentence under it stays in view, whatever the list's length.
+      el("div", { class: "libraries-list" }, el("table", { class: "libraries-table" }, el("tbody", {}, ...rows))),
       el(
         "p",
         { class: "libraries-note" },

@@ -1,6 +1,7 @@
 /**
  * The backend picker, fed by GET /api/backends. The choice is remembered
- * per browser; a remembered backend that is gone falls back to the first.
+ * per browser; a remembered backend that is gone, or has no worker while
+ * another has, gives way to the server's default (on a GPU-only host, gpu).
  */
 
 import { LibrariesPopover } from "./backend_libraries";
@@ -29,6 +30,9 @@ export class BackendPicker {
   private reachable = true;
   /** Told the chosen backend whenever the list or the choice changes. */
   onSelect: ((backend: BackendInfo | undefined) => void) | null = null;
+  /** Told what keeps the server from running code (a local worker that cannot start), when it changes. */
+  onProblems: ((problems: string[]) => void) | null = null;
+  private problems = "";
 
   constructor(preferred: string | null = null) {
     this.preferred = preferred ?? localStorage.getItem(STORAGE_KEY);
@@ -67,20 +71,28 @@ export class BackendPicker {
       const response = await fetch("/api/backends", { headers: { Accept: "application/json" } });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       const body = (await response.json()) as BackendsResponse;
-      this.render(body.backends ?? []);
+      this.reportProblems(body.problems ?? []);
+      this.render(body.backends ?? [], body.default ?? null);
     } catch (err) {
       console.warn("jaxplay: could not list backends", err);
       if (!this.backends.length) this.renderUnavailable("backends unavailable");
     }
   }
 
-  private render(backends: BackendInfo[]): void {
+  private reportProblems(problems: string[]): void {
+    const key = problems.join("\n");
+    if (key === this.problems) return;
+    this.problems = key;
+    this.onProblems?.(problems);
+  }
+
+  private render(backends: BackendInfo[], serverDefault: string | null): void {
     this.backends = backends;
     if (!backends.length) {
-      this.renderUnavailable("no workers connected");
+      this.renderUnavailable(this.problems ? "no worker can start" : "no workers connected");
       return;
     }
-    const want = this.preferred && backends.some((b) => b.name === this.preferred) ? this.preferred : backends[0].name;
+    const want = chooseBackend(backends, this.preferred, serverDefault);
     this.select.replaceChildren(
       ...backends.map((b) =>
         el(
@@ -105,6 +117,16 @@ export class BackendPicker {
     this.select.disabled = true;
     this.libraries.show(undefined);
   }
+}
+
+/** The remembered backend while it can run code (or nothing can), else the server's default, else one with a worker. */
+export function chooseBackend(backends: BackendInfo[], preferred: string | null, serverDefault: string | null): string {
+  const connected = backends.filter((b) => b.workers > 0);
+  const usable = (name: string | null): name is string =>
+    !!name && backends.some((b) => b.name === name && (b.workers > 0 || !connected.length));
+  if (usable(preferred)) return preferred;
+  if (usable(serverDefault)) return serverDefault;
+  return (connected[0] ?? backends[0]).name;
 }
 
 /** "cpu · 8× cpu"; a backend whose workers are all gone says so instead of inventing devices. */

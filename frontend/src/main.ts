@@ -13,6 +13,7 @@ const boot = readBoot();
 const app = new App(root, boot);
 const room = mountRoomPage(app, boot);
 const topbar = root.querySelector<HTMLElement>("header.topbar");
-if (!room && boot.mode === "editor" && !boot.snippet && topbar) mountRoomEntry(topbar, app.editor);
+// A shared link's page can start a room too (with the code in its editor).
+if (!room && boot.mode === "editor" && topbar) mountRoomEntry(topbar, app.editor);
 // For debugging from the console and for browser tests that need the live editor.
 (window as unknown as { jaxplay: App }).jaxplay = app;

@@ -237,6 +237,10 @@ export interface BackendInfo {
 
 export interface BackendsResponse {
   backends: BackendInfo[];
+  /** What a run that names no backend runs on: the picker's first choice. */
+  default?: string | null;
+  /** What keeps the server from running code, said plainly (a local worker that cannot start). */
+  problems?: string[];
 }
 
 /** Parses one text frame; anything that is not an object with a string `type` is null. */

@@ -90,7 +90,10 @@ export class RoomPage {
       embed: this.embed,
       fork: () => this.fork(),
       followAgain: () => this.followAgain(),
-      deck: (action, snippets) => this.app.connection.send({ type: "room_deck", action, ...(snippets ? { snippets } : {}) }),
+      deck: (action, snippets, position) => this.app.connection.send({
+        type: "room_deck", action, ...(snippets ? { snippets } : {}), ...(position !== undefined ? { position } : {}),
+      }),
+      currentCode: () => this.app.editor.getCode(),
     });
   }
 
@@ -147,13 +150,16 @@ export class RoomPage {
     this.bar.setPresenterOnline(ev.presenter_online);
     this.presenterCode = ev.code;
     this.presenterSelection = ev.selection;
+    this.presenterRun = ev.run ?? [];
+    this.presenterRunId = this.presenterRun.length ? runIdOf(this.presenterRun[0]) : null;
     if (ev.role === "presenter") {
       if (firstJoin || ev.reason === "deck" || this.app.editor.getCode() === ev.code) this.editor.setCode(ev.code);
       else this.sendSoon(this.app.editor.getCode()); // typed while disconnected: the room takes this copy
+      // A reloaded page gets the room's run back, as an attendee's does; after a slide change
+      // everyone shows the slide's recorded run, or nothing.
+      if (firstJoin || ev.reason === "deck") this.showRoomRun();
       return;
     }
-    this.presenterRun = ev.run ?? [];
-    this.presenterRunId = this.presenterRun.length ? runIdOf(this.presenterRun[0]) : null;
     if (this.following) this.showPresenter();
   }
 
@@ -170,18 +176,27 @@ export class RoomPage {
 
   private onPresenterRunEvent(event: ServerEvent): void {
     const id = runIdOf(event);
+    // A presenter's page shows a room run it did not start (its reloaded self's, another tab's)
+    // unless it is running one of its own.
+    const shown = this.following || (this.secret !== null && !this.app.runningOwnRun);
     if (id !== this.presenterRunId) {
       this.presenterRunId = id;
       this.presenterRun = [];
-      if (this.following && id) this.app.showRun(id);
+      if (shown && id) this.app.showRun(id);
     }
     this.presenterRun.push(event);
-    if (this.following) this.app.showEvent(event);
+    if (shown) this.app.showEvent(event);
   }
 
   private showPresenter(): void {
     this.editor.showPresenter(this.presenterCode, this.presenterSelection);
+    this.showRoomRun();
+  }
+
+  /** The room's run in the panels, or none: what every member of the room shows. */
+  private showRoomRun(): void {
     if (this.presenterRunId) this.app.showRun(this.presenterRunId, this.presenterRun);
+    else this.app.clearRun();
   }
 
   fork(): void {

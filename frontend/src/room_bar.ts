@@ -4,6 +4,7 @@
  */
 
 import { el } from "./dom";
+import { DeckEditor } from "./room_deck";
 import { qrSvg } from "./room_qr";
 
 export type DeckAction = "next" | "prev" | "set";
@@ -14,15 +15,9 @@ export interface RoomBarOptions {
   embed: boolean;
   fork(): void;
   followAgain(): void;
-  deck(action: DeckAction, snippets?: string[]): void;
-}
-
-/** Snippet ids from what a presenter pastes: ids or share links, separated by spaces, commas or lines. */
-export function parseDeck(text: string): string[] {
-  return text
-    .split(/[\s,]+/)
-    .map((token) => /\/[se]\/([a-z2-7]+)/.exec(token)?.[1] ?? token)
-    .filter((id) => /^[a-z2-7]+$/.test(id));
+  deck(action: DeckAction, snippets?: string[], position?: number): void;
+  /** The editor's code now (a slide made of it in the deck editor). */
+  currentCode(): string;
 }
 
 export class RoomBar {
@@ -34,6 +29,10 @@ export class RoomBar {
   private readonly followButton: HTMLButtonElement;
   private readonly deckControls = el("span", { class: "room-deck", hidden: true });
   private readonly deckPosition = el("span", { class: "room-deck-position", "data-testid": "room-deck-position" });
+  private readonly prevButton: HTMLButtonElement;
+  private readonly nextButton: HTMLButtonElement;
+  private deck: string[] = [];
+  private position = 0;
   private readonly closed = el("span", { class: "room-closed", hidden: true, role: "alert" });
 
   constructor(private readonly options: RoomBarOptions) {
@@ -51,16 +50,16 @@ export class RoomBar {
     );
     const code = el("span", { class: "room-code", "data-testid": "room-code", title: "The room's code" }, options.code);
     this.element = el("div", { class: "room-bar", "data-testid": "room-bar" }, this.roleLabel, code);
+    this.prevButton = el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-prev",
+                                     title: "Previous slide", "aria-label": "Previous slide",
+                                     onclick: () => options.deck("prev") }, "◀");
+    this.nextButton = el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-next",
+                                     title: "Next slide", "aria-label": "Next slide",
+                                     onclick: () => options.deck("next") }, "▶");
     if (options.presenter) {
       this.roleLabel.textContent = "Presenting";
       code.title = "People join with this code";
-      this.deckControls.append(
-        el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-prev", title: "Previous slide",
-                       onclick: () => options.deck("prev") }, "◀"),
-        this.deckPosition,
-        el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-next", title: "Next slide",
-                       onclick: () => options.deck("next") }, "▶"),
-      );
+      this.deckControls.append(this.prevButton, this.deckPosition, this.nextButton);
       this.element.append(
         this.counts,
         el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-show",
@@ -68,7 +67,7 @@ export class RoomBar {
            "Invite"),
         this.deckControls,
         el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-deck-set",
-                       title: "Set the deck: shared snippets to step through", onclick: () => this.askForDeck() },
+                       title: "Build the deck: shared snippets to step through", onclick: () => this.editDeck() },
            "Deck…"),
       );
     } else {
@@ -90,9 +89,13 @@ export class RoomBar {
   }
 
   setDeck(deck: string[], position: number): void {
+    this.deck = deck;
+    this.position = position;
     const text = deck.length ? `${position + 1} / ${deck.length}` : "";
     this.deckPosition.textContent = text;
     this.deckControls.hidden = deck.length === 0;
+    this.prevButton.disabled = position <= 0;
+    this.nextButton.disabled = position >= deck.length - 1;
   }
 
   setPresenterOnline(online: boolean): void {
@@ -110,10 +113,13 @@ export class RoomBar {
     this.closed.textContent = message;
   }
 
-  private askForDeck(): void {
-    const text = window.prompt("Snippet ids or share links for the deck, in order (spaces or commas between):");
-    if (text === null) return;
-    this.options.deck("set", parseDeck(text));
+  private editDeck(): void {
+    new DeckEditor({
+      deck: this.deck,
+      position: this.position,
+      currentCode: () => this.options.currentCode(),
+      save: (snippets, position) => this.options.deck("set", snippets, position),
+    });
   }
 
   private showProjector(): void {

@@ -11,21 +11,28 @@ interface CreatedRoom {
   presenter_url: string;
 }
 
-const CODE_PATTERN = /^(jax-)?[2-9A-HJKMNP-Z]{6}$/i;
+const CODE_CHARS = /^[2-9A-HJKMNP-Z]{10}$|^[2-9A-HJKMNP-Z]{6}$/;
+
+/** "jax-7q4km 2xp9r", "7Q4KM2XP9R" -> "jax-7Q4KM-2XP9R" (six-character codes of older rooms stay as typed); null if no code. */
+function roomCode(text: string): string | null {
+  let chars = text.toUpperCase().replace(/[\s-]/g, "");
+  if ((chars.length === 13 || chars.length === 9) && chars.startsWith("JAX")) chars = chars.slice(3);
+  if (!CODE_CHARS.test(chars)) return null;
+  return chars.length === 10 ? `jax-${chars.slice(0, 5)}-${chars.slice(5)}` : `jax-${chars}`;
+}
 
 export function mountRoomEntry(topbar: HTMLElement, editor: PlaygroundEditor): HTMLElement {
   const message = el("p", { class: "room-menu-message", role: "alert", "data-testid": "room-menu-message" });
   const input = el("input", {
-    class: "room-code-input", type: "text", placeholder: "jax-7Q4KM2", autocomplete: "off", spellcheck: "false",
+    class: "room-code-input", type: "text", placeholder: "jax-7Q4KM-2XP9R", autocomplete: "off", spellcheck: "false",
     "aria-label": "Room code", "data-testid": "room-code-input",
   });
   const join = () => {
-    const text = input.value.trim();
-    if (!CODE_PATTERN.test(text)) {
-      message.textContent = "A room code looks like jax-7Q4KM2 (six letters or digits after jax-).";
+    const code = roomCode(input.value);
+    if (code === null) {
+      message.textContent = "A room code looks like jax-7Q4KM-2XP9R (ten letters or digits after jax-).";
       return;
     }
-    const code = `jax-${text.replace(/^jax-/i, "").toUpperCase()}`;
     window.location.assign(`/r/${code}`);
   };
   input.addEventListener("keydown", (ev) => {

@@ -14,6 +14,7 @@ import { el, isApple } from "./dom";
 import type { PlaygroundEditor } from "./editor";
 import type { ClientRun, DoneEvent, ServerEvent } from "./protocol";
 import { ShareBanner } from "./share_banner";
+import { EMBED_VIEWS, type EmbedView, embedUrlFor } from "./embed_view";
 import { lockUntilEdit } from "./share_embed";
 import { downloadNotebook, downloadPython, exportBaseName } from "./share_export";
 import "./share_storage";
@@ -45,6 +46,8 @@ export interface ShareContext {
   boot: Boot;
   editor: PlaygroundEditor;
   topbar: HTMLElement;
+  /** Where the editor is: a line above it says when the code differs from the link's. */
+  editorPane: HTMLElement;
   results: HTMLElement;
   backend(): string | undefined;
   /** The run fields the panels add (e.g. inspect): the snippet's settings. */
@@ -52,8 +55,6 @@ export interface ShareContext {
   run(extra?: Partial<ClientRun>): void;
   /** Shows recorded events through the same path as a live run's. */
   replay(events: ServerEvent[]): void;
-  /** The editor opened with kept edits of this snippet rather than its shared code. */
-  restoredDraft: boolean;
   /** The editor's text was just stored as snippet `id`. */
   linked(id: string, code: string): void;
 }
@@ -118,26 +119,31 @@ export class ShareController {
   private replaying = false;
   private readonly popover = el("div", { class: "share-popover", role: "dialog", "aria-label": "Share", hidden: true, "data-testid": "share-dialog" });
   private readonly origin = el("span", { class: "share-origin", "data-testid": "share-origin" });
+  private readonly modifiedStrip = el("div", { class: "share-modified", role: "status", hidden: true, "data-testid": "draft-note" });
   private readonly shareButton = el(
     "button",
     { class: "btn share-button", type: "button", title: `Share a permanent link (${shortcutLabel})`, "data-testid": "share" },
     "Share",
     el("kbd", { class: "btn-kbd" }, shortcutLabel),
   );
+  /** The code the link on screen holds: the editor's text differs from it once edited ("modified"). */
+  private linkCode: string | null;
+  private modified = false;
   private includeRun = true;
+  private embedView: EmbedView = "output";
   private busy = false;
-  private draftNote: HTMLElement | null = null;
 
   constructor(private readonly ctx: ShareContext) {
     this.embed = ctx.boot.mode === "embed";
     this.snippet = snippetFrom(ctx.boot);
     this.link = this.snippet ? { id: this.snippet.id, forkedFrom: this.snippet.forked_from } : null;
+    this.linkCode = this.snippet?.code ?? null;
     this.banner = new ShareBanner(() => ctx.run({ fresh: true }));
     ctx.results.prepend(this.banner.element);
     if (this.embed) {
       lockUntilEdit(ctx.editor.view, ctx.topbar);
     } else {
-      if (ctx.restoredDraft && this.snippet) this.draftNote = this.draftNoteFor(this.snippet.code);
+      this.modified = this.linkCode !== null && ctx.editor.getCode() !== this.linkCode;
       this.mountControls();
     }
     if (this.snippet?.recorded_run?.length) {
@@ -153,6 +159,12 @@ export class ShareController {
     const { type: _t, id: _i, code, backend, fresh: _f, ...settings } = message;
     this.last = { code, backend: backend ?? null, settings: JSON.stringify(settings), events: [], recordedAt: null, done: null };
     if (!this.replaying) this.banner.show({ kind: "none" });
+  }
+
+  /** No run on screen: nothing to share with the code, no banner. */
+  clear(): void {
+    this.last = null;
+    this.banner.show({ kind: "none" });
   }
 
   onEvent(ev: ServerEvent): void {
@@ -176,6 +188,11 @@ export class ShareController {
       this.replaying = false;
     }
     this.banner.show({ kind: "recorded", events, recordedAt: snippet.recorded_at, sharedAt: snippet.created_at });
+  }
+
+  /** The events of the run on screen if it is a finished run of exactly `code` (its outputs then belong to it). */
+  private runOf(code: string): ServerEvent[] | null {
+    return this.last?.done && this.last.code === code ? this.last.events : null;
   }
 
   /** The last finished run, if it is a run of exactly what would be shared now. */
@@ -235,7 +252,8 @@ export class ShareController {
       return;
     }
     if (answer.id !== this.link?.id) this.link = { id: answer.id, forkedFrom: this.link?.id ?? null };
-    this.draftNote = null;
+    this.linkCode = code;
+    this.modified = this.ctx.editor.getCode() !== code;
     this.ctx.linked(answer.id, code);
     // The address bar names what is on screen, so a reload or a copied URL gives this snippet;
     // the page it came from stays one Back away.
@@ -244,7 +262,13 @@ export class ShareController {
     this.renderOrigin();
     const urlInput = el("input", { class: "share-url", type: "text", readonly: true, value: answer.url, "aria-label": "Link", "data-testid": "share-url" });
     const copied = el("span", { class: "share-copied", "data-testid": "share-copied" });
-    const embedInput = el("input", { class: "share-url", type: "text", readonly: true, value: embedSnippet(answer.embed_url), "aria-label": "Embed code" });
+    const embedInput = el("input", { class: "share-url", type: "text", readonly: true, value: embedSnippet(embedUrlFor(answer.embed_url, this.embedView)), "aria-label": "Embed code", "data-testid": "share-embed-code" });
+    const embedView = el("select", { class: "share-embed-view", "aria-label": "The embed opens on", "data-testid": "share-embed-view" },
+      ...EMBED_VIEWS.map(([id, title]) => el("option", { value: id, selected: id === this.embedView }, title)));
+    embedView.addEventListener("change", () => {
+      this.embedView = embedView.value as EmbedView;
+      embedInput.value = embedSnippet(embedUrlFor(answer.embed_url, this.embedView));
+    });
     const include = el("input", { type: "checkbox", checked: Boolean(run) && this.includeRun, disabled: !run, "data-testid": "share-include-run" });
     include.addEventListener("change", () => {
       this.includeRun = include.checked;
@@ -258,6 +282,8 @@ export class ShareController {
       runNote && (!run || this.includeRun) ? el("div", { class: "share-note" }, runNote) : null,
       el("label", { class: "share-row" }, el("span", { class: "share-label" }, "Embed"), embedInput,
         el("button", { class: "btn", type: "button", onclick: () => void this.copy(embedInput, null) }, "Copy")),
+      el("label", { class: "share-check" }, "The embed opens on ", embedView,
+        el("span", { class: "share-note-inline" }, " (its tabs reach the others)")),
       el("div", { class: "share-note" }, "Links never change: editing and sharing again makes a new link that names this one."),
     ]);
     await this.copy(urlInput, copied);
@@ -288,6 +314,7 @@ export class ShareController {
 
   private mountControls(): void {
     const { topbar } = this.ctx;
+    this.ctx.editorPane.prepend(this.modifiedStrip);
     const exportMenu = this.exportMenu();
     const anchor = el("span", { class: "share-anchor" }, this.shareButton, this.popover);
     const before = topbar.querySelector(".backend");
@@ -304,7 +331,10 @@ export class ShareController {
         e.preventDefault();
         void this.share();
       } else if (e.key === "Escape" && !this.popover.hidden) {
+        // Focus was on the link in the popover: it goes back to Share, not to the page's body.
+        const hadFocus = this.popover.contains(document.activeElement);
         this.popover.hidden = true;
+        if (hadFocus || document.activeElement === document.body) this.shareButton.focus();
       }
     }, true);
     document.addEventListener("mousedown", (e) => {
@@ -317,7 +347,16 @@ export class ShareController {
     this.popover.hidden = false;
   }
 
+  /** The editor's text changed: a link's page says when it no longer shows what its link holds. */
+  onCodeChange(code: string): void {
+    const modified = this.linkCode !== null && code !== this.linkCode;
+    if (modified === this.modified) return;
+    this.modified = modified;
+    this.renderOrigin();
+  }
+
   private renderOrigin(): void {
+    this.renderModified();
     if (!this.link) {
       this.origin.hidden = true;
       return;
@@ -330,26 +369,24 @@ export class ShareController {
         ? [el("span", { class: "share-forked" }, " · forked from ",
             el("a", { href: `/s/${forkedFrom}`, "data-testid": "forked-from" }, forkedFrom))]
         : []),
-      ...(this.draftNote ? [this.draftNote] : []),
     );
   }
 
-  /** "· unsaved edits [revert]": the editor holds kept edits, not the link's code. */
-  private draftNoteFor(sharedCode: string): HTMLElement {
-    return el(
-      "span",
-      { class: "share-draft", "data-testid": "draft-note", title: "Your edits of this snippet, kept in this browser; Share makes them a new link" },
-      " · unsaved edits ",
-      el("button", {
-        class: "share-draft-revert",
-        type: "button",
-        "data-testid": "draft-revert",
-        onclick: () => {
-          this.ctx.editor.setCode(sharedCode);
-          this.draftNote = null;
-          this.renderOrigin();
-        },
-      }, "revert"),
+  /** A line above the code while it differs from the link's (edits, or edits kept from an earlier visit):
+   * the address still names the link, so copying it would share the old code. */
+  private renderModified(): void {
+    const strip = this.modifiedStrip;
+    strip.hidden = !(this.modified && this.link && this.linkCode !== null);
+    if (strip.hidden || !this.link || this.linkCode === null) return;
+    const linkCode = this.linkCode;
+    strip.replaceChildren(
+      el("span", { class: "share-modified-tag" }, "modified"),
+      el("span", { class: "share-modified-text" }, "This code differs from the link ",
+         el("a", { href: `/s/${this.link.id}` }, this.link.id), " in the address bar."),
+      el("button", { class: "btn share-modified-button", type: "button", "data-testid": "share-again",
+                     title: "Make a link to the code as it is now", onclick: () => void this.share() }, "Share again"),
+      el("button", { class: "btn btn-ghost share-modified-button", type: "button", "data-testid": "draft-revert",
+                     title: "Put the link's code back", onclick: () => this.ctx.editor.setCode(linkCode) }, "Revert"),
     );
   }
 
@@ -362,7 +399,10 @@ export class ShareController {
         onclick: () => { menu.hidden = true; action(); } }, label);
     menu.append(
       item("Python file (.py)", "export-py", () => downloadPython(this.ctx.editor.getCode(), name())),
-      item("Jupyter notebook (.ipynb)", "export-ipynb", () => downloadNotebook(this.ctx.editor.getCode(), name())),
+      item("Jupyter notebook (.ipynb)", "export-ipynb", () => {
+        const code = this.ctx.editor.getCode();
+        downloadNotebook(code, name(), this.runOf(code));
+      }),
     );
     toggle.addEventListener("click", () => {
       menu.hidden = !menu.hidden;

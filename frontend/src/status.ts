@@ -10,7 +10,8 @@ export type StatusState =
   | { kind: "idle" }
   | { kind: "sending" }
   | { kind: "waiting" }
-  | { kind: "queued"; position: number; waitS?: number | null }
+  /** `at`: when the estimate `waitS` arrived (performance.now()), so the wait counts down between updates. */
+  | { kind: "queued"; position: number; waitS?: number | null; at?: number }
   | { kind: "running"; since: number; compiling?: { fn: string; line: number | null } }
   | { kind: "done"; status: RunStatus; elapsedMs: number; message?: string }
   | { kind: "lost" };
@@ -35,7 +36,7 @@ export class StatusLine {
       window.clearInterval(this.ticker);
       this.ticker = null;
     }
-    if (state.kind === "running") this.ticker = window.setInterval(() => this.render(), TICK_MS);
+    if (state.kind === "running" || state.kind === "queued") this.ticker = window.setInterval(() => this.render(), TICK_MS);
     this.render();
   }
 
@@ -57,9 +58,7 @@ export function describe(s: StatusState): string {
     case "waiting":
       return "waiting for the server…";
     case "queued":
-      return s.waitS != null && s.waitS >= 1
-        ? `queued (position ${s.position}, about ${Math.round(s.waitS)} s)`
-        : `queued (position ${s.position})`;
+      return `queued (position ${s.position}, ${describeWait(s.waitS ?? null, performance.now() - (s.at ?? performance.now()))})`;
     case "running": {
       const time = formatRunning(performance.now() - s.since);
       if (!s.compiling) return `running ${time}`;
@@ -80,6 +79,19 @@ export function describe(s: StatusState): string {
       }
     }
   }
+}
+
+/**
+ * The server's estimate (from recent runs' durations; null before any has finished), counted down
+ * since it arrived. Past it, the wait is overdue: the runs ahead take longer than runs usually do.
+ */
+export function describeWait(waitS: number | null, sinceMs: number): string {
+  if (waitS === null) return "no wait estimate yet";
+  const left = waitS - Math.max(0, sinceMs) / 1000;
+  const whole = Math.ceil(left);
+  if (left >= 1) return `about ${whole < 60 ? `${whole} s` : `${Math.floor(whole / 60)} min ${whole % 60} s`} left`;
+  if (left > -1) return "starting in a moment";
+  return "longer than usual: the runs ahead are taking a while";
 }
 
 /** One decimal while running, so the ticking is visible but calm. */

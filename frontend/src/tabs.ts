@@ -51,6 +51,8 @@ export class Tabs {
   readonly element = el("section", { class: "results", "aria-label": "Results" }, this.list, this.panes);
   readonly slots: TabSlot[] = [];
   active: TabSlot | null = null;
+  /** Called with the panel id whenever another tab comes to the front. */
+  onChange: ((id: string | null) => void) | null = null;
 
   constructor() {
     this.list.addEventListener("keydown", (e) => this.onKey(e));
@@ -59,10 +61,18 @@ export class Tabs {
   reserve(): TabSlot {
     const slot = new TabSlot(this);
     this.slots.push(slot);
-    this.list.append(slot.button);
+    const tool = this.list.querySelector(".tab-tool");
+    if (tool) tool.before(slot.button);
+    else this.list.append(slot.button);
     this.panes.append(slot.pane);
     if (!this.active) this.activate(slot);
     return slot;
+  }
+
+  /** Leaves the tab of panel `id` out of the tab list (it stays reachable from code). */
+  hide(id: string): void {
+    const slot = this.slots.find((s) => s.panel?.id === id);
+    if (slot) slot.button.hidden = true;
   }
 
   /** Brings the tab of panel `id` to the front; unknown ids are ignored. */
@@ -84,7 +94,10 @@ export class Tabs {
       s.button.tabIndex = on ? 0 : -1;
       s.pane.hidden = !on;
     }
-    if (previous !== slot) slot.panel?.onShow?.();
+    if (previous !== slot) {
+      slot.panel?.onShow?.();
+      this.onChange?.(slot.panel?.id ?? null);
+    }
   }
 
   private onKey(e: KeyboardEvent): void {

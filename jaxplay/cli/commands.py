@@ -19,7 +19,7 @@ WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_l
                  "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
 PURGE_FIELDS = ("data_dir", "database_url", "log_level")
 CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
-           "metrics": ("off", "loopback", "token")}
+           "metrics": ("off", "loopback", "token"), "trusted_proxy_header": ("x-forwarded-for", "forwarded")}
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -117,8 +117,10 @@ async def serve_both(app: Any, settings: Settings) -> None:
         def capture_signals(self) -> Any:
             return contextlib.nullcontext()
 
+    # proxy_headers off: uvicorn would believe X-Forwarded-For from any loopback peer; the app judges
+    # forwarded headers itself, from --trusted-proxies only (server/clients/proxies.py).
     options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
-               "timeout_graceful_shutdown": 5}
+               "timeout_graceful_shutdown": 5, "proxy_headers": False}
     public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port, **options),
                           app.state.playground, settings.shutdown_grace_s)
     listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,

@@ -257,7 +257,8 @@ class CapturedJit:
         stack.append(frame)
         start = time.perf_counter()
         try:
-            out = self._jitted(*args, **kwargs)
+            with _locations_in_cache_key():
+                out = self._jitted(*args, **kwargs)
         finally:
             stack.pop()
         elapsed_s = time.perf_counter() - start
@@ -265,7 +266,8 @@ class CapturedJit:
         self._count_call(record, start, out, compiled_now)
         if compiled_now:
             try:
-                self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
+                with _locations_in_cache_key():
+                    self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
             except Exception:  # capture must never fail the user's call
                 logger.debug("could not capture a compilation of %s", record.fn, exc_info=True)
         return out
@@ -335,6 +337,18 @@ class CapturedJit:
 def _trace_state_clean() -> bool:
     """True when no transformation is tracing on this thread (bound at install)."""
     return True
+
+
+def _locations_in_cache_key() -> contextlib.AbstractContextManager[Any]:
+    """Source locations in the persistent cache's key for this call (bound at install).
+
+    JAX's key strips locations by default, so after lines moved above a function a
+    cache hit would hand back an executable whose HLO names the old lines, and
+    Inspect's HLO would point at the wrong source. Only the functions Inspect
+    shows pay for it (a recompile after such an edit); eager operations keep
+    hitting whatever lines they came from.
+    """
+    return contextlib.nullcontext()
 
 
 def _explanation_of(explanations: list[str], name: str | None) -> str | None:
@@ -409,10 +423,12 @@ def install(options: dict[str, Any]) -> None:
     import jax
     from jax._src import source_info_util
 
-    global _trace_state_clean
+    global _trace_state_clean, _locations_in_cache_key
+    from jax._src import config as jax_config
     from jax._src.core import trace_state_clean
 
     _trace_state_clean = trace_state_clean
+    _locations_in_cache_key = functools.partial(jax_config.compilation_cache_include_metadata_in_key, True)
     _renderer.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.

@@ -1,7 +1,9 @@
 """Which libraries a run can import on this worker, and what a run is told when one is missing.
 
 The list is the project's own: its core dependencies a program uses (jax,
-numpy, matplotlib, treescope) and the ``worker-libs`` extra in pyproject.toml,
+numpy, matplotlib, treescope: the sandbox's ``SANDBOX_REQUIREMENTS``; the
+server's plumbing, such as prometheus_client, is neither visible in a sandbox
+nor listed) and the ``worker-libs`` extra in pyproject.toml,
 where the versions are pinned. An operator who changes that extra for a worker
 image changes what the worker reports. Each is reported under the name a
 program imports (``sklearn``, not ``scikit-learn``) with its installed version;
@@ -19,10 +21,10 @@ import importlib.util
 import os
 import re
 
+from jaxplay.sandbox.isolation.exposed_paths import SANDBOX_REQUIREMENTS, normalize
+
 PROJECT = "jaxplay"
 EXTRA = "worker-libs"
-# The server's own dependencies: installed beside the worker's, of no use to a program.
-SERVER_ONLY = frozenset({"starlette", "uvicorn", "websockets", "jinja2"})
 # Used when the project is not installed as a distribution (a bare source tree).
 WITHOUT_METADATA = ("jax", "jaxlib", "numpy")
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
@@ -60,7 +62,8 @@ def listed_distributions() -> list[str]:
         if "extra" in marker and EXTRA not in marker:
             continue
         name = name_match.group(1)
-        if name.lower() not in SERVER_ONLY and name not in names:
+        core_but_host_only = "extra" not in marker and normalize(name) not in SANDBOX_REQUIREMENTS
+        if not core_but_host_only and name not in names:
             names.append(name)
     return names
 

@@ -46,8 +46,31 @@ def accelerator_error() -> str | None:
     try:
         jax.devices(platform)
     except RuntimeError as exc:
-        return f"{platform}: {str(exc).splitlines()[0][:300]}"
+        return gpu.backend_failure_cause(platform, backend_errors(), installed_plugins(), str(exc))
     return None
+
+
+def backend_errors() -> dict[str, str]:
+    """Why each of JAX's backends failed to start: JAX keeps the real cause (``cuInit(0) failed: ...``)
+    and raises only "Unknown backend cuda" when asked for it later."""
+    try:
+        from jax._src import xla_bridge
+
+        return {str(k): str(v) for k, v in getattr(xla_bridge, "_backend_errors", {}).items()}
+    except ImportError:
+        return {}
+
+
+def installed_plugins() -> list[str]:
+    """The PJRT plugins JAX discovers (``jax_plugins.xla_cuda13``, ...), by module name."""
+    try:
+        import pkgutil
+
+        import jax_plugins
+
+        return sorted(m.name for m in pkgutil.iter_modules(jax_plugins.__path__))
+    except ImportError:
+        return []
 
 
 def report() -> None:

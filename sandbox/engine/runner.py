@@ -102,9 +102,10 @@ def execute(code: str, options: dict[str, Any]) -> int:
     try:
         tree = ast.parse(code, USER_FILENAME)
         body, last = split_last_expression(tree, code)
-        exec(compile(body, USER_FILENAME, "exec"), namespace)
+        # dont_inherit: this module's `from __future__ import annotations` must not reach the program.
+        exec(compile(body, USER_FILENAME, "exec", dont_inherit=True), namespace)
         if last is not None:
-            value = eval(compile(last, USER_FILENAME, "eval"), namespace)
+            value = eval(compile(last, USER_FILENAME, "eval", dont_inherit=True), namespace)
             from jaxplay.sandbox.capture import display
 
             display.show_result(value)

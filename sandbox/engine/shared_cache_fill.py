@@ -26,18 +26,29 @@ def fill_main() -> None:
         import contextlib
         import io
 
+        from jax._src import source_info_util
+
         from jaxplay.sandbox.engine import runner, warmup
 
         warmup.use_persistent_cache(str(shared))
+        # This process starts from `python -c`: its `<string>` frame is none of a run's, and the
+        # locations of the functions Inspect shows are part of their cache keys (capture/jit_capture.py).
+        source_info_util.register_exclusion("<string>")
 
         sys.path.insert(0, runner.USERLIB)  # the examples import the playground helpers
         warmup.common_operations()
         programs = sorted(examples.glob("*.py")) + sorted((examples / "gallery").glob("*.py"))
         for path in programs:
-            code = path.read_text(encoding="utf-8").replace("time.sleep(", "(lambda *_: None)(")
-            try:
+            code = without_sleeps(path.read_text(encoding="utf-8"))
+            # As a run executes it (Inspect on, the page's default, then off): the same keys.
+            for inspect in (True, False):
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    exec(compile(code, "<playground>", "exec"), {"__name__": "__main__"})
-            except Exception as exc:  # noqa: BLE001 - one example failing leaves the others cached
-                print(f"fill: {path.name}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                    if runner.execute(code, {"inspect": inspect}) != 0:
+                        print(f"fill: {path.name} failed (inspect {inspect})", file=sys.stderr)
         (shared / FILLED_STAMP).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def without_sleeps(code: str) -> str:
+    """``time.sleep(`` made a call of the same length that returns at once: every column stays, so
+    the source locations (part of a jitted function's cache key) are those of the run."""
+    return code.replace("time.sleep(", "bool".ljust(len("time.sleep")) + "(")

@@ -29,6 +29,7 @@ from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.sandbox.isolation.cgroups import SlotCgroup
 from jaxplay.sandbox.isolation.limits import format_bytes
+from jaxplay.sandbox.isolation.numeric_settings import numerical_library_settings
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
 from jaxplay.settings import Settings
 
@@ -115,6 +116,7 @@ class Slot:
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
                "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
         env.update(gpu.gpu_environment(self.gpus, self.settings))
+        env.update(numerical_library_settings(os.environ))  # a run computes what plain Python computes here
         env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())
         return env
 

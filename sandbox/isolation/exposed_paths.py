@@ -49,6 +49,7 @@ DISTRIBUTION = "jaxplay"
 SKIPPED_ENTRIES = frozenset({"__pycache__", "..", ""})
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+ACCELERATOR_PLUGIN = re.compile(r"^jax-(cuda|rocm)\d*-(plugin|pjrt)$")
 
 
 def normalize(name: str) -> str:
@@ -85,13 +86,22 @@ def root_requirements() -> list[str]:
     return roots
 
 
+def loads_whatever_is_installed(name: str) -> bool:
+    """JAX's accelerator plugins load the CUDA/ROCm libraries of their extras that are installed
+    (``site-packages/nvidia/...``) before the system's, whether or not the whole extra is."""
+    return bool(ACCELERATOR_PLUGIN.match(name))
+
+
 def needed_distributions(roots: Iterable[str]) -> list[metadata.Distribution]:
     """The installed distributions reachable from ``roots`` through requirements.
 
     Installed metadata does not record which extras were asked for, so an
     extra counts as installed when every requirement it names is installed:
-    ``jax[cuda12]`` brings its plugin and CUDA libraries along, while a
-    dependency's ``test`` extra (pytest and friends) stays out of the sandbox.
+    ``jax[cuda12]`` brings its plugin along, while a dependency's ``test``
+    extra (pytest and friends) stays out of the sandbox. An accelerator plugin
+    is the exception: its libraries count one by one, as the plugin loads them
+    (its ``with-cuda`` extra may name a package the host never installed), so a
+    run loads exactly the CUDA libraries the worker's own Python loads.
     """
     found: dict[str, metadata.Distribution] = {}
     pending = list(roots)
@@ -107,9 +117,12 @@ def needed_distributions(roots: Iterable[str]) -> list[metadata.Distribution]:
         for requirement in dist.requires or []:
             required, extra = requirement_name_and_extra(requirement)
             by_extra.setdefault(extra, []).append(required)
+        partial = loads_whatever_is_installed(name)
         for extra, names in by_extra.items():
             if extra is None or all(installed(n) is not None for n in names):
                 pending += names
+            elif partial:
+                pending += [n for n in names if installed(n) is not None]
     return list(found.values())
 
 

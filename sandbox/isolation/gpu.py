@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jaxplay.host_devices import nvidia_gpus, tpu_chips, visible_nvidia_gpus
 from jaxplay.settings import Settings
 
 NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
@@ -29,27 +30,22 @@ TPU_SHARED_NODES = ("/dev/vfio/vfio",)
 ACCELERATOR_SYSFS = ("/sys/devices", "/sys/bus", "/sys/class")
 
 
-def _numbered(dev: Path, prefix: str) -> list[str]:
-    nodes = [p for p in dev.glob(f"{prefix}*") if p.name[len(prefix):].isdigit()]
-    return [str(p) for p in sorted(nodes, key=lambda p: int(p.name[len(prefix):]))]
-
-
-def nvidia_gpus(dev: Path = Path("/dev")) -> list[str]:
-    """This host's NVIDIA GPU device nodes, in index order (/dev/nvidia0, ...)."""
-    return _numbered(dev, "nvidia")
-
-
-def tpu_chips(dev: Path = Path("/dev")) -> list[str]:
-    return _numbered(dev, "accel")
-
-
 def accelerator_nodes(dev: Path = Path("/dev")) -> list[str]:
     return nvidia_gpus(dev) + tpu_chips(dev)
 
 
-def slot_devices(settings: Settings, dev: Path = Path("/dev")) -> list[tuple[str, ...]]:
-    """The device nodes of each slot: one tuple per slot; empty tuples for a CPU worker."""
-    nodes = accelerator_nodes(dev)
+def slot_devices(settings: Settings, dev: Path = Path("/dev"),
+                 environ: dict[str, str] | None = None) -> list[tuple[str, ...]]:
+    """The device nodes of each slot: one tuple per slot; empty tuples for a CPU worker.
+
+    An operator's ``CUDA_VISIBLE_DEVICES`` (in the worker's environment) is honoured: indices pick
+    the GPUs the slots get, an empty value hides every GPU, and any other form (UUIDs, MIG
+    instances) gives one slot with every GPU node, to which the value is passed on as it is.
+    """
+    gpus = visible_nvidia_gpus(dev, environ)
+    if gpus is None:
+        return [tuple(nvidia_gpus(dev))]
+    nodes = gpus + tpu_chips(dev)
     if not nodes:
         return [() for _ in range(max(1, settings.slots))]
     if settings.gpu_slots == "all":
@@ -65,17 +61,34 @@ def device_nodes(devices: tuple[str, ...]) -> list[str]:
     return [*devices, *(node for node in shared if os.path.exists(node))]
 
 
-def gpu_environment(devices: tuple[str, ...], settings: Settings) -> dict[str, str]:
+def gpu_environment(devices: tuple[str, ...], settings: Settings,
+                    environ: dict[str, str] | None = None) -> dict[str, str]:
+    environ = os.environ if environ is None else environ
     nvidia = [d.removeprefix("/dev/nvidia") for d in devices if d.startswith("/dev/nvidia")]
     tpu = [d.removeprefix("/dev/accel") for d in devices if d.startswith("/dev/accel")]
     env: dict[str, str] = {}
     if nvidia:
-        env |= {"CUDA_VISIBLE_DEVICES": ",".join(nvidia), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+        passed_on = visible if visible and not all(v.strip().isdigit() for v in visible.split(",")) else None
+        # Allocator warnings and XLA's error-level log lines (an out-of-memory's autotuner trace) are not a
+        # result: the exception the program sees carries the cause.
+        env |= {"CUDA_VISIBLE_DEVICES": passed_on or ",".join(nvidia), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
                 "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{settings.gpu_memory_fraction:g}",
-                "TF_CPP_MIN_LOG_LEVEL": "2"}  # pages of allocator warnings are not a result
+                "TF_CPP_MIN_LOG_LEVEL": "3"}
     if tpu:
         env |= {"TPU_VISIBLE_CHIPS": ",".join(tpu)}
     return env
+
+
+def backend_failure_cause(platform: str, errors: dict[str, str], plugins: list[str], asked: str) -> str:
+    """The real reason JAX did not start ``platform`` (``cuda`` or ``tpu``), as one line an operator can act
+    on: a missing plugin, or the plugin's own start-up error, not JAX's later "Unknown backend"."""
+    if platform == "cuda" and not any(p.startswith("xla_cuda") for p in plugins):
+        return ("no CUDA plugin for JAX is installed in the worker's Python "
+                "(pip install 'jax[cuda13]', or 'jax[cuda12]' for a CUDA 12 driver)")
+    cause = errors.get(platform) or errors.get("gpu" if platform == "cuda" else platform) or asked
+    first = next((line.strip() for line in cause.splitlines() if line.strip()), cause)
+    return f"{platform}: {first[:400]}"
 
 
 def fallback_refusal(probe: dict[str, Any], devices: tuple[str, ...], allow_cpu_fallback: bool) -> str | None:

@@ -90,11 +90,50 @@ HINTS: tuple[Hint, ...] = (
         correct="import jax, jax.numpy as jnp\nprint(jax.vmap(lambda a: a * 2, in_axes=0)(jnp.ones(3)))\n",
     ),
     Hint(
+        name="prng_key_seed",
+        exceptions=("TypeError",),
+        message=r"invalid PRNG key data",
+        hint="jax.random functions take a key, not a seed: make one with `key = jax.random.key(0)`, then "
+             "`jax.random.normal(key, (3,))`. For each new draw split it: `key, sub = jax.random.split(key)`.",
+        failing="import jax\njax.random.normal(0, (3,))\n",
+        correct="import jax\nkey = jax.random.key(0)\nprint(jax.random.normal(key, (3,)))\n",
+    ),
+    Hint(
+        name="matmul_shapes",
+        exceptions=("TypeError",),
+        message=r"dot_general requires contracting dimensions to have the same shape, got (\([^)]*\)) and (\([^)]*\))",
+        hint=r"`a @ b` needs the last axis of a to match the first axis of b (the second-to-last, for "
+             r"batches): here \1 against \2. Print `a.shape` and `b.shape`; transpose with `.T` or reshape.",
+        failing="import jax.numpy as jnp\njnp.ones((2, 3)) @ jnp.ones((4, 2))\n",
+        correct="import jax.numpy as jnp\nprint((jnp.ones((2, 3)) @ jnp.ones((3, 2))).shape)\n",
+    ),
+    Hint(
+        name="broadcast_shapes",
+        exceptions=("TypeError",),
+        message=r"^(\w+) got incompatible shapes for broadcasting: (\([^)]*\)), (\([^)]*\))",
+        hint=r"Element-wise \1 (`+`, `*`, ...) needs shapes that broadcast: compared from the last axis, each "
+             r"pair of sizes must be equal or 1, and \2 and \3 are not. Reshape, transpose, or add an axis "
+             r"with `x[:, None]`.",
+        failing="import jax.numpy as jnp\njnp.ones(3) + jnp.ones(4)\n",
+        correct="import jax.numpy as jnp\nprint(jnp.ones(3) + jnp.ones((4, 1)))\n",
+    ),
+    Hint(
+        name="tracer_bool",
+        exceptions=("TracerBoolConversionError",),
+        message=r"Attempted boolean conversion of traced array",
+        hint="Inside jax.jit, `if`, `while`, `and`, `or` and `bool()` cannot see an argument's value. Pick "
+             "values with `jnp.where(x > 0, x, -x)`, branch with `jax.lax.cond(x > 0, f, g, x)`, or make the "
+             "argument static: `jax.jit(f, static_argnums=0)` (one compilation per value).",
+        failing="import jax\n@jax.jit\ndef f(x):\n    if x > 0:\n        return x\n    return -x\nf(1.0)\n",
+        correct="import jax, jax.numpy as jnp\n@jax.jit\ndef f(x):\n    return jnp.where(x > 0, x, -x)\nprint(f(1.0))\n",
+    ),
+    Hint(
         name="timeit_magic",
         exceptions=("SyntaxError",),
         message=r"invalid syntax",
         source=r"^\s*%%?timeit\b",
-        hint="%timeit is IPython syntax. Here: `from playground import timeit`, then `timeit(lambda: f(x))`.",
+        hint="%timeit is IPython syntax. Here: `from playground import timeit`, then `timeit(f, x)` "
+             "(a function and its arguments) or `timeit(\"f(x)\")`.",
         failing="x = 2\n%timeit x * x\n",
         correct="from playground import timeit\nx = 2\ntimeit(lambda: x * x, number=10)\n",
     ),

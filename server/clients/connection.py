@@ -7,24 +7,26 @@ socket module, and the socket module may import all of them.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from jaxplay.server.clients.outbox import Outbox
 
 
 class Client(Protocol):
     """A browser connection: who it counts as, and how to send it something."""
 
-    session_id: str  # the browser session it counts against (fairness, limits, room counts)
-    address: str  # the peer address, for per-address limits
-    outbox: asyncio.Queue[str | None]  # frames not yet written; shutdown waits for it to empty
+    session_id: str  # the client it counts against (fairness, limits, room counts): server/clients/identity.py
+    network: str  # the client's address (an IPv6 /64), for per-address limits
+    outbox: Outbox  # frames not yet written, bounded; shutdown waits for it to empty
 
     def emit(self, event: dict[str, Any]) -> None:
         """Encode and queue one event (droppable output is dropped when the browser cannot keep up)."""
 
-    def send_encoded(self, frame: str, droppable: bool) -> None:
-        """Queue a frame already encoded once for many connections (a room broadcast)."""
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+        """Queue a room frame already encoded once for many connections (a room broadcast); a ``snapshot``
+        (``room_state``) replaces the room frames still waiting."""
 
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` beside the connection, kept referenced until it ends."""

@@ -5,10 +5,22 @@ cache of the warm engine, fairness between clients and workshop rooms all key
 on it. The id travels in the HttpOnly cookie ``jaxplay_session`` as
 ``<id>.<mac>``; the MAC (HMAC-SHA256 with a key kept in the data dir) proves
 the server issued it, so a client can keep its id but cannot choose another
-one. A request without a valid cookie gets a new id (and, on HTTP, the
-cookie); a websocket without one gets a new id for that connection only.
+one.
 
-``SessionMiddleware`` puts the id in ``scope["jaxplay.session"]``.
+``SessionMiddleware`` puts the request's ``ClientIdentity``
+(server/clients/identity.py) in ``scope["jaxplay.client"]``:
+
+- a valid cookie: that session;
+- no valid cookie on a page (an HTML answer): a new session, and its cookie,
+  while the network has budget left (``new_sessions_per_address_per_hour``,
+  generous enough for a classroom behind one NAT); beyond it, no cookie:
+  the browser counts as its network's address client until budget returns;
+- no valid cookie otherwise (a websocket, the JSON API): the network's
+  address client. A websocket never mints a session: a script opening
+  sockets without the cookie is one client, however many it opens.
+
+The cookie is ``Secure`` whenever the request came over https, as judged by
+server/clients/proxies.py (trusted proxies only).
 """
 
 from __future__ import annotations
@@ -22,8 +34,10 @@ from pathlib import Path
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from jaxplay.server.clients.budgets import Budgets
+from jaxplay.server.clients.identity import SCOPE_KEY, ClientIdentity, address_client, network_of
+
 COOKIE = "jaxplay_session"
-SCOPE_KEY = "jaxplay.session"
 KEY_FILE = "session.key"
 COOKIE_MAX_AGE_S = 30 * 24 * 3600
 ID_BYTES = 16
@@ -88,27 +102,39 @@ def cookie_from_headers(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 
 class SessionMiddleware:
-    def __init__(self, app: ASGIApp, keys: SessionKeys) -> None:
+    def __init__(self, app: ASGIApp, keys: SessionKeys, new_sessions_per_address_per_hour: int) -> None:
         self.app = app
         self.keys = keys
+        self.minting = Budgets(per_hour=new_sessions_per_address_per_hour)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
+        network = network_of(scope["client"][0] if scope.get("client") else None)
         session_id = self.keys.verify(cookie_from_headers(scope.get("headers", [])))
-        new_cookie = None
-        if session_id is None:
-            session_id, new_cookie = self.keys.issue()
-        scope[SCOPE_KEY] = session_id
-        if new_cookie is None or scope["type"] != "http":
+        if session_id is not None:
+            scope[SCOPE_KEY] = ClientIdentity(key=session_id, network=network)
             await self.app(scope, receive, send)
             return
+        if scope["type"] != "http" or not self.minting.allows(network):
+            scope[SCOPE_KEY] = address_client(network)
+            await self.app(scope, receive, send)
+            return
+        # A page load may start a session: it is this request's identity already (a room page counts
+        # its unknown codes against it), and its cookie is set, and the budget spent, only on an HTML answer.
+        session_id, new_cookie = self.keys.issue()
+        scope[SCOPE_KEY] = ClientIdentity(key=session_id, network=network)
+        secure = "; Secure" if scope.get("scheme") == "https" else ""
 
         async def send_with_cookie(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                cookie = (f"{COOKIE}={new_cookie}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Lax")
+            if message["type"] == "http.response.start" and _is_html(message) and self.minting.spend(network):
+                cookie = f"{COOKIE}={new_cookie}; Path=/; Max-Age={COOKIE_MAX_AGE_S}; HttpOnly; SameSite=Lax{secure}"
                 message["headers"] = [*message.get("headers", []), (b"set-cookie", cookie.encode())]
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+def _is_html(message: Message) -> bool:
+    return any(k.lower() == b"content-type" and v.startswith(b"text/html") for k, v in message.get("headers", []))

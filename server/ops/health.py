@@ -5,9 +5,11 @@ Ready means all of:
 - storage writable: a real write transaction commits within ``STORAGE_PROBE_S``
   (after a database restart the first probe already reconnects: no stale 503);
 - with ``--broker``: Redis answers a PING (runs cannot be queued without it);
-- at least one worker connected for each expected backend (``cpu`` when local
-  workers run, plus ``--expected-backends``), to this replica or, with
-  ``--broker``, to any replica.
+- every local worker this server started has joined, whatever backend its
+  host offers (``cpu``, or ``gpu`` on a GPU host); one that cannot start is
+  named with its cause, and the server stays up, unready, instead of looping;
+- at least one worker connected for each of ``--expected-backends``, to this
+  replica or, with ``--broker``, to any replica.
 
 A load balancer or Kubernetes sends browsers only to ready replicas; the
 liveness probe uses /healthz, which never touches storage or workers, so a slow
@@ -51,11 +53,36 @@ async def readiness(state: Replica) -> dict[str, Any]:
     checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
     connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
-    ready = checks["accepting"] and checks["storage"] == "writable" and broker in (None, "reachable") and not missing
+    local = local_worker_check(state)
+    if local is not None:
+        checks["local_workers"] = local
+    local_ready = local is None or local["joined"] >= local["started"]
+    ready = (checks["accepting"] and checks["storage"] == "writable" and broker in (None, "reachable") and not missing
+             and local_ready)
     result: dict[str, Any] = {"ready": ready, "checks": checks}
     if missing:
         result["missing_backends"] = missing
+    problems = worker_problems(state)
+    if problems:
+        result["problems"] = problems
     return result
+
+
+def local_worker_check(state: Replica) -> dict[str, Any] | None:
+    """How many local workers were started and joined, and why any could not start."""
+    workers = state.local_workers
+    if workers is None or not workers.settings.local_workers:
+        return None
+    joined = sum(1 for link in state.scheduler.workers if link.local)
+    return {"started": workers.settings.local_workers, "joined": joined, "refused": dict(workers.refusals)}
+
+
+def worker_problems(state: Replica) -> list[str]:
+    """What an operator (and the page) must know: local workers that refused to start, with their cause."""
+    workers = state.local_workers
+    if workers is None:
+        return []
+    return [f"The local worker {name} cannot start: {cause}" for name, cause in sorted(workers.refusals.items())]
 
 
 def health_routes(state: Replica) -> list[Route]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from jaxplay.server.clients.connection import BrowserHooks
+    from jaxplay.server.runs.local_workers import LocalWorkers
     from jaxplay.server.runs.scheduler import Scheduler
     from jaxplay.server.storage.interface import Storage
 
@@ -18,6 +19,7 @@ class Replica(Protocol):
     scheduler: Scheduler
     browser_hooks: BrowserHooks
     draining: bool  # phase 1 of shutdown sets it; /readyz then answers 503
+    local_workers: LocalWorkers | None  # the workers this server started (None until its lifespan starts)
 
     @property
     def storage(self) -> Storage: ...

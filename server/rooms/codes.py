@@ -1,11 +1,20 @@
-"""Room codes, presenter secrets, and the limit on guessing codes.
+"""Room codes, presenter secrets, and the limit on starting rooms.
 
-A code is ``jax-`` and six characters from a 31-letter alphabet without the
-look-alikes 0/O, 1/I/L: 31**6 = 887 million codes. A code only lets someone
-watch (the presenter secret, 144 random bits, is what edits), and each
-address may try ``room_join_failures_per_minute`` unknown codes a minute
-(20 by default): with 1,000 rooms open at once, one address guessing without
-pause finds one about once a month (887,000 tries, 740 hours).
+A code is ``jax-`` and two groups of five characters from a 31-letter
+alphabet without the look-alikes 0/O, 1/I/L, e.g. ``jax-7Q4KM-2XP9R``:
+31**10 = 8.2e14 codes. Case, the ``jax-`` prefix, spaces and dashes do not
+matter when typed. (Codes of six characters, the earlier form, are still
+found while such a room lives.)
+
+A code only lets someone watch (the presenter secret, 144 random bits, is
+what edits). A right code always works. Guessing is bounded by unknown codes
+(server/rooms/hub.py): each client may try ``room_code_misses_per_client_per_hour``
+(30), and each network address ``room_code_misses_per_address_per_hour``
+(1,000) over all its clients, however many sessions it starts. With 10,000
+rooms open at once, a guess hits one with probability 10,000 / 8.2e14 =
+1.2e-11, so finding one takes 8.2e10 guesses on average: 82 million hours
+(9,400 years) for one address at its ceiling, 9.4 years for a thousand
+addresses together. docs/security.md has the same arithmetic.
 
 Secrets are stored as SHA-256 digests: a copy of the database does not hand
 out presenter rights.
@@ -21,25 +30,35 @@ import time
 from collections import deque
 
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
-CODE_CHARS = 6
+GROUP_CHARS = 5
+GROUPS = 2
+LEGACY_CHARS = 6
 PREFIX = "jax-"
-CODE_PATTERN = re.compile(f"{PREFIX}[{ALPHABET}]{{{CODE_CHARS}}}")
+CODE_PATTERN = re.compile(f"{PREFIX}[{ALPHABET}]{{{GROUP_CHARS}}}-[{ALPHABET}]{{{GROUP_CHARS}}}")
+LEGACY_PATTERN = re.compile(f"{PREFIX}[{ALPHABET}]{{{LEGACY_CHARS}}}")
 SECRET_BYTES = 18
 # Addresses remembered by the limiter at most: a flood of addresses cannot grow it without bound.
 MAX_TRACKED_ADDRESSES = 10_000
 
 
 def new_code() -> str:
-    return PREFIX + "".join(secrets.choice(ALPHABET) for _ in range(CODE_CHARS))
+    groups = ("".join(secrets.choice(ALPHABET) for _ in range(GROUP_CHARS)) for _ in range(GROUPS))
+    return PREFIX + "-".join(groups)
 
 
 def normalize_code(text: str) -> str | None:
-    """``jax-7q4km2``, ``7Q4KM2``, `` JAX-7Q4KM2 `` -> ``jax-7Q4KM2``; None if it cannot be a room code."""
-    text = text.strip().upper().replace(" ", "")
-    if text.startswith(PREFIX.upper()):
-        text = text[len(PREFIX):]
+    """``jax-7q4km-2xp9r``, ``7Q4KM2XP9R``, `` JAX 7Q4KM 2XP9R `` -> ``jax-7Q4KM-2XP9R``; None if it cannot
+    be a room code."""
+    text = text.upper().replace(" ", "").replace("-", "")
+    bare_prefix = PREFIX.rstrip("-").upper()
+    if len(text) in (GROUP_CHARS * GROUPS + len(bare_prefix), LEGACY_CHARS + len(bare_prefix)) and \
+            text.startswith(bare_prefix):
+        text = text[len(bare_prefix):]
+    if len(text) == GROUP_CHARS * GROUPS:
+        code = PREFIX + "-".join(text[i:i + GROUP_CHARS] for i in range(0, len(text), GROUP_CHARS))
+        return code if CODE_PATTERN.fullmatch(code) else None
     code = PREFIX + text
-    return code if CODE_PATTERN.fullmatch(code) else None
+    return code if LEGACY_PATTERN.fullmatch(code) else None
 
 
 def new_secret() -> str:
@@ -55,7 +74,7 @@ def secret_matches(secret: str | None, digest: str) -> bool:
 
 
 class AddressLimit:
-    """At most ``per_minute`` events per address in any minute (unknown room codes tried, rooms started)."""
+    """At most ``per_minute`` events per address in any minute (rooms started)."""
 
     def __init__(self, per_minute: int, window_s: float = 60.0) -> None:
         self.per_minute = per_minute

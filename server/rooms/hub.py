@@ -11,8 +11,10 @@ All on the server's event loop (no locks). Ownership::
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
 frame. A presenter's run is the one execution: ``prepare_run`` adds an
-observer that sends each of its events to the followers as ``room_run`` and
-keeps them, so a late joiner's ``room_state`` carries the output at once.
+observer that sends each of its events to the other members as ``room_run``
+and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
+carries the output at once. A deck move makes the slide's recorded run, or
+none, the room's run: every member then shows the same.
 Attendees' own runs get the room's shorter timeout and are counted (how
 many ran since the presenter's last run or slide change, how many failed).
 
@@ -29,7 +31,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.rooms.codes import AddressLimit, new_code, new_secret, normalize_code, secret_digest, secret_matches
+from jaxplay.server.clients.budgets import Budgets
+from jaxplay.server.rooms.codes import new_code, new_secret, normalize_code, secret_digest, secret_matches
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
@@ -54,6 +57,10 @@ class RoomError(ValueError):
     """A room request we refuse; the message says what to change."""
 
 
+class TooManyUnknownCodes(RoomError):
+    """A client (or its network) tried more unknown codes than its budget; right codes still work."""
+
+
 class RoomHub:
     def __init__(self, settings: Settings, store: RoomStore, snippets: SnippetStore) -> None:
         self.settings = settings
@@ -61,7 +68,9 @@ class RoomHub:
         self.snippets = snippets
         self.rooms: dict[str, Room] = {}
         self.joined: dict[Client, Room] = {}
-        self.guesses = AddressLimit(settings.room_join_failures_per_minute)
+        # Unknown codes tried, per client and per network (server/rooms/codes.py has the arithmetic).
+        self.misses_per_client = Budgets(per_hour=settings.room_code_misses_per_client_per_hour)
+        self.misses_per_network = Budgets(per_hour=settings.room_code_misses_per_address_per_hour)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
@@ -100,18 +109,18 @@ class RoomHub:
         secret = new_secret()
         record = RoomRecord(code=code, secret_digest=secret_digest(secret), program=program, deck=list(deck),
                             attendee_timeout_s=attendee_timeout_s or limit)
-        if deck:
-            record.program = await self._slide_program(deck[0]) or program
+        slide = await self.snippets.load(deck[0]) if deck else None
+        if slide is not None:
+            record.program = slide["code"]
         await self.store.save(record)
         room = self.rooms[code] = Room(record=record)
+        show_slide_run(room, slide)
         log.info("room %s created (%d slides)", code, len(deck))
         return room, secret
 
-    async def find(self, text: str, address: str) -> Room:
-        """The room a code names; unknown codes count against the address's guesses."""
-        if not self.guesses.allowed(address):
-            raise RoomError(f"Too many unknown room codes from this address ({self.guesses.per_minute} a minute); "
-                            "wait a minute, then check the code with whoever is presenting.")
+    async def find(self, text: str, client: str, network: str) -> Room:
+        """The room a code names. A right code always finds it; an unknown one spends the client's and its
+        network's budgets of misses, and once either is spent an unknown code is refused as such."""
         code = normalize_code(text)
         room = self.rooms.get(code) if code else None
         if room is None and code is not None:
@@ -122,16 +131,16 @@ class RoomHub:
                     record.last_active >= time.time() - self.settings.room_idle_expiry_s:
                 room = self.rooms[code] = Room(record=record)
                 await self.sync.catch_up(room)  # another replica may hold it live
-        if room is None:
-            self.guesses.record(address)
-            shown = code or text.strip()[:32]
-            raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM2) "
-                            "with whoever is presenting. Rooms close after a while without use.")
-        return room
-
-    async def _slide_program(self, snippet_id: str) -> str | None:
-        snippet = await self.snippets.load(snippet_id)
-        return snippet["code"] if snippet else None
+        if room is not None:
+            return room
+        if not self.misses_per_client.allows(client) or not self.misses_per_network.spend(network):
+            raise TooManyUnknownCodes(
+                "Too many unknown room codes were tried from here in the last hour; a right code still works. "
+                "Check the code with whoever is presenting (or open their link), then try again.")
+        self.misses_per_client.spend(client)
+        shown = code or text.strip()[:32]
+        raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM-2XP9R) "
+                        "with whoever is presenting. Rooms close after a while without use.")
 
     # --- the socket's hooks ----------------------------------------------------
 
@@ -149,7 +158,7 @@ class RoomHub:
             connection.emit(bp.notice_event(str(exc)))
 
     async def join(self, connection: Client, message: bp.RoomJoin) -> None:
-        room = await self.find(message.room, connection.address)
+        room = await self.find(message.room, connection.session_id, connection.network)
         presenter = message.secret is not None
         if presenter and not secret_matches(message.secret, room.record.secret_digest):
             raise RoomError(f"That is not the presenter secret of room {room.code}: open the presenter link again, "
@@ -163,7 +172,7 @@ class RoomHub:
         room.members[connection] = presenter
         self.joined[connection] = room
         room.record.last_active = time.time()
-        connection.emit(room.state(presenter, "join"))
+        connection.send_encoded(room.state_frame(presenter, "join"), False, snapshot=True)
         if presenter:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
                            skip=connection, followers_only=True)
@@ -206,27 +215,36 @@ class RoomHub:
             self._touch(room)
 
     async def move(self, room: Room, message: bp.RoomDeck) -> None:
+        """Move every member to a slide: its code, and its recorded run or an empty output, the same for all.
+
+        Setting the deck keeps the slide on screen (its code as edited, its run) when the new deck
+        has that snippet at the given position; anything else loads the slide afresh."""
         record = room.record
-        deck = list(message.snippets) if message.action == "set" and message.snippets is not None else record.deck
         if message.action == "set":
+            deck = list(message.snippets or ())
             missing = [s for s in deck if await self.snippets.load(s) is None]
             if missing:
                 raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
-            position = 0
-        elif not deck:
+            position = min(message.position or 0, max(len(deck) - 1, 0))
+            on_screen = record.deck[record.position] if record.position < len(record.deck) else None
+            reload = bool(deck) and deck[position] != on_screen
+        elif not record.deck:
             raise RoomError(f"Room {room.code} has no deck: set one (a list of snippet ids) first.")
         else:
+            deck = record.deck
             step = {"next": 1, "prev": -1}.get(message.action, 0)
             target = message.position if message.action == "goto" else record.position + step
             position = min(max(target or 0, 0), len(deck) - 1)
-        program = await self._slide_program(deck[position]) if deck else None
+            reload = True
         record.deck, record.position = deck, position
-        if program is not None:
-            record.program = program
-        room.version += 1
-        room.selection = None
-        room.run_events, room.run_bytes, room.run_id = [], 0, None
-        room.new_round()
+        if reload:
+            slide = await self.snippets.load(deck[position])
+            if slide is not None:
+                record.program = slide["code"]
+            room.version += 1
+            room.selection = None
+            show_slide_run(room, slide)
+            room.new_round()
         room.send_states("deck")
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
@@ -243,26 +261,27 @@ class RoomHub:
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
             self.counts_soon(room)
-            run.observers.append(lambda r, event: self._presenter_event(room, r, event))
+            run.observers.append(lambda r, event: self._presenter_event(room, connection, r, event))
             self._touch(room)
         else:
             run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
             run.observers.append(lambda r, event: self._attendee_event(room, r, event))
 
-    def _presenter_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
+    def _presenter_event(self, room: Room, origin: Client, run: Run, event: dict[str, Any]) -> None:
         if room.run_id != run.client_id:
             return  # a newer run or a slide change took over: followers moved on
         self.sync.publish(room, "run_event", {"run_id": run.client_id, "event": event})
-        self.relay_presenter_event(room, event)
+        self.relay_presenter_event(room, event, origin)
 
-    def relay_presenter_event(self, room: Room, event: dict[str, Any]) -> None:
-        """Keep the presenter's run event for late joiners and send it to this server's followers."""
+    def relay_presenter_event(self, room: Room, event: dict[str, Any], origin: Client | None = None) -> None:
+        """Keep the presenter's run event for late joiners and send it to this server's members but the
+        connection that runs it (a presenter's reloaded page, or another tab of theirs, follows it too)."""
         frame = encode(bp.room_run_event(room.code, event))
         if room.run_bytes + len(frame) <= MAX_KEPT_RUN_BYTES:
             room.run_events.append(event)
             room.run_bytes += len(frame)
-        for member, presenter in room.members.items():
-            if not presenter:
+        for member in room.members:
+            if member is not origin:
                 member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
 
     def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
@@ -333,3 +352,20 @@ class RoomHub:
         if closed:
             log.info("closed %d idle room(s)", len(closed))
         return closed
+
+
+def show_slide_run(room: Room, slide: dict[str, Any] | None) -> None:
+    """The room's run becomes the slide's recorded run (or none): what every member shows after a move.
+
+    The events get a run id of their own, so a presenter run still going on is no longer relayed,
+    and a page tells this run from the one it showed before. A recorded run over the kept limit
+    is left out whole: an output cut short would look like a run that never ended."""
+    room.run_events, room.run_bytes, room.run_id = [], 0, None
+    recorded = slide.get("recorded_run") if slide else None
+    if not recorded:
+        return
+    run_id = f"slide-{room.code}-{room.version}"
+    events = [{**event, "id": run_id} for event in recorded]
+    size = sum(len(encode(bp.room_run_event(room.code, event))) for event in events)
+    if size <= MAX_KEPT_RUN_BYTES:
+        room.run_events, room.run_bytes, room.run_id = events, size, run_id

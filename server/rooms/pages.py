@@ -14,9 +14,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
-from jaxplay.server.rooms.hub import RoomError, RoomHub
+from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
 from jaxplay.server.storage.snippets import SnippetError, read_body
 
 MAX_BODY_BYTES = 512 * 1024
@@ -41,7 +42,7 @@ def room_routes(hub: RoomHub) -> list[Route]:
     creations = AddressLimit(ROOMS_PER_ADDRESS_PER_MINUTE)
 
     async def create_room(request: Request) -> Response:
-        address = request.client.host if request.client else ""
+        address = identity_of(request.scope).network
         if not creations.allowed(address):
             return JSONResponse({"message": f"At most {ROOMS_PER_ADDRESS_PER_MINUTE} rooms a minute may be started "
                                             "from one address; wait a minute."}, status_code=429)
@@ -74,13 +75,13 @@ def room_routes(hub: RoomHub) -> list[Route]:
             if code is not None and code != text:
                 prefix = "/e/r/" if mode == "embed" else "/r/"
                 return RedirectResponse(prefix + code, status_code=302)
-            address = request.client.host if request.client else ""
+            client = identity_of(request.scope)
             try:
-                room = await hub.find(text, address)
+                room = await hub.find(text, client.key, client.network)
+            except TooManyUnknownCodes as exc:
+                return message_page("Too many tries", str(exc), 429)
             except RoomError as exc:
-                limited = not hub.guesses.allowed(address)
-                title = "Too many tries" if limited else f"No room {code or text.strip()[:32]}"
-                return message_page(title, str(exc), 429 if limited else 404)
+                return message_page(f"No room {code or text.strip()[:32]}", str(exc), 404)
             return render_page({"mode": mode, "snippet": None, "room": {"code": room.code},
                                 "page_title": f"Room {room.code} · JAX Playground"})
         return handler

@@ -46,6 +46,10 @@ class Room:
     emptied_at: float = field(default_factory=time.monotonic)
     # Other replicas' members of this room (server/rooms/sync.py): replica -> (attendees, presenters).
     remote_members: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # ``run_events`` encoded once each, for the list they were encoded from: a join then costs a copy of
+    # the kept run, not a fresh encoding of up to MAX_KEPT_RUN_BYTES.
+    _encoded_run: list[str] = field(default_factory=list)
+    _encoded_from: list[dict[str, Any]] | None = None
 
     @property
     def code(self) -> str:
@@ -77,6 +81,17 @@ class Room:
                 "presenter_online": self.presenter_online, "run": self.run_events or None,
                 "people": counts["people"], "ran": counts["ran"], "errors": counts["errors"]}
 
+    def state_frame(self, presenter: bool, reason: str) -> str:
+        """``state(presenter, reason)`` encoded, its run events spliced in from their encodings kept."""
+        view = self.state(presenter, reason)
+        if not self.run_events:
+            return encode(view)
+        if self._encoded_from is not self.run_events:  # a new run (or a replica's copy) replaced the list
+            self._encoded_from, self._encoded_run = self.run_events, []
+        self._encoded_run.extend(encode(event) for event in self.run_events[len(self._encoded_run):])
+        del view["run"]
+        return encode(view)[:-1] + ',"run":[' + ",".join(self._encoded_run) + "]}"
+
     def broadcast(self, event: dict[str, Any], *, skip: Client | None = None,
                   followers_only: bool = False) -> None:
         frame = encode(event)
@@ -87,8 +102,9 @@ class Room:
 
     def send_states(self, reason: str) -> None:
         """Each member's whole view of the room again (after a slide move)."""
+        frames = {role: self.state_frame(role, reason) for role in (False, True)}
         for member, presenter in self.members.items():
-            member.send_encoded(encode(self.state(presenter, reason)), False)
+            member.send_encoded(frames[presenter], False, snapshot=True)
 
     def new_round(self) -> None:
         self.round_statuses.clear()

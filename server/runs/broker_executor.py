@@ -138,7 +138,8 @@ class JobExecutor:
                 self.outgoing.put_nowait((origin, key, event, hello))
 
         run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", key=key)
+                  options=job["options"], emit=relay, session_id=job.get("session_id") or "",
+                  network=job.get("network") or "", key=key)
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")

@@ -62,6 +62,7 @@ from redis.exceptions import RedisError
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.runs.broker_executor import JobExecutor
+from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs.broker_keys import (
     CANCELS,
     EPOCH_KEY,
@@ -219,7 +220,8 @@ class RedisBroker:
 
     def enqueue(self, run: Run) -> None:
         job = {"key": run.key, "origin": self.id, "code": run.code, "backend": run.backend,
-               "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id}
+               "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id,
+               "network": run.network}
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
@@ -255,7 +257,7 @@ class RedisBroker:
                 return
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(queue, payload)
-                if run.session_id:
+                if is_browser_session(run.session_id):  # an address client is nobody who comes back
                     self._remember_session(pipe, run)
                 position, *_ = await pipe.execute()
         except (RedisError, OSError) as exc:
@@ -298,7 +300,7 @@ class RedisBroker:
                 for pending in lost:
                     pipe.rpush(queue_key(pending.run.backend), pending.payload)
                 for pending in self.pending.values():
-                    if pending.run.session_id:
+                    if is_browser_session(pending.run.session_id):
                         self._remember_session(pipe, pending.run)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
@@ -343,7 +345,7 @@ class RedisBroker:
              elapsed_ms: float | None = None, **extra: Any) -> None:
         self.pending.pop(run.key, None)
         self.scheduler.finish(run, status, message, elapsed_ms, **extra)
-        if run.session_id and self.redis is not None:
+        if is_browser_session(run.session_id) and self.redis is not None:
             asyncio.create_task(self._forget(run))
 
     async def _forget(self, run: Run) -> None:
@@ -484,7 +486,7 @@ class RedisBroker:
 
         It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
         that shows the replica alive) rather than answer from a stale view."""
-        if not session_id or self.redis is None:
+        if not is_browser_session(session_id) or self.redis is None:
             return
         try:
             runs = await self.redis.hgetall(f"{PREFIX}session:{session_id}")

@@ -1,17 +1,23 @@
-"""One backend's waiting runs, served fairly between clients, and an honest estimate of each wait.
+"""One backend's waiting runs, served fairly between networks and clients, and an honest estimate of each wait.
 
 Order of service::
 
     priority lane (room presenters), first come first served
-    then every other client in turn: one run from each client that has runs
-    waiting, in the order the clients first queued, then round again
+    then every network in turn: one run from each network that has runs
+    waiting, in the order the networks first queued, then round again;
+    within a network, its clients in turn the same way
 
-A client is a browser session (``Run.session_id``). A client that queues a
-hundred runs therefore gets one in turn like everyone else: a run another
-client queues behind that flood waits for at most one more run to start
-first. The order is a pure function of what is queued, so the position each
-run is told is exactly the order in which it will start, unless something
-is cancelled or a presenter's run arrives.
+A client is a browser session, or the address client of a network's
+connections without one (``Run.session_id``, server/clients/identity.py);
+a network is its IPv4 address or IPv6 /64 (``Run.network``). A client that
+queues a hundred runs therefore gets one in turn like everyone else, and so
+does a network whatever number of sessions a script there has minted: a run
+queued behind such a flood waits for at most one more run of the flooding
+network to start first (and, from inside that network, one of each of its
+other clients). A classroom behind one NAT shares its network's turns among
+its browsers. The order is a pure function of what is queued, so the
+position each run is told is exactly the order in which it will start,
+unless something is cancelled or a presenter's run arrives.
 
 The wait estimate replays that order on the backend's slots, using the mean
 of recently finished runs' durations (measured from start to done), and the
@@ -32,17 +38,27 @@ RECENT_RUNS = 20
 @runtime_checkable
 class Queued(Protocol):
     session_id: str
+    network: str
     priority: bool
 
 
 R = TypeVar("R", bound=Queued)
 
 
+def _in_turns(sequences: list[list[R]]) -> Iterator[R]:
+    """Round robin: the first of each sequence, then the second of each, and so on."""
+    depth = max((len(items) for items in sequences), default=0)
+    for turn in range(depth):
+        for items in sequences:
+            if turn < len(items):
+                yield items[turn]
+
+
 class FairQueue(Generic[R]):
     def __init__(self) -> None:
         self.priority: deque[R] = deque()
-        # Clients with runs waiting, in service order; the head is served next.
-        self.clients: OrderedDict[str, deque[R]] = OrderedDict()
+        # Networks with runs waiting, in service order, each with its clients in service order; heads go next.
+        self.networks: OrderedDict[str, OrderedDict[str, deque[R]]] = OrderedDict()
         self._length = 0
 
     def __len__(self) -> int:
@@ -54,39 +70,41 @@ class FairQueue(Generic[R]):
     def __iter__(self) -> Iterator[R]:
         """Every waiting run, in the order it will be served."""
         yield from self.priority
-        depth = max((len(runs) for runs in self.clients.values()), default=0)
-        for turn in range(depth):
-            for runs in self.clients.values():
-                if turn < len(runs):
-                    yield runs[turn]
+        yield from _in_turns([list(_in_turns([list(runs) for runs in clients.values()]))
+                              for clients in self.networks.values()])
 
     def __contains__(self, run: object) -> bool:
         if not isinstance(run, Queued):
             return False
-        lane = self.priority if run.priority else self.clients.get(run.session_id, ())
+        lane = self.priority if run.priority else self.networks.get(run.network, {}).get(run.session_id, ())
         return any(waiting is run for waiting in lane)
 
     def append(self, run: R) -> None:
         if run.priority:
             self.priority.append(run)
         else:
-            # A client new to the queue joins the end of the round: it is served after
-            # everyone already waiting has had one more turn, never before.
-            self.clients.setdefault(run.session_id, deque()).append(run)
+            # A network (or a client within one) new to the queue joins the end of the round: it is
+            # served after everyone already waiting has had one more turn, never before.
+            self.networks.setdefault(run.network, OrderedDict()).setdefault(run.session_id, deque()).append(run)
         self._length += 1
 
     def popleft(self) -> R:
         if self.priority:
             self._length -= 1
             return self.priority.popleft()
-        if not self.clients:
+        if not self.networks:
             raise IndexError("pop from an empty FairQueue")
-        session_id, runs = next(iter(self.clients.items()))
+        network, clients = next(iter(self.networks.items()))
+        session_id, runs = next(iter(clients.items()))
         run = runs.popleft()
         if runs:
-            self.clients.move_to_end(session_id)  # its turn is used: back of the round
+            clients.move_to_end(session_id)  # its turn is used: back of its network's round
         else:
-            del self.clients[session_id]
+            del clients[session_id]
+        if clients:
+            self.networks.move_to_end(network)
+        else:
+            del self.networks[network]
         self._length -= 1
         return run
 
@@ -94,19 +112,30 @@ class FairQueue(Generic[R]):
         if run.priority:
             self.priority.remove(run)
         else:
-            runs = self.clients[run.session_id]
+            clients = self.networks[run.network]
+            runs = clients[run.session_id]
             runs.remove(run)
             if not runs:
-                del self.clients[run.session_id]
+                del clients[run.session_id]
+            if not clients:
+                del self.networks[run.network]
         self._length -= 1
 
     def heaviest(self) -> R | None:
-        """The newest waiting run of the client with the most runs waiting (never a presenter's)."""
-        runs = max(self.clients.values(), key=len, default=None)
-        return runs[-1] if runs else None
+        """The newest waiting run of the busiest client of the network with the most runs waiting
+        (never a presenter's)."""
+        clients = max(self.networks.values(), key=lambda c: sum(map(len, c.values())), default=None)
+        if clients is None:
+            return None
+        return max(clients.values(), key=len)[-1]
 
-    def count_for(self, session_id: str) -> int:
-        return len(self.clients.get(session_id, ())) + sum(1 for r in self.priority if r.session_id == session_id)
+    def count_for(self, session_id: str, network: str) -> int:
+        """Runs waiting of this client, presenters' lane included."""
+        waiting = self.networks.get(network, {}).get(session_id, ())
+        return len(waiting) + sum(1 for r in self.priority if r.session_id == session_id)
+
+    def count_for_network(self, network: str) -> int:
+        return sum(map(len, self.networks.get(network, {}).values()))
 
 
 class RunDurations:

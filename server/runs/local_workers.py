@@ -2,11 +2,25 @@
 
 Each is ``python -m jaxplay.cli worker`` dialing this server over loopback
 with a token made for this server's lifetime, named ``local-N@HOST:PORT``
-(this host and the server's port): unique among replicas sharing a broker
-and a database, so cached results name the replica that recorded them
-(``jaxplay purge-results``), and the same again when that replica restarts. The supervisor restarts one
-that dies (with backoff) and, at shutdown, terminates them all, then kills
-any that linger. Their sandboxes die with them (bwrap's --die-with-parent).
+(this host and the server's port: unique among replicas sharing a broker and
+a database, so cached results name the replica that recorded them for
+``jaxplay purge-results``, and the same again when that replica restarts),
+in a process session of its own (a Ctrl+C or a signal to the server's process group reaches the server,
+which then stops its workers in order). The supervisor restarts one that
+dies (with backoff) and, at shutdown, terminates them all, then kills any
+that linger. Their sandboxes die with them (bwrap's --die-with-parent).
+
+A worker that cannot start as configured (exit status ``EXIT_CANNOT_START``:
+GPUs JAX cannot use, no bubblewrap, ...) is not restarted: the same cause
+would stop it again. Its last word on stderr (``jaxplay worker: <cause>``) is
+kept in ``refusals`` and shown by /readyz and /api/backends, so the server
+stays up, unready, saying why, instead of looping in silence.
+
+Tasks::
+
+    LocalWorkers
+      └─ one supervise task per worker: start it, forward its stderr lines to
+         the server's, wait for its exit, then restart it or record its refusal
 """
 
 from __future__ import annotations
@@ -18,6 +32,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 
 from jaxplay.settings import ENV_PREFIX, Settings
@@ -27,21 +42,27 @@ log = logging.getLogger("jaxplay.server")
 PR_SET_PDEATHSIG = 1
 RESTART_DELAYS_S = (1, 2, 5, 10, 30)
 STOP_GRACE_S = 5.0
+EXIT_CANNOT_START = 3  # the worker's own status for a host it must not serve from (sandbox/agent.py)
+REFUSAL_PREFIX = "jaxplay worker: "
 
 
 def _die_with_server() -> None:
-    """In the worker's process before exec: SIGTERM when this server dies, even by SIGKILL,
-    so a local worker never redials a dead server forever."""
+    """In the worker's process before exec: a session of its own, and SIGTERM when this server
+    dies, even by SIGKILL, so a local worker never redials a dead server forever."""
+    os.setsid()
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 class LocalWorkers:
-    def __init__(self, settings: Settings, token: str) -> None:
+    def __init__(self, settings: Settings, token: str, on_refusal: Callable[[], None] = lambda: None) -> None:
         self.settings = settings
         self.token = token
+        self.on_refusal = on_refusal
         self.processes: list[asyncio.subprocess.Process | None] = []
         self.tasks: list[asyncio.Task[None]] = []
         self.stopping = False
+        # Worker name -> why it cannot start, for the workers that refused (never restarted).
+        self.refusals: dict[str, str] = {}
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -61,19 +82,29 @@ class LocalWorkers:
     async def _supervise(self, index: int) -> None:
         host = "127.0.0.1" if self.settings.worker_host in ("0.0.0.0", "::", "") else self.settings.worker_host
         url = f"ws://{host}:{self.settings.worker_listen_port}/worker"
+        name = self.name(index)
         failures = 0
         while not self.stopping:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", self.name(index),
-                env=self.environment(), stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_server,
+                sys.executable, "-m", "jaxplay.cli", "worker", "--server", url, "--name", name,
+                env=self.environment(), stdin=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                preexec_fn=_die_with_server,
             )
             self.processes[index] = process
+            assert process.stderr is not None
+            last_word = await _forward_stderr(process.stderr)
             code = await process.wait()
             if self.stopping:
                 return
+            if code == EXIT_CANNOT_START:
+                self.refusals[name] = last_word or f"the worker exited with status {code}"
+                log.error("local worker %s cannot start, and is not restarted: %s (fix the cause, then restart "
+                          "the server)", name, self.refusals[name])
+                self.on_refusal()
+                return
             delay = RESTART_DELAYS_S[min(failures, len(RESTART_DELAYS_S) - 1)]
             failures += 1
-            log.error("local worker %d exited with code %s; restarting in %s s", index, code, delay)
+            log.error("local worker %s exited with code %s; restarting in %s s", name, code, delay)
             await asyncio.sleep(delay)
 
     async def stop(self) -> None:
@@ -90,3 +121,16 @@ class LocalWorkers:
             await asyncio.gather(*(p.wait() for p in live))
         for task in self.tasks:
             task.cancel()
+
+
+async def _forward_stderr(stream: asyncio.StreamReader) -> str:
+    """Copy the worker's stderr to the server's, line by line, until it closes; return the worker's
+    last own word (a line starting ``jaxplay worker: ``), without the prefix."""
+    last_word = ""
+    while line := await stream.readline():
+        sys.stderr.buffer.write(line)
+        sys.stderr.flush()
+        text = line.decode(errors="replace").strip()
+        if text.startswith(REFUSAL_PREFIX):
+            last_word = text.removeprefix(REFUSAL_PREFIX)
+    return last_word

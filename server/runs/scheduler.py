@@ -9,9 +9,10 @@ worker events (adding the browser's run id), and guarantees exactly one
 queued, a lost worker, or the server's own deadline.
 
 Fairness lives in ``server/runs/fair_queue.py``: each backend's queue serves
-clients (browser sessions) in turn, presenters of workshop rooms first, and
-tells each waiting run its position and an estimated wait. Limits per client
-(connections, runs waiting or running) are counted here.
+networks, and the clients within each, in turn, presenters of workshop rooms
+first, and tells each waiting run its position and an estimated wait. Limits
+per client (connections, runs waiting or running) and per network
+(connections) are counted here; who is a client is server/clients/identity.py's word.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.settings import Settings
@@ -49,8 +52,9 @@ class Run:
     timeout_s: float
     options: dict[str, Any]
     emit: Emit
-    # The browser session (server/clients/sessions.py): the client it counts against for fairness and limits.
+    # The client it counts against for fairness and limits (server/clients/identity.py), and its network.
     session_id: str = ""
+    network: str = ""
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -79,6 +83,7 @@ class WorkerLink:
     # Results the server may keep and replay to others (the result cache): only from its own local
     # workers, or remote ones the operator vouched for (--trust-remote-results).
     trusted: bool = False
+    local: bool = False  # one of the server's own local workers (it presented the local token)
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
 
@@ -93,18 +98,22 @@ class Scheduler:
         self.workers: list[WorkerLink] = []
         self.queues: dict[str, FairQueue[Run]] = {}
         self.durations: dict[str, RunDurations] = {}
-        # Per client: runs waiting or running, and open connections.
+        # Per client: runs waiting or running, and open connections; per network: open connections.
         self.active_runs: Counter[str] = Counter()
         self.connections: Counter[str] = Counter()
-        self.expected_backends: set[str] = {"cpu"} if settings.local_workers > 0 else set()
-        self.expected_backends |= {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        self.network_connections: Counter[str] = Counter()
+        self.expected_backends: set[str] = {b.strip() for b in settings.expected_backends.split(",") if b.strip()}
+        # What the local workers will offer, until they say: the host's devices decide (gpu on a GPU host,
+        # else cpu), so a run sent while they start waits for them on the right backend. Readiness waits
+        # for the local workers themselves to join (server/ops/health.py), whatever they offer.
+        self.local_backends: set[str] = {host_devices.local_backend()} if settings.local_workers > 0 else set()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
 
     # --- what is offered ---------------------------------------------------
 
     def backends(self) -> list[dict[str, Any]]:
-        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends)
+        names = sorted({w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends)
         result = []
         for name in names:
             links = [w for w in self.workers if w.hello.backend == name]
@@ -145,13 +154,32 @@ class Scheduler:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
         return [w.hello for w in self.workers if w.hello.backend == backend]
 
+    def local_worker_refused(self) -> None:
+        """A local worker cannot start: expect of the local workers only what those that joined offer."""
+        self.local_backends = {w.hello.backend for w in self.workers if w.local}
+
+    def default_backend(self) -> str | None:
+        """What a run that names no backend runs on: ``--default-backend`` while it has a worker, else
+        ``cpu`` where connected, else the first backend with a worker, else the first one expected."""
+        listed = self.backends()
+        connected = [b["name"] for b in listed if b["workers"]]
+        chosen = self.settings.default_backend
+        if chosen and chosen in connected:
+            return chosen
+        if connected:
+            return "cpu" if "cpu" in connected else connected[0]
+        if chosen and any(b["name"] == chosen for b in listed):
+            return chosen
+        return listed[0]["name"] if listed else None
+
     def resolve_backend(self, requested: str | None) -> str:
-        known = {w.hello.backend for w in self.workers} | self.expected_backends
+        known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
         if requested is None:
-            if not known:
+            default = self.default_backend()
+            if default is None:
                 raise bp.ProtocolError("No worker is connected to this server yet; try again in a moment.",
                                        reason="no_worker")
-            return "cpu" if "cpu" in known else sorted(known)[0]
+            return default
         if requested not in known:
             offered = ", ".join(sorted(known)) or "none yet"
             raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
@@ -160,19 +188,29 @@ class Scheduler:
 
     # --- clients -----------------------------------------------------------
 
-    def attach_client(self, session_id: str) -> None:
-        """Count one more connection of ``session_id``; refuse it beyond the per-client limit."""
+    def attach_client(self, session_id: str, network: str = "") -> None:
+        """Count one more connection of ``session_id`` from ``network``; refuse it beyond either limit."""
         limit = self.settings.max_connections_per_client
         if self.connections[session_id] >= limit:
+            who = "This browser already has" if is_browser_session(session_id) else \
+                "Connections without the playground's session cookie from your address already have"
             raise bp.ProtocolError(
-                f"This browser already has {self.connections[session_id]} connections open to the playground (the "
-                f"limit is {limit}); close some tabs and reload.")
+                f"{who} {self.connections[session_id]} connections open to the playground (the limit is {limit}); "
+                "close some tabs and reload.")
+        network_limit = self.settings.max_connections_per_address
+        if self.network_connections[network] >= network_limit:
+            raise bp.ProtocolError(
+                f"Your network address already has {self.network_connections[network]} connections open to the "
+                f"playground (the limit is {network_limit}); close some tabs, or ask the operator to raise "
+                "--max-connections-per-address.")
         self.connections[session_id] += 1
+        self.network_connections[network] += 1
 
-    def detach_client(self, session_id: str) -> None:
-        self.connections[session_id] -= 1
-        if self.connections[session_id] <= 0:
-            del self.connections[session_id]
+    def detach_client(self, session_id: str, network: str = "") -> None:
+        for counter, key in ((self.connections, session_id), (self.network_connections, network)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
 
     # --- runs --------------------------------------------------------------
 
@@ -211,10 +249,18 @@ class Scheduler:
         self.dispatch(run.backend)
 
     def _make_room(self, queue: FairQueue[Run], run: Run) -> bool:
-        """A full queue sheds the newest run of the client holding the most, if that client holds
-        more than the newcomer would: one client's flood can fill the queue but never lock others out."""
+        """A full queue sheds the newest run of the busiest client of the network holding the most, if that
+        network (or, within the newcomer's own network, that client) holds more than the newcomer's would:
+        one network's flood can fill the queue but never lock others out."""
         victim = queue.heaviest()
-        if victim is None or queue.count_for(victim.session_id) <= queue.count_for(run.session_id) + 1:
+        if victim is None:
+            return False
+        if victim.network == run.network:
+            holds, would_hold = (queue.count_for(victim.session_id, victim.network),
+                                 queue.count_for(run.session_id, run.network) + 1)
+        else:
+            holds, would_hold = queue.count_for_network(victim.network), queue.count_for_network(run.network) + 1
+        if holds <= would_hold:
             return False
         queue.remove(victim)
         self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
@@ -284,8 +330,9 @@ class Scheduler:
     def job_options(self, run: Run) -> dict[str, Any]:
         """What the worker gets: the run's options plus the name of its session's private compile cache
         (derived, so a worker never learns the session id; kept out of ``run.options``, which the
-        result cache keys on)."""
-        if self.session_keys is None or not run.session_id:
+        result cache keys on). An address client gets none: it may be several people behind one
+        address, and a cache one of them could write would run code in the others' runs."""
+        if self.session_keys is None or not is_browser_session(run.session_id):
             return run.options
         return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
 
@@ -321,6 +368,8 @@ class Scheduler:
     def add_worker(self, link: WorkerLink) -> None:
         link.free_slots = link.hello.slots
         self.workers.append(link)
+        if link.local:  # the local workers' own word replaces the guess from the host's devices
+            self.local_backends = {w.hello.backend for w in self.workers if w.local}
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)

@@ -63,7 +63,8 @@ async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, local
         await websocket.close(code=wp.REFUSED_CLOSE_CODE, reason="token refused")
         return
     await websocket.send_text(wp.encode(wp.ServerWelcome()))
-    link = WorkerLink(hello=hello, send=websocket.send_text, trusted=local or settings.trust_remote_results)
+    link = WorkerLink(hello=hello, send=websocket.send_text, trusted=local or settings.trust_remote_results,
+                      local=local)
     scheduler.add_worker(link)
     try:
         while True:

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+from tests.browser.helpers import PageAt, output_text, replace_code, run_ok, wait_for_status
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
@@ -194,18 +194,21 @@ def test_theme_follows_the_system_setting(page_at: PageAt, scheme: str) -> None:
 
 def test_status_shows_queue_position_while_slots_are_busy(page_at: PageAt, live_slots: int) -> None:
     sleeper = "import time\nprint('holding a slot', flush=True)\ntime.sleep(30)\n"
+    page = page_at("/")
+    run_ok(page, "print('a run that finished: the queue has a duration to estimate from')")
     holders = [page_at("/") for _ in range(live_slots)]
     for holder in holders:
         replace_code(holder, sleeper)
         holder.keyboard.press("ControlOrMeta+Enter")
         wait_for_status(holder, "running")
 
-    page = page_at("/")
     replace_code(page, "print('my turn')\n")
     page.keyboard.press("ControlOrMeta+Enter")
     wait_for_status(page, "queued")
-    # With runs already finished on this server, the estimated wait is shown too.
-    assert re.fullmatch(r"queued \(position 1(, about \d+ s)?\)", page.inner_text("[data-testid=status]"))
+    # A run has finished on this server, so the estimated wait is shown: counted down, or said to be
+    # overdue once the runs ahead take longer than the recent runs it averages.
+    wait = r"(about \d+ s left|starting in a moment|longer than usual: the runs ahead are taking a while)"
+    assert re.fullmatch(rf"queued \(position 1, {wait}\)", page.inner_text("[data-testid=status]"))
 
     holders[0].click("[data-testid=stop]")
     assert wait_for_status(page, "ok", "error") == "ok"

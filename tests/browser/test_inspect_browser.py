@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page
@@ -169,3 +171,58 @@ long_chain(jnp.ones(4))
     assert last_line_number > 3000
     assert page.locator("[data-testid=inspect-code] .cm-line").count() < 400
     assert elapsed < 15.0  # a DOM of every line takes minutes; generous on a shared host
+
+
+CALLS = """import jax
+import jax.numpy as jnp
+
+@jax.jit
+def each_new(x):
+    return x * 2
+
+@jax.jit
+def mixed(x):
+    return x + 1
+
+for n in (3, 4, 5):
+    each_new(jnp.ones(n))
+for n in (3, 4, 5, 5):
+    mixed(jnp.ones(n))
+"""
+
+
+def test_call_statistics_say_which_calls_are_counted_and_timed(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, CALLS)
+    open_inspect(page)
+    each_new = page.locator(".inspect-fn[data-fn=each_new] [data-testid=inspect-fn-stats]")
+    mixed = page.locator(".inspect-fn[data-fn=mixed] [data-testid=inspect-fn-stats]")
+    # Three calls that each compiled have no cached time to show: no "total 0.00 ns".
+    assert each_new.inner_text() == "3 calls, each compiled: timed below"
+    text = mixed.inner_text()
+    assert re.fullmatch(r"4 calls \(3 compiled, 1 cached\) · median \S+ \S+, total \S+ \S+ of the cached calls", text), text
+    assert "compiled" in mixed.get_attribute("title") and "cached calls" in mixed.get_attribute("title")
+
+
+def test_a_long_signature_keeps_the_compile_row_readable(page_at: PageAt) -> None:
+    source = (Path(__file__).resolve().parents[2] / "frontend/src/examples/gallery/10_flax_nnx_mlp.py").read_text()
+    for width in (1440, 390):
+        page = page_at("/", viewport={"width": width, "height": 900})
+        run(page, source)
+        open_inspect(page)
+        row = page.locator(".inspect-fn[data-fn=train_step] .inspect-compile").first
+        outputs = row.locator(".inspect-outputs")
+        line_height = outputs.evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 18")
+        # The output types keep a line of their own width, not a column of single characters.
+        assert outputs.bounding_box()["height"] < 1.6 * line_height and outputs.bounding_box()["width"] > 40
+        signature = row.locator(".inspect-signature")
+        collapsed = signature.bounding_box()["height"]
+        assert collapsed <= 3.5 * line_height, (width, collapsed)
+        toggle = page.locator(".inspect-compile-item [data-testid=inspect-signature-toggle]").first
+        toggle.click()
+        assert signature.bounding_box()["height"] > 1.5 * collapsed and "… 6 more" in signature.inner_text()
+        toggle.click()
+        assert signature.bounding_box()["height"] == collapsed
+        # The selected compilation's heading starts cut to a few lines too.
+        head = page.locator(".inspect-detail-head .inspect-signature")
+        assert head.bounding_box()["height"] <= 3.5 * line_height

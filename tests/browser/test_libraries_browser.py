@@ -73,3 +73,20 @@ def test_the_libraries_popover_lists_what_a_program_can_import(page_at: PageAt) 
     assert popover.locator("tr[data-library=optax] .library-version").inner_text() == cpu["libraries"]["optax"]
     page.keyboard.press("Escape")
     assert page.is_hidden("[data-testid=libraries-popover]")
+
+
+@pytest.mark.parametrize("viewport", [{"width": 1440, "height": 900}, {"width": 390, "height": 844},
+                                      {"width": 1280, "height": 560}])
+def test_the_libraries_popover_shows_its_last_sentence_and_no_server_plumbing(page_at: PageAt, viewport) -> None:
+    page = page_at("/", viewport=viewport)
+    page.wait_for_selector("[data-testid=backend] option[value=cpu]", state="attached")
+    page.click("[data-testid=backend-libraries]")
+    popover = page.locator("[data-testid=libraries-popover]")
+    popover.wait_for(state="visible")
+    names = set(popover.locator(".library-name").all_inner_texts())
+    assert not names & {"prometheus_client", "prometheus-client", "psycopg", "redis", "uvicorn", "starlette"}, names
+    note = popover.locator(".libraries-note").bounding_box()
+    box = popover.bounding_box()
+    # The whole sentence is in view without scrolling the popover, and the popover is in the window.
+    assert box["y"] <= note["y"] and note["y"] + note["height"] <= box["y"] + box["height"] + 0.5, (note, box)
+    assert box["y"] + box["height"] <= viewport["height"] and box["x"] >= 0

@@ -8,7 +8,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.helpers import PageAt, output_text, replace_code, run_ok, wait_for_status
 from tests.live_server import LiveServer
@@ -122,7 +122,7 @@ def test_the_address_follows_shares_and_forks_and_edits_survive_a_reload(page_at
     page.reload()
     page.wait_for_selector(".cm-content")
     assert page.evaluate("window.jaxplay.editor.getCode()") == edited
-    assert "unsaved edits" in page.inner_text("[data-testid=draft-note]")
+    assert "modified" in page.text_content("[data-testid=draft-note]")
 
     child = share_and_wait(page)
     assert child != parent and page.evaluate("location.pathname") == f"/s/{child}"
@@ -133,7 +133,7 @@ def test_the_address_follows_shares_and_forks_and_edits_survive_a_reload(page_at
     page.wait_for_selector(".cm-content")
     # Back on the parent, with its shared code: the edits went on as the fork.
     page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('parent')\")")
-    assert page.locator("[data-testid=draft-note]").count() == 0
+    assert page.locator("[data-testid=draft-note]").is_hidden()
     page.go_forward()
     page.wait_for_function(f"location.pathname === '/s/{child}'")
     page.wait_for_function("window.jaxplay && window.jaxplay.editor.getCode().includes(\"print('edited')\")")
@@ -285,3 +285,95 @@ def test_a_long_compile_shows_progress_in_the_status_and_in_inspect(page_at: Pag
     # Filled in: the compilation is listed and nothing is left pending.
     page.wait_for_selector(".inspect-compile[data-key='1.1']")
     assert page.locator("[data-testid=inspect-compiling]").count() == 0
+
+
+# --- a failed run, seen from any tab ---------------------------------------------
+
+
+def test_a_failed_run_is_said_on_every_tab(page_at: PageAt) -> None:
+    page = page_at("/")
+    page.click("#tab-inspect")
+    replace_code(page, "import jax.numpy as jnp\nx = jnp.ones(3)\nprint(x + missing_name)\n")
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "error") == "error"
+    alert = page.locator("[data-testid=run-alert]")
+    expect(alert).to_be_visible()
+    expect(alert).to_contain_text("The run failed: NameError: name 'missing_name' is not defined")
+    expect(alert).to_contain_text("line 3")
+    assert page.get_attribute("#tab-inspect", "aria-selected") == "true"  # the person's tab stays in front
+    page.click("#tab-sharding")
+    expect(alert).to_be_visible()
+    page.click("[data-testid=run-alert-show]")
+    assert page.get_attribute("#tab-output", "aria-selected") == "true"
+    expect(alert).to_be_hidden()  # Output shows the error itself
+    page.click("#tab-inspect")
+    expect(alert).to_be_visible()
+    run_ok(page, "print('fine again')")
+    expect(alert).to_be_hidden()
+
+
+# --- phones, second pass -------------------------------------------------------------
+
+
+PHONE = {"width": 390, "height": 844}
+
+
+def test_on_a_phone_the_results_can_take_the_whole_screen_and_scroll_as_one(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    run_ok(page, "import jax\n\n@jax.jit\ndef f(x):\n    return x * 2\n\nf(1.0)\n")
+    results = page.locator(".results")
+    before = results.bounding_box()["height"]
+    page.click("[data-testid=results-enlarge]")
+    after = results.bounding_box()["height"]
+    assert after > before + 200 and after > 0.75 * PHONE["height"], (before, after)
+    assert page.locator(".editor-pane").is_hidden() or page.locator(".editor-pane").bounding_box()["height"] < 2
+    page.click("#tab-inspect")
+    # One scroll area: the tab pane, not the list inside it.
+    top = page.locator(".inspect-top")
+    assert top.evaluate("e => getComputedStyle(e).overflowY") == "visible"
+    page.click("[data-testid=results-enlarge]")
+    assert abs(results.bounding_box()["height"] - before) < 2
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+
+
+def test_focus_returns_to_share_after_ctrl_s_and_escape(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    replace_code(page, unique_program("print('focus')\n"))
+    page.keyboard.press("ControlOrMeta+s")
+    page.wait_for_selector("[data-testid=share-url]")
+    page.keyboard.press("Escape")
+    expect(page.locator("[data-testid=share-dialog]")).to_be_hidden()
+    assert page.evaluate("document.activeElement.dataset.testid") == "share"
+
+
+def test_on_a_phone_treescopes_colormap_caption_wraps_inside_the_frame(page_at: PageAt) -> None:
+    page = page_at("/", viewport=PHONE)
+    run_ok(page, "import jax.numpy as jnp\njnp.arange(48.0).reshape(6, 8)\n")
+    page.wait_for_selector("[data-testid=display-frame]")
+    frame = page.frame_locator("[data-testid=display-frame]").first
+    frame.locator("treescope-container").wait_for()
+    overflow = frame.locator("body").evaluate("""body => new Promise(done => {
+      const measure = () => {
+        const root = document.querySelector('treescope-container').shadowRoot;
+        const caption = [...(root ? root.querySelectorAll('.info') : [])].find(e => e.textContent.includes('colormap'));
+        if (!caption) return requestAnimationFrame(measure);
+        done(caption.getBoundingClientRect().right - document.documentElement.clientWidth);
+      };
+      measure();
+    })""")
+    assert overflow <= 0, f"the caption runs {overflow} px past the frame"
+
+
+@pytest.mark.parametrize("role", ["presenter", "attendee"])
+def test_on_a_phone_the_room_bar_fits_the_screen(page_at: PageAt, role: str) -> None:
+    presenter = page_at("/", viewport=PHONE)
+    presenter.click("[data-testid=room-menu]")
+    presenter.click("[data-testid=room-start]")
+    presenter.wait_for_url(re.compile(r"/r/jax-"))
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    page = presenter if role == "presenter" else page_at(f"/r/{presenter.inner_text('[data-testid=room-code]')}",
+                                                          viewport=PHONE)
+    page.wait_for_selector("[data-testid=room-bar]")
+    box = page.locator("[data-testid=room-bar]").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], box
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]

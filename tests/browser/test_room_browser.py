@@ -26,7 +26,7 @@ def test_presenter_types_and_runs_two_attendees_follow_one_forks(page_at):
     presenter = page_at("/")
     presenter.click("[data-testid=room-menu]")
     presenter.click("[data-testid=room-start]")
-    presenter.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{6}#presenter="))
+    presenter.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{5}-[2-9A-Z]{5}#presenter="))
     presenter.wait_for_selector("[data-testid=room-bar]")
     code = presenter.inner_text("[data-testid=room-code]")
 
@@ -102,34 +102,92 @@ def test_join_by_code_on_the_home_page_and_an_unknown_code(page_at, base_url):
     home.fill("[data-testid=room-code-input]", "not a code")
     home.click("[data-testid=room-join]")
     expect(home.locator("[data-testid=room-menu-message]")).to_contain_text("looks like jax-")
-    home.fill("[data-testid=room-code-input]", "jax-ZZZZZZ")
+    home.fill("[data-testid=room-code-input]", "zzzzz zzzzz")  # typed in lower case, with a space
     home.click("[data-testid=room-join]")
-    home.wait_for_url(re.compile(r"/r/jax-ZZZZZZ"))
-    expect(home.locator("h1")).to_have_text("No room jax-ZZZZZZ")
+    home.wait_for_url(re.compile(r"/r/jax-ZZZZZ-ZZZZZ"))
+    expect(home.locator("h1")).to_have_text("No room jax-ZZZZZ-ZZZZZ")
 
 
-def test_deck_controls_move_every_follower(page_at, base_url):
+def share(page: Page, base_url: str, code: str, recorded_output: str | None = None) -> str:
+    body: dict = {"code": code}
+    if recorded_output is not None:
+        body["recorded_run"] = [{"type": "stdout", "text": recorded_output},
+                                {"type": "done", "status": "ok", "elapsed_ms": 12.0}]
+    answer = page.request.post(base_url + "/api/snippets", data=json.dumps(body),
+                               headers={"content-type": "application/json"})
+    return answer.json()["id"]
+
+
+def start_room(page: Page) -> str:
+    page.click("[data-testid=room-menu]")
+    page.click("[data-testid=room-start]")
+    page.wait_for_url(re.compile(r"/r/jax-"))
+    page.wait_for_selector("[data-testid=room-bar]")
+    return page.inner_text("[data-testid=room-code]")
+
+
+def test_the_deck_editor_builds_the_deck_and_every_member_shows_the_same_slide(page_at, base_url):
     presenter = page_at("/")
-    ids = []
-    for slide in ("print('slide one')", "print('slide two')"):
-        answer = presenter.request.post(base_url + "/api/snippets", data=json.dumps({"code": slide}),
-                                        headers={"content-type": "application/json"})
-        ids.append(answer.json()["id"])
-    presenter.click("[data-testid=room-menu]")
-    presenter.click("[data-testid=room-start]")
-    presenter.wait_for_url(re.compile(r"/r/jax-"))
-    presenter.wait_for_selector("[data-testid=room-bar]")
-    attendee = page_at(f"/r/{presenter.inner_text('[data-testid=room-code]')}")
+    presenter.on("dialog", lambda dialog: (_ for _ in ()).throw(AssertionError(f"a browser dialog: {dialog.message}")))
+    first = share(presenter, base_url, "# Slide one\nprint('slide one')", recorded_output="recorded on slide one\n")
+    second = share(presenter, base_url, "# Slide two\nprint('slide two')")
+    attendee = page_at(f"/r/{start_room(presenter)}")
+    run_ok(presenter, "print('before the deck')")
+    expect(attendee.locator("[data-testid=output-log]")).to_contain_text("before the deck", timeout=15_000)
 
-    presenter.once("dialog", lambda dialog: dialog.accept(f"{base_url}/s/{ids[0]}, {ids[1]}"))
     presenter.click("[data-testid=room-deck-set]")
+    editor = presenter.locator("[data-testid=room-deck-editor]")
+    presenter.fill("[data-testid=room-deck-input]", f"{base_url}/s/{first}, {second}")
+    presenter.keyboard.press("Enter")
+    presenter.click("[data-testid=room-deck-add-current]")
+    slides = editor.locator(".room-deck-slide")
+    expect(slides).to_have_count(3)
+    expect(slides.nth(0)).to_contain_text("Slide one")
+    expect(slides.nth(0)).to_contain_text("with a recorded run")
+    expect(slides.nth(2)).to_contain_text("print('before the deck')")
+    slides.nth(1).locator("[data-action=preview]").click()
+    expect(editor.locator("[data-testid=room-deck-preview]")).to_have_text("# Slide two\nprint('slide two')")
+    slides.nth(2).locator("[data-action=up]").click()  # the current code becomes the second slide...
+    expect(slides.nth(1)).to_contain_text("before the deck")
+    slides.nth(1).locator("[data-action=remove]").click()  # ...and is removed again
+    expect(slides).to_have_count(2)
+    presenter.click("[data-testid=room-deck-save]")
+    expect(editor).to_have_count(0)
+
+    # Slide one, with its recorded run, everywhere; the earlier run's output is gone everywhere.
     for page in (presenter, attendee):
-        wait_for_code(page, "print('slide one')")
+        wait_for_code(page, "# Slide one\nprint('slide one')")
+        expect(page.locator("[data-testid=output-log]")).to_have_text("recorded on slide one", timeout=15_000)
+        assert wait_for_status(page, "ok") == "ok"
     expect(presenter.locator("[data-testid=room-deck-position]")).to_have_text("1 / 2")
+    expect(presenter.locator("[data-testid=room-prev]")).to_be_disabled()
+    expect(presenter.locator("[data-testid=room-next]")).to_be_enabled()
+
+    # Slide two has no recorded run: everyone shows an empty output, not the previous program's.
     presenter.click("[data-testid=room-next]")
     for page in (presenter, attendee):
-        wait_for_code(page, "print('slide two')")
+        wait_for_code(page, "# Slide two\nprint('slide two')")
+        expect(page.locator("[data-testid=output-log]")).not_to_contain_text("slide one", timeout=15_000)
+        expect(page.locator("[data-testid=output-log]")).to_contain_text("Output appears here")
+        assert wait_for_status(page, "idle") == "idle"
     expect(attendee.locator("[data-testid=room-deck-position]")).to_have_text("2 / 2")
+    expect(presenter.locator("[data-testid=room-next]")).to_be_disabled()
+    expect(presenter.locator("[data-testid=room-prev]")).to_be_enabled()
+
+
+def test_a_presenter_who_reloads_gets_the_rooms_last_run_back(page_at):
+    presenter = page_at("/")
+    attendee = page_at(f"/r/{start_room(presenter)}")
+    run_ok(presenter, "print('shown to everyone')")
+    expect(attendee.locator("[data-testid=output-log]")).to_contain_text("shown to everyone", timeout=15_000)
+    presenter.reload()
+    presenter.wait_for_selector("[data-testid=room-bar]")
+    expect(presenter.locator("[data-testid=output-log]")).to_contain_text("shown to everyone", timeout=15_000)
+    assert wait_for_status(presenter, "ok") == "ok"
+    assert editor_code(presenter) == "print('shown to everyone')"
+    # Still the presenter: the next run goes to the room from the reloaded page.
+    run_ok(presenter, "print('after the reload')")
+    expect(attendee.locator("[data-testid=output-log]")).to_contain_text("after the reload", timeout=15_000)
 
 
 def test_a_presenter_link_with_a_wrong_secret_follows_instead(page_at):

@@ -111,3 +111,23 @@ jax.debug.visualize_array_sharding(jax.device_put(jnp.zeros(8), NamedSharding(me
     assert [legend.nth(i).inner_text() for i in range(legend.count())] == ["4", "5", "6", "7"]
     legend.nth(2).hover()
     assert page.locator(f"{ARRAY} .sharding-block.is-hl").get_attribute("data-devices") == "6"
+
+
+def test_on_a_phone_the_colour_key_shows_and_the_pictures_stay_in_their_cards(page_at: PageAt) -> None:
+    page = page_at("/", viewport={"width": 390, "height": 844})
+    run_and_open_sharding(page, (GALLERY / "sharding_2_model_parallel_matmul.py").read_text())
+    chips = page.locator("[data-testid=sharding-legend] .sharding-legend-chip")
+    assert chips.count() == 8
+    for i in range(8):
+        box = chips.nth(i).bounding_box()
+        assert box and box["width"] > 10 and 0 <= box["x"] and box["x"] + box["width"] <= 390, (i, box)
+    # Drawn where they are, not cut away by a key squeezed to no width.
+    seen = chips.evaluate_all("cs => cs.filter(c => { const r = c.getBoundingClientRect();"
+                              " return c.contains(document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2)); }).length")
+    assert seen == 8
+    for array in page.locator(ARRAY).all():
+        edge = array.bounding_box()
+        for picture in array.locator("svg.sharding-grid, svg.sharding-mesh-grid").all():
+            box = picture.bounding_box()
+            assert box["x"] >= edge["x"] and box["x"] + box["width"] <= edge["x"] + edge["width"] + 0.5, (box, edge)
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390

@@ -3,12 +3,16 @@ in an iframe, export, and the cached-result label."""
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import VIEWPORT
 from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
@@ -96,6 +100,43 @@ def test_editing_a_shared_snippet_and_sharing_again_makes_a_fork(page_at: PageAt
     assert opened.locator("[data-testid=run-banner][data-kind=recorded]").count() == 0
 
 
+def test_a_link_page_says_when_its_code_was_changed_and_offers_share_again_and_a_room(page_at: PageAt,
+                                                                                     base_url: str) -> None:
+    page = page_at("/")
+    code = unique_program("print('as shared')\n")
+    snippet = create_snippet(page, base_url, code=code, backend="cpu")
+    for width in (1280, 390):
+        viewer = page_at(f"/s/{snippet}", viewport={"width": width, "height": 800})
+        expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+        viewer.click(".cm-content")
+        viewer.keyboard.press("ControlOrMeta+End")
+        viewer.keyboard.insert_text("print('changed')\n")
+        note = viewer.locator("[data-testid=draft-note]")
+        expect(note).to_be_visible()
+        expect(note).to_contain_text("modified")
+        assert viewer.evaluate("location.pathname") == f"/s/{snippet}"  # the address still names the old code
+    viewer.click("[data-testid=draft-revert]")
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == code
+
+    viewer.click(".cm-content")
+    viewer.keyboard.press("ControlOrMeta+End")
+    viewer.keyboard.insert_text("print('changed again')\n")
+    viewer.click("[data-testid=share-again]")
+    viewer.wait_for_selector("[data-testid=share-copied]")
+    child = LINK.fullmatch(viewer.input_value("[data-testid=share-url]")).group(1)
+    assert child != snippet and viewer.evaluate("location.pathname") == f"/s/{child}"
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+
+    # A link's page can start a room with its code, as the home page can.
+    viewer.keyboard.press("Escape")
+    viewer.click("[data-testid=room-menu]")
+    viewer.click("[data-testid=room-start]")
+    viewer.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{6}#presenter="))
+    expect(viewer.locator("[data-testid=room-bar]")).to_be_visible()
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == code + "print('changed again')\n"
+
+
 def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_at: PageAt, base_url: str) -> None:
     host = page_at("/")
     recorded = [{"type": "stdout", "text": "from the recording\n"}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
@@ -111,8 +152,9 @@ def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_a
     frame.locator(".cm-content").wait_for()
     frame.locator(".conn[data-state=open]").wait_for()
 
-    # Compact: editor and output only, with the recording shown and labelled.
-    assert frame.locator(".tab-list").is_hidden()
+    # Compact: the editor and the results' tabs (no Gallery), the recording shown and labelled.
+    assert frame.locator("#tab-inspect").is_visible() and frame.locator("#tab-sharding").is_visible()
+    assert frame.locator("#tab-gallery").is_hidden()
     assert "from the recording" in frame.locator("[data-testid=output-log]").inner_text()
     assert "Recorded run" in frame.locator("[data-testid=run-banner]").text_content()
     assert frame.locator("[data-testid=share]").count() == 0
@@ -137,6 +179,35 @@ def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_a
     assert denied is None or denied.query_selector(".cm-content") is None
 
 
+SHARDED = """import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",))
+x = jax.device_put(jnp.arange(16.0), NamedSharding(mesh, P("x")))
+jax.debug.visualize_array_sharding(x)
+"""
+
+
+def test_an_embed_reaches_every_view_and_its_link_can_open_on_one(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/")
+    replace_code(page, SHARDED)
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
+    page.click("[data-testid=share]")
+    page.select_option("[data-testid=share-embed-view]", "sharding")
+    embed_code = page.input_value("[data-testid=share-embed-code]")
+    embed_url = re.search(r'src="([^"]+)"', embed_code).group(1)
+    assert embed_url.endswith("?view=sharding"), embed_code
+
+    embed = page_at(embed_url.removeprefix(base_url))
+    expect(embed.locator("#tab-sharding")).to_have_attribute("aria-selected", "true")
+    expect(embed.locator("[data-testid=sharding-array]").first).to_be_visible()
+    embed.click("#tab-output")
+    embed.click("[data-testid=sharding-pointer] button")  # "drawn in the Sharding tab" leads there
+    expect(embed.locator("#tab-sharding")).to_have_attribute("aria-selected", "true")
+    embed.click("#tab-inspect")
+    expect(embed.locator("#panel-inspect")).to_be_visible()
+
+
 def test_export_downloads_the_code_as_py_and_as_a_notebook(page_at: PageAt) -> None:
     page = page_at("/")
     code = unique_program("import jax\nprint(jax.devices())\n")
@@ -158,6 +229,60 @@ def test_export_downloads_the_code_as_py_and_as_a_notebook(page_at: PageAt) -> N
     assert notebook["nbformat"] == 4 and notebook["metadata"]["kernelspec"]["name"] == "python3"
     (cell,) = notebook["cells"]
     assert cell["cell_type"] == "code" and cell["outputs"] == [] and "".join(cell["source"]) == code.rstrip("\n")
+
+
+USES_HELPERS = """import jax.numpy as jnp
+import matplotlib.pyplot as plt
+from playground import display, show_sharding, timeit
+
+x = jnp.arange(4.0)
+print("sum", x.sum())
+display(x * 2)
+show_sharding(x)
+plt.plot([1, 4, 9])
+plt.show()
+timeit(jnp.sin, x, number=10, repeat=2)
+"""
+
+
+def test_exports_run_outside_the_playground_and_the_notebook_keeps_the_outputs(page_at: PageAt, tmp_path) -> None:
+    page = page_at("/")
+    replace_code(page, USES_HELPERS)
+    run_and_wait(page)
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-py]")
+    exported = tmp_path / "exported.py"
+    download.value.save_as(exported)
+    assert exported.read_text().endswith(USES_HELPERS)
+    # A plain Python with jax but without the playground's helpers runs it.
+    ran = subprocess.run([sys.executable, "-I", str(exported)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "sum 6.0" in ran.stdout and "sin: " in ran.stdout and "per loop" in ran.stdout, ran.stdout
+
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-ipynb]")
+    with open(download.value.path(), encoding="utf-8") as f:
+        notebook = json.load(f)
+    helpers, program = notebook["cells"]
+    assert "".join(program["source"]) == USES_HELPERS.rstrip("\n") and "playground" in "".join(helpers["source"])
+    outputs = program["outputs"]
+    streams = "".join("".join(o["text"]) for o in outputs if o["output_type"] == "stream")
+    assert "sum 6.0" in streams and program["execution_count"] == 1
+    images = [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+    assert images and base64.b64decode(images[0]).startswith(b"\x89PNG")
+    assert any("text/html" in o.get("data", {}) or "text/plain" in o.get("data", {}) for o in outputs)
+
+    # An edit since the run: its outputs no longer belong to the code, so the notebook leaves them out.
+    replace_code(page, USES_HELPERS + "print('edited')\n")
+    page.click("[data-testid=export]")
+    with page.expect_download() as download:
+        page.click("[data-testid=export-ipynb]")
+    with open(download.value.path(), encoding="utf-8") as f:
+        assert json.load(f)["cells"][-1]["outputs"] == []
 
 
 def test_a_cached_result_is_labelled_and_run_fresh_runs_it_again(page_at: PageAt) -> None:

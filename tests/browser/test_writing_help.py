@@ -72,3 +72,38 @@ def test_a_syntax_error_is_marked_before_running(page_at: PageAt) -> None:
     assert page.locator(".cm-mark-dot-warning").count() >= 1
     replace_code(page, "import jax\n\ndef f(x):\n    return x\n\nprint(1)\n")
     page.wait_for_function("!document.querySelector('.cm-line[data-mark=warning]')", timeout=5_000)
+
+
+def test_docs_read_without_sphinx_markup_and_signature_help_marks_the_argument(page_at: PageAt) -> None:
+    page = page_at("/")
+    index_loaded(page)
+    replace_code(page, "import jax.numpy as jnp\nx = jnp.abs(-1.0)\n")
+    page.locator(".cm-line", has_text="x = jnp.abs").locator("text=abs").hover()
+    hover = page.wait_for_selector("[data-testid=hover-docs]")
+    assert "Alias of jax.numpy.absolute" in hover.inner_text() and ":func:" not in hover.inner_text()
+    assert hover.query_selector(".api-help-doc code").inner_text() == "jax.numpy.absolute"
+    page.mouse.move(0, 0)
+
+    type_at_end(page, "jnp.sum(x, ")
+    active = page.wait_for_selector("[data-testid=signature-help] [data-testid=signature-active]")
+    assert active.inner_text().startswith("axis")
+    page.keyboard.type("keepdims=")
+    page.wait_for_function("document.querySelector('[data-testid=signature-active]')?.innerText.startsWith('keepdims')")
+    page.keyboard.press("Escape")
+    page.keyboard.press("Escape")
+
+    # Compact types: no Union[...] spelled out, no private module paths.
+    type_at_end(page, ")\njnp.zeros(")
+    text = page.wait_for_selector("[data-testid=signature-help]").inner_text()
+    assert "Union[" not in text and "jax._src" not in text and "NoneType" not in text, text
+    assert "dtype: str | type[Any] | dtype | …" in text or "dtype: str | type[Any] | numpy.dtype | …" in text, text
+
+
+def test_signature_help_on_the_first_line_stays_inside_the_editor(page_at: PageAt) -> None:
+    page = page_at("/")
+    index_loaded(page)
+    replace_code(page, "import jax.numpy as jnp; jnp.sum(")
+    card = page.wait_for_selector("[data-testid=signature-help]")
+    editor_top = page.locator(".cm-scroller").bounding_box()["y"]
+    header_bottom = page.locator("header.topbar").bounding_box()
+    assert card.bounding_box()["y"] >= editor_top - 1 >= header_bottom["y"] + header_bottom["height"] - 2

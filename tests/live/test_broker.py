@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import time
-import urllib.request
 import uuid
 
 import pytest
@@ -50,12 +49,6 @@ def pair(redis_server, tmp_path):
     finally:
         a.stop()
         b.stop()
-
-
-def session_cookie(server: LiveServer) -> str:
-    with urllib.request.urlopen(server.http_url + "/", timeout=10) as response:
-        cookie = response.headers["set-cookie"]
-    return cookie.split(";", 1)[0]
 
 
 async def no_second_done(ws, run_id: str, wait_s: float = 1.0) -> None:
@@ -141,7 +134,7 @@ async def anext_of(ws, run_id: str, kind: str) -> dict:
 
 def test_killing_the_browsers_replica_mid_run_tells_the_browser_on_the_other(pair):
     a, b = pair
-    cookie = session_cookie(a)
+    cookie = a.session_cookie()
     run_id = uuid.uuid4().hex[:8]
 
     async def scenario():

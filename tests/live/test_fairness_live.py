@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import urllib.request
 
 import websockets
 
@@ -18,7 +17,8 @@ def test_a_flood_from_one_client_lets_another_start_after_at_most_one_of_its_run
     args = ["--max-runs-per-connection", str(FLOOD), "--max-runs-per-client", str(FLOOD), "--slots", "1"]
     with running_server(args) as server:
         async def scenario():
-            async with websockets.connect(server.ws_url) as flood, websockets.connect(server.ws_url) as other:
+            async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as flood, \
+                    websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as other:
                 # Fresh programs (not answered from the cache), each long enough to queue behind the others.
                 ids = [f"f{i}" for i in range(FLOOD)]
                 for i, run_id in enumerate(ids):
@@ -58,16 +58,10 @@ def test_per_client_limit_message():
         assert events["r0"][-1]["status"] == events["r1"][-1]["status"] == "ok"
 
 
-def session_cookie(server) -> str:
-    """A browser session as a page load issues it: the Set-Cookie of any HTTP answer."""
-    with urllib.request.urlopen(server.http_url + "/healthz", timeout=10) as response:
-        return response.headers["set-cookie"].split(";")[0]
-
-
 def test_limits_count_a_browser_session_over_all_its_connections():
     args = ["--max-runs-per-client", "2", "--max-connections-per-client", "2"]
     with running_server(args) as server:
-        cookie = session_cookie(server)
+        cookie = server.session_cookie()
 
         async def scenario():
             headers = {"cookie": cookie}
@@ -82,7 +76,7 @@ def test_limits_count_a_browser_session_over_all_its_connections():
                     await ws.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
                                               "code": f"import time\ntime.sleep(1)\nprint('{run_id}')"}))
                 # Another browser is not affected by this one's limits.
-                async with websockets.connect(server.ws_url) as stranger:
+                async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as stranger:
                     await stranger.send(json.dumps({"type": "run", "id": "s", "code": "print('s')", "fresh": True}))
                     stranger_events = await collect(stranger, "s", 120)
                 return refused, await collect(one, "a", 120), await collect_many(two, ["b", "c"], 120), stranger_events

@@ -97,13 +97,6 @@ async def _session_runs(live, codes: list[str], cookie: str | None) -> list[list
     return results
 
 
-def _session_cookie(live) -> str:
-    import urllib.request
-
-    with urllib.request.urlopen(live.http_url + "/") as response:
-        return response.headers["set-cookie"].split(";")[0]
-
-
 LIST_CACHE = """
 import os
 entries = sorted(os.listdir("/var/cache/jaxplay/jax"))
@@ -119,7 +112,7 @@ print(float(jax.jit(my_marker_fn)(jnp.ones(3)).sum()))
 
 @pytest.mark.attack("state between runs")
 def test_a_sessions_compile_cache_carries_over_and_is_private(live):
-    a, b = _session_cookie(live), _session_cookie(live)
+    a, b = live.session_cookie(), live.session_cookie()
     assert a != b
     k = uuid.uuid4().int % 1000 + 2
     first = asyncio.run(_session_runs(live, [COMPILE.format(k=k), LIST_CACHE], a))
@@ -143,7 +136,7 @@ def test_a_new_session_loads_what_the_trusted_fill_compiled(live):
     # The fill runs at worker start at the lowest priority: wait for it, then every new run hits.
     deadline = time.monotonic() + 240
     while True:
-        out = asyncio.run(_session_runs(live, [COUNT_SHARED_HITS], _session_cookie(live)))[0]
+        out = asyncio.run(_session_runs(live, [COUNT_SHARED_HITS], live.session_cookie()))[0]
         assert done_of(out)["status"] == "ok", out
         if int(output_text(out).strip()) >= 2 or time.monotonic() > deadline:
             break
@@ -165,14 +158,14 @@ try:
     print("WROTE shared")
 except OSError as exc:
     print("shared read-only", exc.errno)
-"""], _session_cookie(live)))[0]
+"""], live.session_cookie()))[0]
     text = output_text(out)
     assert "sessions denied" in text and "WROTE" not in text and "shared read-only" in text, text
 
 
 @pytest.mark.attack("state between runs")
 def test_a_poisoned_session_cache_costs_only_a_recompile(live):
-    cookie = _session_cookie(live)
+    cookie = live.session_cookie()
     poison = """
 import os
 for name in os.listdir("/var/cache/jaxplay/jax"):

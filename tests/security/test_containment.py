@@ -88,7 +88,8 @@ print(open("/proc/self/status").read().split("CapEff:")[1].split()[0])
     assert uid_line == "1000 1000"
     assert eval(map_line)[0] == "1000"
     # Seen from the host, every sandboxed process runs as an unprivileged uid, never as root.
-    zygotes = host_processes.matching("jaxplay.sandbox.engine.zygote")
+    zygotes = [proc for proc in host_processes.matching("jaxplay.sandbox.engine.zygote")
+               if host_processes.is_descendant(proc.pid, live.process.pid)]  # this server's, not another's
     assert zygotes
     assert [proc for proc in zygotes if proc.real_uid == 0] == []
     assert env_line == "[]"

@@ -58,3 +58,12 @@ def test_done_event_shape():
     event = bp.done_event("a", bp.RunStatus.TIMEOUT, 12.345, "too slow")
     assert event == {"type": "done", "id": "a", "status": "timeout", "elapsed_ms": 12.3, "message": "too slow"}
     assert bp.rejected("b", "why")["status"] == "rejected"
+
+
+def test_a_deck_set_may_name_the_slide_to_stay_on():
+    message = parse({"type": "room_deck", "action": "set", "snippets": ["a", "b"], "position": 1})
+    assert message == bp.RoomDeck(action="set", position=1, snippets=("a", "b"))
+    assert parse({"type": "room_deck", "action": "set", "snippets": []}).position is None
+    for position in (-1, True, "1"):
+        with pytest.raises(bp.ProtocolError, match="'position' must be a slide index"):
+            parse({"type": "room_deck", "action": "set", "snippets": ["a"], "position": position})

@@ -182,6 +182,18 @@ def test_server_replicas_share_a_broker_and_a_session_key():
         assert f"{key}=" in example and any(line.startswith(f"{key}=") for line in dev)
 
 
+def test_the_server_behind_its_ingress_trusts_only_the_proxy_and_names_its_host():
+    from jaxplay.server.clients.hosts import AllowedHosts
+    from jaxplay.server.clients.proxies import parse_networks
+
+    container = pod_spec(by_kind("Deployment")["jaxplay-server"])["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    networks = parse_networks(env["JAXPLAY_TRUSTED_PROXIES"])
+    assert networks and all(n.prefixlen > 0 for n in networks)  # some proxies, never the whole internet
+    hosts = AllowedHosts(env["JAXPLAY_ALLOWED_HOSTS"], "0.0.0.0")
+    assert not hosts.any and not hosts.allows("evil.example") and hosts.allows("10.1.2.3:8000")
+
+
 def test_the_grafana_dashboard_shows_only_metrics_the_server_exports(exported_metrics):
     dashboard = json.loads((DEPLOY / "grafana" / "jaxplay-dashboard.json").read_text())
     used = set()

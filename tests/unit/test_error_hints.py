@@ -76,7 +76,11 @@ def test_hint_texts_name_the_replacement(outcomes) -> None:
     assert "jax.tree.map" in hint("tree_functions") and "jax.tree.map" in hint("tree_multimap")
     assert "jax.vmap(f)(x, y)" in hint("vmap_arguments")
     assert "in_axes" in hint("axes_keyword")
-    assert "from playground import timeit" in hint("timeit_magic")
+    assert "from playground import timeit" in hint("timeit_magic") and "timeit(f, x)" in hint("timeit_magic")
+    assert "jax.random.key(0)" in hint("prng_key_seed")
+    assert "(3,) against (4,)" in hint("matmul_shapes") and ".T" in hint("matmul_shapes")
+    assert "Element-wise add" in hint("broadcast_shapes") and "(3,) and (4,)" in hint("broadcast_shapes")
+    assert all(name in hint("tracer_bool") for name in ("jnp.where", "jax.lax.cond", "static_argnums"))
 
 
 def test_did_you_mean_for_a_misspelled_jax_attribute(outcomes) -> None:

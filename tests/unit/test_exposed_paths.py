@@ -80,3 +80,37 @@ def test_root_staging_binds_each_folder_once_and_fits_one_argument():
     folders = {p.resolve().parent for p in paths}
     assert script.count("mount --rbind ") == len(folders) < len(paths)
     assert len(script.encode()) < 128 * 1024  # MAX_ARG_STRLEN: the script is one argument of sh -c
+
+
+def _fake_distribution(site: Path, name: str, requires: list[str], files: list[str]) -> None:
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+                                   + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    (info / "RECORD").write_text("".join(f"{f},,\n" for f in [*files, f"{info.name}/METADATA"]))
+    for f in files:
+        (site / f).parent.mkdir(parents=True, exist_ok=True)
+        (site / f).touch()
+
+
+def test_the_cuda_libraries_the_plugin_loads_are_exposed_though_its_extra_is_partly_installed(tmp_path, monkeypatch):
+    # As on a GPU host: jax[cuda13] with the plugin's with-cuda extra missing one package (nvidia-cuda-nvcc).
+    # The plugin loads site-packages/nvidia/... when present, so the sandbox must see exactly those.
+    site = tmp_path / "site-packages"
+    _fake_distribution(site, "jax", ['jax-cuda13-plugin[with-cuda]; extra == "cuda13"', 'jaxlib; extra == "cuda13"'],
+                       ["jax/__init__.py"])
+    _fake_distribution(site, "jaxlib", [], ["jaxlib/__init__.py"])
+    _fake_distribution(site, "jax-cuda13-plugin", [
+        "jax-cuda13-pjrt",
+        'nvidia-cublas>=13; sys_platform == "linux" and extra == "with-cuda"',
+        'nvidia-cuda-nvcc>=13; sys_platform == "linux" and extra == "with-cuda"'], ["jax_cuda13_plugin/x.so"])
+    _fake_distribution(site, "jax-cuda13-pjrt", [], ["jax_plugins/xla_cuda13/xla_cuda_plugin.so"])
+    _fake_distribution(site, "nvidia-cublas", [], ["nvidia/cu13/lib/libcublas.so.13"])
+    # An ordinary library's partly installed extra still stays out (pytest is installed, "missing" is not).
+    _fake_distribution(site, "somelib", ['pytest; extra == "test"', 'missing; extra == "test"'], ["somelib.py"])
+    monkeypatch.syspath_prepend(str(site))
+    names = {normalized(d) for d in exposed_paths.needed_distributions(["jax", "somelib"])}
+    assert {"jax-cuda13-plugin", "jax-cuda13-pjrt", "nvidia-cublas"} <= names
+    assert "pytest" not in names
+    entries = set().union(*(exposed_paths.distribution_entries(d) for d in exposed_paths.needed_distributions(["jax"])))
+    assert site / "nvidia" in entries and site / "jax_plugins" in entries

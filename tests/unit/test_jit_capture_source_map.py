@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 from jaxplay.sandbox.capture import jit_source_map
-from tests.unit.test_jit_capture import compiled_events, run_program
+from tests.runner_harness import events_on_fd3
+from tests.unit.test_jit_capture import REPO, compiled_events, run_program
 
 PROGRAM = """
 import jax
@@ -111,3 +117,50 @@ def test_hlo_stack_frames_and_clipping():
     assert ranges == [[17, 17, 7]]
     assert jit_source_map.clip_ranges([[1, 5, 3], [8, 9, 4]], 6) == [[1, 5, 3]]
     assert jit_source_map.clip_ranges([[1, 5, 3]], 4) == [[1, 4, 3]]
+
+
+CACHED_DRIVER = (
+    "import json, sys\n"
+    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner, warmup\n"
+    "warmup.use_persistent_cache(sys.argv[3])\n"
+    "events.open_channel(3)\n"
+    "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
+)
+EDITED_PROGRAM = """import jax
+import jax.numpy as jnp
+
+@jax.jit
+def f(x):
+    y = jnp.sin(x)
+    return y * 2
+
+print(f(jnp.arange(3.0)))
+"""
+
+
+def run_with_persistent_cache(tmp_path: Path, code: str, cache: Path, name: str) -> dict:
+    program = tmp_path / f"{name}.py"
+    program.write_text(code)
+    events_path = tmp_path / f"{name}.jsonl"
+    with open(events_path, "wb") as events_out:
+        subprocess.run([sys.executable, "-c", CACHED_DRIVER, str(program), "{}", str(cache)], cwd=REPO,
+                       capture_output=True, timeout=120, close_fds=False, check=True,
+                       preexec_fn=events_on_fd3(events_out.fileno()))
+    (event,) = compiled_events([json.loads(line) for line in events_path.read_text().splitlines()])
+    return event
+
+
+def test_after_lines_move_above_a_function_every_stage_points_at_the_new_lines(tmp_path):
+    """The second run compiles the same computation at other lines: JAX's persistent cache keys
+    strip locations, so without metadata in the key it would hand back the first run's executable,
+    whose HLO still names the old lines."""
+    cache = tmp_path / "cache"
+    first = run_with_persistent_cache(tmp_path, EDITED_PROGRAM, cache, "first")
+    moved = run_with_persistent_cache(tmp_path, "# one\n# two\n# three\n" + EDITED_PROGRAM, cache, "moved")
+    again = run_with_persistent_cache(tmp_path, "# one\n# two\n# three\n" + EDITED_PROGRAM, cache, "again")
+    for event, sine_line in ((first, 6), (moved, 9), (again, 9)):
+        for stage, needle in (("jaxpr", "= sin"), ("stablehlo", "stablehlo.sine"), ("hlo", " sine(")):
+            lines = {source_line_of(event["source_lines"][stage], n) for n in lines_mentioning(event[stage], needle)}
+            assert lines == {sine_line}, (stage, event["persistent_cache_hit"], event[stage])
+    # An unchanged program still loads its executable from the cache.
+    assert again["persistent_cache_hit"] and not first["persistent_cache_hit"]

@@ -11,7 +11,8 @@ from jaxplay.settings import Settings
 
 
 def app_with(tmp_path, **changes):
-    return create_app(Settings(data_dir=tmp_path, local_workers=0, **changes))
+    # The test client asks for the host "testserver", which a server answers to only when told (--allowed-hosts).
+    return create_app(Settings(data_dir=tmp_path, local_workers=0, allowed_hosts="testserver", **changes))
 
 
 def test_by_default_a_client_on_another_host_is_refused_and_told_how_to_allow_it(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from jaxplay import browser_protocol as bp
 from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
-from jaxplay.server.rooms.hub import RoomError, RoomHub
+from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
 from jaxplay.server.rooms.store import RoomStore
 from jaxplay.server.runs.scheduler import Run
 from jaxplay.server.storage.factory import open_storage
@@ -25,20 +25,22 @@ from jaxplay.settings import Settings
 
 
 class Member:
-    def __init__(self, address: str = "10.0.0.1") -> None:
-        self.address = address
+    def __init__(self, session_id: str = "s", network: str = "10.0.0.1") -> None:
+        self.session_id, self.network = session_id, network
         self.runs: dict[str, Run] = {}
-        self.frames: list[str] = []
-        self.events: list[dict] = []
+        self.frames: list[str] = []  # broadcasts, as encoded once for everyone
+        self.events: list[dict] = []  # what it was sent, in order, decoded; snapshots (room_state) only here
 
     def emit(self, event: dict) -> None:
         self.events.append(event)
 
-    def send_encoded(self, frame: str, droppable: bool) -> None:
-        self.frames.append(frame)
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+        self.events.append(json.loads(frame))
+        if not snapshot:
+            self.frames.append(frame)
 
     def received(self, kind: str) -> list[dict]:
-        return [e for e in self.events + [json.loads(f) for f in self.frames] if e["type"] == kind]
+        return [e for e in self.events if e["type"] == kind]
 
 
 @pytest.fixture
@@ -60,17 +62,21 @@ def make_hub(storage: Storage, **settings) -> RoomHub:
     return RoomHub(Settings(local_workers=0, **settings), RoomStore(storage), SnippetStore(storage))
 
 
-async def join(hub: RoomHub, room_code: str, secret: str | None = None, address: str = "10.0.0.1") -> Member:
-    member = Member(address)
+async def join(hub: RoomHub, room_code: str, secret: str | None = None, session_id: str = "s",
+               network: str = "10.0.0.1") -> Member:
+    member = Member(session_id, network)
     await hub.handle(member, bp.RoomJoin(room=room_code, secret=secret))  # type: ignore[arg-type]
     return member
 
 
-def test_codes_are_short_human_and_typed_forgivingly():
+def test_codes_are_human_long_enough_and_typed_forgivingly():
     codes = {new_code() for _ in range(200)}
     assert len(codes) == 200 and all(CODE_PATTERN.fullmatch(c) for c in codes)
-    assert normalize_code(" jax-7q4km2 ") == normalize_code("7Q4KM2") == "jax-7Q4KM2"
-    assert normalize_code("jax-7Q4KO2") is None  # O looks like 0: not in the alphabet
+    assert all(len(c.replace("jax-", "").replace("-", "")) == 10 for c in codes)  # 31**10: docs/security.md
+    for typed in (" jax-7q4km-2xp9r ", "7Q4KM2XP9R", "JAX 7Q4KM 2XP9R", "jax7q4km2xp9r"):
+        assert normalize_code(typed) == "jax-7Q4KM-2XP9R", typed
+    assert normalize_code(" jax-7q4km2 ") == normalize_code("7Q4KM2") == "jax-7Q4KM2"  # an older room's code
+    assert normalize_code("jax-7Q4KO-2XP9R") is None  # O looks like 0: not in the alphabet
     assert normalize_code("jax-7Q4K") is None and normalize_code("") is None
 
 
@@ -84,16 +90,26 @@ def test_the_address_limit_refuses_after_the_budget_and_forgets_after_the_window
     assert limiter.allowed("a")
 
 
-def test_unknown_codes_count_against_the_address(with_storage):
+@pytest.mark.attack("room code guessing")
+def test_right_codes_always_work_and_unknown_ones_count_per_client_and_network(with_storage):
     async def scenario(storage):
-        hub = make_hub(storage, room_join_failures_per_minute=2)
-        for guess in ("jax-AAAAAA", "jax-BBBBBB"):
-            with pytest.raises(RoomError, match="There is no room"):
-                await hub.find(guess, "1.2.3.4")
+        hub = make_hub(storage, room_code_misses_per_client_per_hour=2, room_code_misses_per_address_per_hour=3)
         room, _ = await hub.create("", [], None)
-        with pytest.raises(RoomError, match="Too many unknown room codes"):
-            await hub.find(room.code, "1.2.3.4")  # even a right code, once the address spent its guesses
-        assert await hub.find(room.code, "5.6.7.8") is room
+        for guess in ("jax-AAAAA-AAAAA", "jax-BBBBB-BBBBB"):
+            with pytest.raises(RoomError, match="There is no room"):
+                await hub.find(guess, "guesser", "1.2.3.4")
+        with pytest.raises(TooManyUnknownCodes):
+            await hub.find("jax-CCCCC-CCCCC", "guesser", "1.2.3.4")
+        assert await hub.find(room.code, "guesser", "1.2.3.4") is room  # spent its guesses, still finds its room
+        # A classmate behind the same address: its own budget, within the address's ceiling (3).
+        with pytest.raises(RoomError, match="There is no room"):
+            await hub.find("jax-DDDDD-DDDDD", "classmate", "1.2.3.4")
+        with pytest.raises(TooManyUnknownCodes):  # minted sessions do not lift the address's ceiling
+            await hub.find("jax-EEEEE-EEEEE", "minted", "1.2.3.4")
+        assert await hub.find(room.code, "minted", "1.2.3.4") is room
+        assert await hub.find(room.code.lower().replace("-", " "), "classmate", "1.2.3.4") is room
+        with pytest.raises(RoomError, match="There is no room"):
+            await hub.find("jax-FFFFF-FFFFF", "elsewhere", "5.6.7.8")
     with_storage(scenario)
 
 
@@ -172,7 +188,7 @@ def test_idle_rooms_close_and_are_deleted(with_storage):
         assert await hub.sweep() == [room.code]
         assert attendee.received("room_closed") and not await hub.store.exists(room.code)
         with pytest.raises(RoomError, match="There is no room"):
-            await hub.find(room.code, "9.9.9.9")
+            await hub.find(room.code, "s", "9.9.9.9")
     with_storage(scenario)
 
 
@@ -191,11 +207,65 @@ def test_deck_moves_load_the_slide_and_reset_the_round(with_storage):
         await hub.handle(presenter, bp.RoomDeck(action="next"))
         assert room.record.position == 2  # the last slide stays the last
         await hub.handle(presenter, bp.RoomDeck(action="prev"))
-        states = [json.loads(f) for f in presenter.frames]
+        states = [s for s in presenter.received("room_state") if s["reason"] == "deck"]
         assert [(s["reason"], s["position"]) for s in states] == [("deck", 2), ("deck", 2), ("deck", 1)]
         await hub.stop()
         stored = await hub.store.load(room.code)
         assert stored is not None and stored.position == 1 and stored.deck == ids
+    with_storage(scenario)
+
+
+def recorded(code: str, text: str) -> bytes:
+    events = [{"type": "stdout", "text": text}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
+    return json.dumps({"code": code, "recorded_run": events}).encode()
+
+
+def test_after_a_deck_move_every_member_shows_the_slides_recorded_run_or_nothing(with_storage):
+    """Followers used to keep the previous program's output under the new slide's code."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        with_run = (await snippets.create(parse_content(recorded("print('a')", "a\n"), Settings())))[0]
+        bare = (await snippets.create(parse_content(json.dumps({"code": "print('b')"}).encode(), Settings())))[0]
+        room, secret = await hub.create("", [with_run, bare], None)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code)
+        # The first slide's recorded run is the room's from the start, for late joiners too.
+        assert [e["type"] for e in attendee.events[0]["run"]] == ["stdout", "done"]
+        live = Run(client_id="p1", code="print(1)", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+        hub.prepare_run(presenter, live)  # type: ignore[arg-type]
+        live.send({"type": "stdout", "text": "from the live run\n"})
+        await hub.handle(presenter, bp.RoomDeck(action="next"))
+        live.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))  # a run of the old slide ends after the move
+        for member in (presenter, attendee):
+            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            assert state["code"] == "print('b')" and state["run"] is None
+        relayed = [json.loads(f)["event"]["type"] for f in attendee.frames if json.loads(f)["type"] == "room_run"]
+        assert relayed == ["stdout"]  # the old slide's done never reached the followers
+        await hub.handle(presenter, bp.RoomDeck(action="prev"))
+        for member in (presenter, attendee):
+            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            run = state["run"]
+            assert state["code"] == "print('a')" and [e["type"] for e in run] == ["stdout", "done"]
+            assert run[0]["text"] == "a\n" and len({e["id"] for e in run}) == 1
+    with_storage(scenario)
+
+
+def test_setting_the_deck_keeps_the_slide_on_screen_when_it_stays(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        ids = [(await snippets.create(parse_content(json.dumps({"code": f"print({i})"}).encode(), Settings())))[0]
+               for i in range(3)]
+        room, secret = await hub.create("", ids[:2], None)
+        presenter = await join(hub, room.code, secret)
+        await hub.handle(presenter, bp.RoomDeck(action="next"))
+        await hub.handle(presenter, bp.RoomEdit(code="print(1)  # edited live", selection=None))
+        await hub.handle(presenter, bp.RoomDeck(action="set", snippets=(ids[2], ids[1], ids[0]), position=1))
+        assert room.record.deck == [ids[2], ids[1], ids[0]] and room.record.position == 1
+        assert room.record.program == "print(1)  # edited live"
+        await hub.handle(presenter, bp.RoomDeck(action="set", snippets=(ids[0],), position=5))
+        assert room.record.position == 0 and room.record.program == "print(0)"
     with_storage(scenario)
 
 

@@ -34,10 +34,10 @@ class Harness:
     async def _job_sent(self, text: str) -> None:
         return None  # nothing executes: the test ends runs itself with worker_finished
 
-    def submit(self, name: str, session: str, priority: bool = False) -> Run:
+    def submit(self, name: str, session: str, priority: bool = False, network: str = "") -> Run:
         events = self.events.setdefault(name, [])
         run = Run(client_id=name, code=f"print({name!r})", backend="cpu", timeout_s=30.0, options={},
-                  emit=events.append, session_id=session, priority=priority)
+                  emit=events.append, session_id=session, priority=priority, network=network)
         self.runs[name] = run
         self.scheduler.submit(run)
         return run
@@ -177,7 +177,7 @@ def test_wait_estimate_fills_the_slot_that_frees_first():
 def test_fair_queue_iterates_in_service_order_and_removes():
     class R:
         def __init__(self, name: str, session_id: str, priority: bool = False) -> None:
-            self.name, self.session_id, self.priority = name, session_id, priority
+            self.name, self.session_id, self.priority, self.network = name, session_id, priority, ""
 
     queue: FairQueue[R] = FairQueue()
     runs = [R("a0", "a"), R("a1", "a"), R("b0", "b"), R("p", "p", True)]
@@ -258,6 +258,75 @@ def test_with_a_broker_the_per_client_limit_holds_on_the_replica_the_browser_use
         for pending in scheduler.broker.pending.values():
             pending.run._deadline.cancel()
     run_async(scenario)
+
+
+def test_sessions_minted_in_bulk_on_one_network_delay_another_network_by_at_most_one_run():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=100)
+        for i in range(40):  # forty sessions of one script, two runs each
+            h.submit(f"flood{i}a", f"minted{i}", network="198.51.100.7")
+            h.submit(f"flood{i}b", f"minted{i}", network="198.51.100.7")
+        h.submit("other", "someone-else", network="203.0.113.5")
+        assert h.last_queued("other")["position"] == 2
+        order = h.start_order(3)
+        assert order[:2] == ["flood0a", "other"]
+    run_async(scenario)
+
+
+def test_within_a_network_its_browsers_take_turns():
+    async def scenario():
+        h = Harness(slots=1, max_runs_per_client=100)
+        for i in range(3):
+            h.submit(f"a{i}", "alice", network="nat")
+        h.submit("b0", "bob", network="nat")
+        h.submit("c0", "carol", network="elsewhere")
+        # Networks in turn (nat, elsewhere, nat, ...), and the browsers of nat in turn within its turns.
+        assert h.start_order(5) == ["a0", "c0", "b0", "a1", "a2"]
+    run_async(scenario)
+
+
+def test_a_full_queue_sheds_the_busiest_network_before_refusing_another():
+    scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))
+    sent: list[dict] = []
+
+    def run(name: str, session: str, network: str) -> Run:
+        return Run(client_id=name, code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                   session_id=session, network=network)
+
+    flood = [run(f"f{i}", f"minted{i}", "198.51.100.7") for i in range(6)]  # six sessions, one run each
+    for each in flood:
+        scheduler.submit(each)
+    other = run("o", "someone-else", "203.0.113.5")
+    scheduler.submit(other)
+    assert other.state == "queued" and sum(each.state == "done" for each in flood) == 1
+
+
+def test_connections_count_per_client_and_per_network():
+    scheduler = Scheduler(Settings(local_workers=0, max_connections_per_client=2, max_connections_per_address=3))
+    scheduler.attach_client("address:192.0.2.1", "192.0.2.1")
+    scheduler.attach_client("address:192.0.2.1", "192.0.2.1")
+    with pytest.raises(bp.ProtocolError, match="without the playground's session cookie from your address"):
+        scheduler.attach_client("address:192.0.2.1", "192.0.2.1")
+    scheduler.attach_client("s", "192.0.2.1")
+    with pytest.raises(bp.ProtocolError, match=r"address already has 3 connections open .*the limit is 3\)"):
+        scheduler.attach_client("t", "192.0.2.1")
+    scheduler.attach_client("t", "192.0.2.2")
+    scheduler.detach_client("s", "192.0.2.1")
+    scheduler.attach_client("t", "192.0.2.1")
+
+
+def test_only_a_browser_session_gets_a_private_compile_cache(tmp_path):
+    from jaxplay.server.clients.sessions import SessionKeys
+
+    scheduler = Scheduler(Settings(local_workers=0), SessionKeys.load_or_create(tmp_path))
+
+    def options(session: str) -> dict:
+        return scheduler.job_options(Run(client_id="r", code="", backend="cpu", timeout_s=5, options={},
+                                         emit=lambda e: None, session_id=session))
+
+    assert "compile_cache" in options("0123456789abcdef0123456789abcdef")
+    # Everyone at an address without the cookie is one client, but maybe many people: no shared writable cache.
+    assert "compile_cache" not in options("address:192.0.2.1")
 
 
 def test_a_run_whose_browser_left_before_it_was_queued_is_cancelled_with_its_done():

@@ -38,11 +38,29 @@ const FRAME_CSP = [
   "form-action 'none'",
 ].join("; ");
 
+/**
+ * Treescope draws inside shadow roots, where the frame's styles do not reach; its array view's caption
+ * (zoom, "Dynamic colormap (click to adjust). Hover/click ...") is one unbreakable line, cut off on a
+ * phone (an inline style sets it: hence !important). This lets it wrap within the frame's width.
+ */
+const TREESCOPE_STYLE = ".arrayviz_container .info{white-space:pre-wrap !important;max-width:calc(100vw - 48px)}";
+
 /** Runs first inside the frame: reports the content height whenever it changes. */
 const HEIGHT_REPORTER = `(() => {
   const max = ${MAX_HEIGHT_PX};
   let last = -1;
+  const styleShadowRoots = () => {
+    for (const host of document.querySelectorAll("treescope-container")) {
+      const root = host.shadowRoot;
+      if (!root || root.querySelector("style[data-jaxplay]")) continue;
+      const style = document.createElement("style");
+      style.dataset.jaxplay = "";
+      style.textContent = ${JSON.stringify(TREESCOPE_STYLE)};
+      root.append(style);
+    }
+  };
   const report = () => {
+    styleShadowRoots();
     const height = Math.ceil(document.body.getBoundingClientRect().height);
     if (height === last) return;
     last = height;

@@ -16,7 +16,9 @@
 import { el } from "../dom";
 import "../styles/inspect.css";
 import type { PanelFactory } from "./types";
+import { callStats } from "./inspect_calls";
 import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } from "./inspect_format";
+import { outputsCode, signatureCode, signatureToggle } from "./inspect_signature";
 import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from "./inspect_types";
 import { ArtifactView, DiffView } from "./inspect_view";
 
@@ -122,7 +124,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
       blocks.push(el("h3", { class: "inspect-heading" }, "timeit"));
       for (const timing of timings) blocks.push(timingBlock(timing));
     }
-    list.replaceChildren(...blocks);
+    // A function that began compiling and failed (a tracing error) leaves nothing to list.
+    list.replaceChildren(...(blocks.length ? blocks : [emptyHint()]));
   }
 
   function emptyHint(): HTMLElement {
@@ -147,29 +150,14 @@ export const inspectPanel: PanelFactory = (ctx) => {
 
   function functionBlock(entry: FunctionEntry): HTMLElement {
     const timing = entry.timing;
-    const stats: string[] = [];
-    if (timing) {
-      if (timing.calls) stats.push(`${timing.calls} call${timing.calls === 1 ? "" : "s"}`);
-      if (timing.median_ms !== null) stats.push(`median ${formatMs(timing.median_ms)}`);
-      if (timing.calls) stats.push(`total ${formatMs(timing.total_ms)}`);
-      if (timing.traced_calls) stats.push(`${timing.traced_calls} inside transformations`);
-    }
+    const stats = timing ? callStats(timing) : { text: "", title: "" };
     const where = entry.line !== null ? `line ${entry.line}` : entry.module ? `from ${entry.module}` : "";
     const head = el(
       "div",
       { class: "inspect-fn-head" },
       sourceLink(entry.line, entry.fn, `Go to the definition of ${entry.fn}`),
       el("span", { class: "inspect-fn-where" }, where),
-      el(
-        "span",
-        {
-          class: "inspect-fn-stats",
-          title:
-            "Calls with concrete arguments, each timed until its result was ready; the median leaves out calls " +
-            "that compiled. Calls inside grad/vmap/jit are part of the enclosing computation.",
-        },
-        stats.join(" · "),
-      ),
+      el("span", { class: "inspect-fn-stats", "data-testid": "inspect-fn-stats", title: stats.title }, stats.text),
     );
     const compiles = el("ol", { class: "inspect-compiles" });
     for (const compiled of entry.compiles) compiles.append(compileRow(compiled));
@@ -208,11 +196,13 @@ export const inspectPanel: PanelFactory = (ctx) => {
         onclick: () => select(compiled.key),
       },
       el("span", { class: "inspect-compile-index" }, `#${compiled.compile_index}`),
-      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
-      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      signatureCode(compiled.signature),
+      outputsCode(compiled.outputs),
       el("span", { class: "inspect-compile-time", title: "trace + lower + compile" }, formatMs(total)),
     );
-    const item = el("li", {}, button);
+    const item = el("li", { class: "inspect-compile-item" }, button);
+    const toggle = signatureToggle(compiled.signature, item);
+    if (toggle) item.append(toggle);
     if (compiled.cache_miss_reason) {
       item.append(el("div", { class: "inspect-reason", "data-testid": "inspect-reason" }, compiled.cache_miss_reason));
     }
@@ -250,15 +240,15 @@ export const inspectPanel: PanelFactory = (ctx) => {
       "div",
       { class: "inspect-detail-head" },
       sourceLink(compiled.line, compiled.fn, `Go to the definition of ${compiled.fn}`),
-      el("code", { class: "inspect-signature" }, `(${compiled.signature})`),
-      compiled.outputs ? el("code", { class: "inspect-outputs" }, `→ ${compiled.outputs}`) : null,
+      signatureCode(compiled.signature),
+      outputsCode(compiled.outputs),
       el(
         "span",
         { class: "inspect-fn-where" },
         `compilation #${compiled.compile_index}${compiled.persistent_cache_hit ? " · from the persistent cache" : ""}`,
       ),
     );
-    const parts: (HTMLElement | null)[] = [head];
+    const parts: (HTMLElement | null)[] = [head, signatureToggle(compiled.signature, head)];
     if (compiled.cache_miss_reason) {
       const previous = compiled.previous_key;
       parts.push(

@@ -131,6 +131,10 @@ export const outputPanel: PanelFactory = (ctx) => {
       ctx.setBadge(null);
       ctx.editor.clearLineMarks("error");
     },
+    onRunCleared() {
+      hasContent = false;
+      showEmptyHint();
+    },
     onShow() {
       if (!errorShown) ctx.setBadge(null);
     },

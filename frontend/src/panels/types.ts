@@ -55,6 +55,8 @@ export interface Panel {
   onRunStart(runId: string): void;
   onEvent(ev: ServerEvent): void;
   onRunDone?(ev: DoneEvent): void;
+  /** The page shows no run now (after `onRunStart`): show what an empty tab shows. */
+  onRunCleared?(): void;
   /** Called when the tab becomes visible (lay out canvases, scroll, ...). */
   onShow?(): void;
   /** Extra fields for the `run` message (e.g. an option this panel needs). */

@@ -161,7 +161,7 @@ def timeit(
         if args or kwargs:
             raise TypeError("timeit(expression) takes no further arguments: write them into the expression.")
         namespace = {**caller.f_globals, **caller.f_locals}
-        code = compile(fn, STATEMENT_FILENAME, "eval")
+        code = compile(fn, STATEMENT_FILENAME, "eval", dont_inherit=True)  # as the program's own code compiles
         label = label or fn
 
         def call() -> Any:

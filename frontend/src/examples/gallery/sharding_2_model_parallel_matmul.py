@@ -1,10 +1,12 @@
 # Sharding: a 2x4 model-parallel matmul
-# A 2x4 mesh: the batch is split over "x" and the weight columns over "y", so the product is split both ways, one block per device. The second layer contracts over the split dimension, which takes a collective.
+# A 2x4 mesh on the cpu backend's 8 devices (smaller where there are fewer): the batch is split over "x" and the weight columns over "y", so the product is split both ways, one block per device. The second layer contracts over the split dimension, which takes a collective.
 import jax
 import jax.numpy as jnp
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-mesh = jax.make_mesh((2, 4), ("x", "y"))  # devices 0-3 in row x=0, 4-7 in row x=1
+n = jax.device_count()  # 8 on the cpu backend; 1 on one GPU, where every block is the whole array
+rows = 2 if n % 2 == 0 else 1
+mesh = jax.make_mesh((rows, n // rows), ("x", "y"))  # on 8 devices: 0-3 in row x=0, 4-7 in row x=1
 
 x = jax.device_put(jnp.ones((8, 16)), NamedSharding(mesh, P("x", None)))   # rows over x
 w1 = jax.device_put(jnp.ones((16, 32)), NamedSharding(mesh, P(None, "y")))  # columns over y

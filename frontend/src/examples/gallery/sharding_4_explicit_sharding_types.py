@@ -5,7 +5,9 @@ import jax.numpy as jnp
 from jax.sharding import AxisType, PartitionSpec as P, reshard
 from playground import show_sharding
 
-mesh = jax.make_mesh((2, 4), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
+n = jax.device_count()  # 8 on the cpu backend; 1 on one GPU, where every block is the whole array
+rows = 2 if n % 2 == 0 else 1
+mesh = jax.make_mesh((rows, n // rows), ("x", "y"), axis_types=(AxisType.Explicit, AxisType.Explicit))
 
 with jax.set_mesh(mesh):  # bare PartitionSpecs now refer to this mesh
     a = jax.device_put(jnp.ones((8, 16)), P("x", "y"))  # columns over y

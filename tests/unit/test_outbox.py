@@ -1,0 +1,138 @@
+"""A connection's outbox is bounded for every kind of frame: dropped, replaced by a newer snapshot, or overflowed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from jaxplay import browser_protocol as bp
+from jaxplay.server.clients.outbox import Outbox
+from jaxplay.server.rooms.hub import RoomHub
+from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES
+from jaxplay.server.rooms.store import RoomStore
+from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.storage.factory import open_storage
+from jaxplay.server.storage.snippets import SnippetStore
+from jaxplay.settings import Settings
+
+
+def test_droppable_frames_beyond_the_limit_are_dropped_and_counted():
+    outbox = Outbox(limit_bytes=100, headroom_bytes=50)
+    assert outbox.put("x" * 60, droppable=True) and not outbox.put("y" * 60, droppable=True)
+    assert outbox.dropped == 1 and outbox.bytes == 60
+    assert outbox.put("z" * 60, droppable=False)  # a done still fits, in the headroom
+    assert not outbox.overflowed and outbox.bytes == 120
+
+
+def test_a_frame_past_the_headroom_overflows_and_releases_everything():
+    async def scenario():
+        outbox = Outbox(limit_bytes=100, headroom_bytes=50)
+        outbox.put("a" * 100, droppable=False)
+        assert not outbox.put("b" * 60, droppable=False)
+        assert outbox.overflowed and outbox.empty() and outbox.bytes == 0
+        assert not outbox.put("c", droppable=False)  # closed: nothing more is held
+        assert await outbox.get() is None
+    asyncio.run(scenario())
+
+
+def test_a_snapshot_replaces_the_room_frames_still_waiting():
+    async def scenario():
+        outbox = Outbox(limit_bytes=1000, headroom_bytes=0)
+        outbox.put('{"type":"started"}', droppable=False)
+        outbox.put('{"type":"room_state","n":1}', droppable=False, room=True, snapshot=True)
+        outbox.put('{"type":"room_run","n":1}', droppable=True, room=True)
+        first = await outbox.get()  # the writer has taken the first frame
+        outbox.put('{"type":"room_state","n":2}', droppable=False, room=True, snapshot=True)
+        outbox.put('{"type":"done"}', droppable=False)
+        left = [await outbox.get() for _ in range(2)]
+        assert first == '{"type":"started"}'
+        assert left == ['{"type":"room_state","n":2}', '{"type":"done"}'] and outbox.empty()
+        assert outbox.bytes == 0
+    asyncio.run(scenario())
+
+
+class NeverReads:
+    """A room member whose writer is stuck: nothing it is sent ever leaves its outbox."""
+
+    def __init__(self) -> None:
+        self.session_id, self.network = "address:192.0.2.66", "192.0.2.66"
+        self.outbox = Outbox(limit_bytes=32 << 20, headroom_bytes=8 << 20)
+
+    def emit(self, event: dict) -> None:
+        self.outbox.put(json.dumps(event), droppable=event["type"] == "notice")
+
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+        self.outbox.put(frame, droppable=droppable, room=True, snapshot=snapshot)
+
+
+def test_a_join_and_leave_flood_holds_one_room_state(tmp_path):
+    async def scenario():
+        storage = open_storage("", tmp_path)
+        await storage.open()
+        try:
+            hub = RoomHub(Settings(local_workers=0), RoomStore(storage), SnippetStore(storage))
+            room, secret = await hub.create("", [], None)
+            presenter = NeverReads()
+            await hub.handle(presenter, bp.RoomJoin(room=room.code, secret=secret))  # type: ignore[arg-type]
+            run = Run(client_id="big", code="", backend="cpu", timeout_s=30, options={}, emit=lambda e: None)
+            hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+            line = "x" * 60_000 + "\n"
+            while room.run_bytes < MAX_KEPT_RUN_BYTES - 2 * len(line):
+                run.send({"type": "stdout", "text": line})
+            run.send(bp.done_event("big", bp.RunStatus.OK, 1.0))
+            hostile = NeverReads()
+            for _ in range(60):
+                await hub.handle(hostile, bp.RoomJoin(room=room.code))  # type: ignore[arg-type]
+                await hub.handle(hostile, bp.RoomLeave())  # type: ignore[arg-type]
+            state_size = len(room.state_frame(False, "join"))
+            assert state_size > 3 << 20
+            # Sixty joins, one state waiting (plus the small frames since), never sixty.
+            assert hostile.outbox.bytes < state_size + 64 << 10, (hostile.outbox.bytes, state_size)
+            assert json.loads(room.state_frame(False, "join"))["run"] == room.run_events
+        finally:
+            await storage.close()
+    asyncio.run(scenario())
+
+
+class StuckSocket:
+    """A websocket whose peer sends ``frames`` and then stays silent, and never reads a byte."""
+
+    def __init__(self, frames: list[str]) -> None:
+        self.scope: dict = {}
+        self.client = None
+        self.headers: dict = {}
+        self.frames = frames
+        self.close_codes: list[int] = []
+
+    async def receive(self) -> dict:
+        if self.frames:
+            return {"type": "websocket.receive", "text": self.frames.pop(0)}
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def send_text(self, text: str) -> None:
+        await asyncio.Event().wait()  # the peer's window is shut
+
+    async def close(self, code: int = 1000, reason: str | None = None) -> None:
+        self.close_codes.append(code)
+        await asyncio.Event().wait()  # nor does it take the close frame
+
+
+def test_a_connection_that_lets_frames_pile_up_unread_is_closed_and_released(monkeypatch):
+    from jaxplay.server import browser_socket
+    from jaxplay.server.runs.scheduler import Scheduler
+
+    monkeypatch.setattr(browser_socket, "OUTBOX_LIMIT_BYTES", 2000)
+    monkeypatch.setattr(browser_socket, "OUTBOX_HEADROOM_BYTES", 1000)
+    monkeypatch.setattr(browser_socket, "OVERFLOW_CLOSE_S", 0.1)
+    # Each of these runs is refused with a done (never dropped): the frames this client makes the server send.
+    frames = [json.dumps({"type": "run", "id": f"r{i}", "code": "print(1)", "timeout_s": 1e6}) for i in range(200)]
+
+    async def scenario() -> None:
+        socket = StuckSocket(frames)
+        connection = browser_socket.BrowserConnection(socket, Scheduler(Settings(local_workers=0)), [])  # type: ignore[arg-type]
+        async with asyncio.timeout(10):
+            await connection.serve()  # returns: the server does not wait on this peer
+        assert connection.overflowed.is_set() and connection.outbox.empty() and connection.outbox.bytes == 0
+        assert socket.close_codes == [1013] and len(socket.frames) > 100  # it stopped listening, too
+    asyncio.run(scenario())
