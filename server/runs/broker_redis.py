@@ -61,8 +61,8 @@ from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.runs.broker_executor import JobExecutor
 from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs.broker_executor import JobExecutor
 from jaxplay.server.runs.broker_keys import (
     CANCELS,
     EPOCH_KEY,

@@ -70,7 +70,8 @@ def metric(server: LiveServer, name: str, **labels: str) -> float | None:
 
 
 class Client:
-    """One browser tab: a websocket with runs in flight, collecting every event per run id."""
+    """One browser tab: a websocket with runs in flight, collecting every event per run id. Without a
+    ``cookie`` it starts a browser session of its own."""
 
     def __init__(self, server: LiveServer, cookie: str | None = None, expect: tuple[str, ...] | list[str] = ()) -> None:
         self.server = server
@@ -80,8 +81,10 @@ class Client:
         self.closed = False
 
     async def __aenter__(self) -> Client:
-        headers = {"cookie": self.cookie} if self.cookie else {}
-        self.ws = await websockets.connect(self.server.ws_url, additional_headers=headers, max_size=None)
+        if self.cookie is None:  # a browser of its own, as a tab that loaded the page has
+            self.cookie = await asyncio.to_thread(self.server.session_cookie)
+        self.ws = await websockets.connect(self.server.ws_url, additional_headers={"cookie": self.cookie},
+                                           max_size=None)
         self.reader = asyncio.create_task(self._read())
         return self
 

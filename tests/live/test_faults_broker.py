@@ -28,7 +28,6 @@ from tests.live.faults import (
     sleeper,
     wait_until,
 )
-from tests.live.test_broker import session_cookie
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.live
@@ -120,7 +119,7 @@ def test_a_replica_killed_mid_load_ends_only_its_own_runs(postgres, redis_server
         client = redis.Redis.from_url(redis_server.url, decode_responses=True)
         b_ids = wait_until(lambda: [i for i in client.smembers(f"{PREFIX}replicas")
                                     if b_worker in (client.get(f"{PREFIX}replica:{i}") or "")], 10, "B's heartbeat")
-        cookie = session_cookie(b)
+        cookie = b.session_cookie()
         asyncio.run(replica_death(a, b, cookie, b_worker, lambda: client.llen(queue_key("cpu"))))
         # Nothing stored is lost: B's snippet is A's too. B's leftovers leave Redis: its stream, its jobs.
         assert http_status(a, f"/api/snippets/{snippet['id']}")[1]["code"] == "print('stored through B')"
