@@ -48,11 +48,27 @@ class ClientRun:
     timeout_s: float | None = None
     inspect: bool = True
     fresh: bool = False
+    profile: bool = False
 
 
 @dataclass(frozen=True)
 class ClientCancel:
     id: str
+
+
+MAX_PASSES_KEY_CHARS = 32
+MAX_FN_NAME_CHARS = 512
+
+
+@dataclass(frozen=True)
+class ClientPasses:
+    """Show XLA's passes of compilation ``key`` (``"<fn_id>.<compile_index>"``) of function ``fn``
+    of a run of ``code``: the program runs again, in a fresh sandbox, until that compilation."""
+    id: str
+    code: str
+    key: str
+    fn: str
+    backend: str | None = None
 
 
 # --- workshop rooms (server/rooms/hub.py) ---------------------------------------
@@ -89,7 +105,7 @@ class RoomDeck:
 
 
 RoomMessage = RoomJoin | RoomLeave | RoomEdit | RoomDeck
-ClientMessage = ClientRun | ClientCancel | RoomMessage
+ClientMessage = ClientRun | ClientCancel | ClientPasses | RoomMessage
 
 
 def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> ClientMessage:
@@ -109,9 +125,11 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
         return _parse_run(raw, run_id, max_code_bytes)
     if kind == "cancel":
         return ClientCancel(id=_run_id(raw, run_id))
+    if kind == "passes":
+        return _parse_passes(raw, run_id, max_code_bytes)
     if isinstance(kind, str) and kind.startswith("room_"):
         return _parse_room(kind, raw, max_code_bytes)
-    raise ProtocolError(f"Unknown message type {kind!r}: use 'run' or 'cancel' (or a room message: "
+    raise ProtocolError(f"Unknown message type {kind!r}: use 'run', 'cancel' or 'passes' (or a room message: "
                         "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
 
 
@@ -177,8 +195,7 @@ def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
     return run_id
 
 
-def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientRun:
-    rid = _run_id(raw, run_id)
+def _code_and_backend(raw: dict[str, Any], rid: str, max_code_bytes: int) -> tuple[str, str | None]:
     code = raw.get("code")
     if not isinstance(code, str):
         raise ProtocolError("Field 'code' is required and must be a string.", rid)
@@ -193,12 +210,37 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
     backend = raw.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise ProtocolError("Field 'backend' must be a string such as 'cpu', or left out.", rid)
+    return code, backend
+
+
+def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientPasses:
+    rid = _run_id(raw, run_id)
+    code, backend = _code_and_backend(raw, rid, max_code_bytes)
+    key, fn = raw.get("key"), raw.get("fn")
+    if not isinstance(key, str) or not _is_compile_key(key):
+        raise ProtocolError("'passes': field 'key' must name a compilation as its 'compiled' event did, e.g. '2.1'.",
+                            rid)
+    if not isinstance(fn, str) or not fn or len(fn) > MAX_FN_NAME_CHARS:
+        raise ProtocolError(f"'passes': field 'fn' must be the function's name (1 to {MAX_FN_NAME_CHARS} "
+                            "characters), as its 'compiled' event gave it.", rid)
+    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None)
+
+
+def _is_compile_key(key: str) -> bool:
+    fn_id, dot, index = key.partition(".")
+    return (len(key) <= MAX_PASSES_KEY_CHARS and dot == "." and fn_id.isascii() and fn_id.isdigit()
+            and index.isascii() and index.isdigit())
+
+
+def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientRun:
+    rid = _run_id(raw, run_id)
+    code, backend = _code_and_backend(raw, rid, max_code_bytes)
     timeout_s = raw.get("timeout_s")
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ProtocolError("Field 'timeout_s' must be a positive number of seconds, or left out.", rid)
     flags = {}
-    for name in ("inspect", "fresh"):
+    for name in ("inspect", "fresh", "profile"):
         value = raw.get(name, ClientRun.__dataclass_fields__[name].default)
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)

@@ -3,7 +3,7 @@
 A worker dials the server and speaks first::
 
     worker -> server  hello     {token, name, backend, device_kind, device_count,
-                                 jax_version, jaxlib_version, slots, devices, libraries}
+                                 jax_version, jaxlib_version, slots, devices, libraries, device_peak}
     server -> worker  welcome   {}                      or refused {message}, then close
     server -> worker  job       {run_id, code, timeout_s, options}
     server -> worker  cancel    {run_id}
@@ -45,6 +45,8 @@ class WorkerHello:
     device_memory_bytes: int = 0  # one device's memory (0 on the CPU, where the run's limit applies)
     # {import name: version} of the libraries a run can import (sandbox/engine/libraries.py).
     libraries: dict[str, str] = field(default_factory=dict)
+    # The measured peak for rooflines: {flops_per_s, bytes_per_s, how, measured_at, device_kind}, or {}.
+    device_peak: dict[str, Any] = field(default_factory=dict)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 
@@ -129,9 +131,28 @@ def _validate(message: Any) -> None:
             raise ValueError(f"field {f.name!r} of 'hello' is longer than {MAX_FIELD_CHARS} characters")
     if isinstance(message, WorkerHello) and not (0 < message.slots <= 4096 and 0 <= message.device_count <= 1 << 16):
         raise ValueError("'hello' must offer 1 to 4096 slots and a device count from 0 to 65536")
+    if isinstance(message, WorkerHello) and message.device_peak:
+        _validate_peak(message.device_peak)
     if isinstance(message, WorkerSlots) and not (0 <= message.busy <= message.total <= 4096
                                                   and message.oom_kills >= 0 and message.crashes >= 0):
         raise ValueError("'slots' must count 0 <= busy <= total <= 4096 slots, and no negative kills or crashes")
+
+
+PEAK_RATES = ("flops_per_s", "bytes_per_s")
+PEAK_TEXTS = ("how", "measured_at", "device_kind")
+
+
+def _validate_peak(peak: dict[str, Any]) -> None:
+    """Two positive finite rates and short texts, nothing else: it is shown on every page."""
+    if set(peak) - set(PEAK_RATES) - set(PEAK_TEXTS):
+        raise ValueError(f"'hello' field 'device_peak' has unknown keys {sorted(set(peak) - set(PEAK_RATES) - set(PEAK_TEXTS))}")
+    for name in PEAK_RATES:
+        value = peak.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"'hello' field 'device_peak.{name}' must be a positive number")
+    for name in PEAK_TEXTS:
+        if name in peak and (not isinstance(peak[name], str) or len(peak[name]) > MAX_FIELD_CHARS):
+            raise ValueError(f"'hello' field 'device_peak.{name}' must be text of at most {MAX_FIELD_CHARS} characters")
 
 
 def encode(message: Any) -> str:

@@ -25,6 +25,7 @@ import websockets
 
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
+from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
 from jaxplay.sandbox.engine.slot import Slot
 from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.settings import Settings
@@ -69,6 +70,7 @@ class WorkerAgent:
         self.free: asyncio.Queue[Slot] = asyncio.Queue()
         self.running: dict[str, Slot] = {}
         self.description: dict[str, Any] = {}
+        self.device_peak: dict[str, Any] = {}  # measured once per host (sandbox/engine/calibration.py)
         # Since this process started; reported to the server in every ``slots`` message.
         self.oom_kills = 0
         self.crashes = 0
@@ -98,6 +100,7 @@ class WorkerAgent:
             self.caches = self.compile_caches("cpu")
             self.slots = [Slot(i, self.settings, self.name, (), self.caches) for i in range(max(1, self.settings.slots))]
             await asyncio.gather(*(slot.start() for slot in self.slots))
+        self.device_peak = await self.measured_peak(self.slots[0])
         for slot in self.slots:
             self.free.put_nowait(slot)
         if self.caches is not None:
@@ -112,7 +115,28 @@ class WorkerAgent:
         caches.prepare()
         return caches
 
-    async def probe(self, slot: Slot) -> dict[str, Any]:
+    async def measured_peak(self, slot: Slot) -> dict[str, Any]:
+        """The device's peak FLOP/s and bytes/s for rooflines: kept per host, measured on the first start."""
+        cache = PeakCache(self.settings.compile_cache_dir)
+        peak = cache.load(self.description)
+        if peak is not None:
+            return peak
+        try:
+            report = await self.probe(slot, {"calibrate": True})
+        except RuntimeError as exc:
+            log.warning("worker %s: the device peak could not be measured: %s", self.name, exc)
+            return {}
+        peak = checked(report.get("device_peak"))
+        if peak is None:
+            log.warning("worker %s: the device peak could not be measured: %s", self.name,
+                        report.get("device_peak_error", "no figures"))
+            return {}
+        cache.save(self.description, peak)
+        log.info("worker %s: measured peak %.3g FLOP/s, %.3g bytes/s", self.name, peak["flops_per_s"],
+                 peak["bytes_per_s"])
+        return peak
+
+    async def probe(self, slot: Slot, options: dict[str, Any] | None = None) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
 
         def keep(event: dict[str, Any]) -> None:
@@ -121,7 +145,7 @@ class WorkerAgent:
             else:
                 log.warning("device probe: %s", event)
 
-        result = await slot.run("probe", "", 120.0, {}, keep, probe=True)
+        result = await slot.run("probe", "", 120.0, options or {}, keep, probe=True)
         if not found:
             raise RuntimeError(f"device probe failed: {result.status} {result.message or ''}")
         return found[0]
@@ -133,6 +157,7 @@ class WorkerAgent:
             device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
             slots=len(self.slots), platform_version=d.get("platform_version", ""),
             device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
+            device_peak=self.device_peak,
         )
 
     async def close_slots(self) -> None:
@@ -199,7 +224,8 @@ class WorkerAgent:
             outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
 
         try:
-            result = await slot.run(job.run_id, job.code, job.timeout_s, job.options, send)
+            options = {**job.options, "device_peak": self.device_peak} if self.device_peak else job.options
+            result = await slot.run(job.run_id, job.code, job.timeout_s, options, send)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,

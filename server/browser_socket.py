@@ -54,7 +54,9 @@ OUTBOX_HEADROOM_BYTES = 8 << 20
 # How long a connection that overflowed its outbox is given to take its close frame.
 OVERFLOW_CLOSE_S = 5.0
 DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
-                       "notice"})
+                       "notice", "profile", "roofline"})
+# What a ``passes`` request's run sends the page: its answer and its course, not the program's output.
+PASSES_EVENTS = frozenset({"queued", "started", "passes", "error", "notice", "done"})
 # Hooks that may answer a run before it is queued (the result cache): return True if handled.
 RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
 
@@ -176,7 +178,10 @@ class BrowserConnection:
                 self.scheduler.cancel(run)
             return
         try:
-            await self.start_run(message)
+            if isinstance(message, bp.ClientPasses):
+                self.start_passes(message)
+            else:
+                await self.start_run(message)
         except bp.ProtocolError as exc:
             self.refuse(exc, is_run=True)
 
@@ -190,27 +195,58 @@ class BrowserConnection:
         else:
             self.emit(bp.notice_event(str(exc), run_id))
 
-    async def start_run(self, message: bp.ClientRun) -> None:
-        if message.id in self.runs:
+    def start_passes(self, message: bp.ClientPasses) -> None:
+        """XLA's pass pipeline of one compilation: the program runs again, in a fresh sandbox, until
+        that compilation, which is compiled once more with per-pass dumps (sandbox/capture/pass_pipeline.py).
+        Queued, limited and cancelled like any run of this browser; never answered from the result cache."""
+        self._check_room_for_run(message.id, None)
+        backend = self._backend(message.backend, message.id)
+
+        def emit(event: dict[str, Any]) -> None:
+            if event.get("type") in PASSES_EVENTS:
+                self.emit(event)
+
+        run = Run(client_id=message.id, code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
+                  options={"inspect": True, "passes": {"key": message.key, "fn": message.fn}}, emit=emit,
+                  session_id=self.session_id)
+        self.runs[message.id] = run
+        try:
+            self.scheduler.submit(run)
+        except bp.ProtocolError as exc:
+            del self.runs[message.id]
+            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
+
+    def _check_room_for_run(self, run_id: str, timeout_s: float | None) -> None:
+        if run_id in self.runs:
             raise bp.ProtocolError(
-                f"A run with id {message.id!r} is already in flight on this connection; choose a new id.", message.id,
+                f"A run with id {run_id!r} is already in flight on this connection; choose a new id.", run_id,
                 reason="duplicate_id")
         if len(self.runs) >= self.settings.max_runs_per_connection:
             raise bp.ProtocolError(
                 f"This connection already has {len(self.runs)} runs in flight (the limit is "
-                f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", message.id,
+                f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", run_id,
                 reason="connection_limit")
         limit = self.settings.run_timeout_s
-        if message.timeout_s is not None and message.timeout_s > limit:
-            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", message.id,
+        if timeout_s is not None and timeout_s > limit:
+            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", run_id,
                                    reason="timeout_too_long")
+
+    def _backend(self, requested: str | None, run_id: str) -> str:
         try:
-            backend = self.scheduler.resolve_backend(message.backend)
+            return self.scheduler.resolve_backend(requested)
         except bp.ProtocolError as exc:
-            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
+            raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
+
+    async def start_run(self, message: bp.ClientRun) -> None:
+        self._check_room_for_run(message.id, message.timeout_s)
+        backend = self._backend(message.backend, message.id)
+        limit = self.settings.run_timeout_s
+        options: dict[str, Any] = {"inspect": message.inspect}
+        if message.profile:
+            options["profile"] = True
         run = Run(client_id=message.id, code=message.code, backend=backend,
-                  timeout_s=float(message.timeout_s or limit), options={"inspect": message.inspect},
-                  emit=self.emit, session_id=self.session_id, network=self.network)
+                  timeout_s=float(message.timeout_s or limit),
+                  options=options, emit=self.emit, session_id=self.session_id, network=self.network)
         if self.rooms is not None:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run
@@ -229,7 +265,7 @@ class BrowserConnection:
 
 def _looks_like_run(text: str | None) -> bool:
     try:
-        return isinstance(text, str) and json_input.loads(text).get("type") == "run"
+        return isinstance(text, str) and json_input.loads(text).get("type") in ("run", "passes")
     except (ValueError, AttributeError):
         return False
 

@@ -19,7 +19,7 @@ import { EMBED_HIDDEN_TABS, embedViewFrom } from "./embed_view";
 import defaultExample from "./examples/default.py?raw";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
-import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
+import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { resultsSizeButton } from "./results_size";
 import { RunAlert } from "./run_alert";
 import { mountShare, type ShareController } from "./share";
@@ -59,6 +59,8 @@ export class App {
   private readonly runAlert: RunAlert;
   private active: ActiveRun | null = null;
   private runCounter = 0;
+  /** Requests panels sent (a compilation's XLA passes): their events go to them, not to the run on screen. */
+  private readonly requests = new Map<string, (ev: ServerEvent) => void>();
   private readonly share: ShareController;
   private readonly drafts = new Drafts();
   readonly apiIndex = new ApiIndex();
@@ -164,6 +166,7 @@ export class App {
         showPanel: (id) => this.tabs.show(id),
         isActive: () => slot.isActive(),
         boot,
+        request: (message, onEvent) => this.request(message, onEvent),
       };
       const panel = factory(ctx);
       slot.mount(panel);
@@ -279,6 +282,15 @@ export class App {
     if (this.active) this.cancel(this.active.id);
   }
 
+  private request(message: Omit<ClientPasses, "id">, onEvent: (ev: ServerEvent) => void): () => void {
+    const id = `${message.type}-${Date.now().toString(36)}-${++this.runCounter}`;
+    this.requests.set(id, onEvent);
+    this.connection.send({ ...message, id } as ClientPasses);
+    return () => {
+      if (this.requests.delete(id)) this.connection.send({ type: "cancel", id });
+    };
+  }
+
   private cancel(id: string): void {
     if (this.active?.id === id && this.active.own === false) {
       this.active = null;
@@ -302,6 +314,12 @@ export class App {
   private onEvent(ev: ServerEvent): void {
     for (const listener of this.eventListeners) listener(ev);
     if (!("id" in ev)) return; // room events: their listeners handle them
+    const requester = ev.id === null ? undefined : this.requests.get(ev.id);
+    if (requester) {
+      if (ev.type === "done") this.requests.delete(ev.id as string);
+      requester(ev);
+      return;
+    }
     if (ev.type === "notice" && ev.id === null) {
       this.route(ev);
       return;
@@ -348,6 +366,11 @@ export class App {
   }
 
   private onLost(): void {
+    for (const [id, requester] of this.requests) {
+      requester({ type: "done", id, status: "cancelled", elapsed_ms: 0,
+                  message: "The connection to the server dropped; ask again once reconnected." });
+    }
+    this.requests.clear();
     if (!this.active) return;
     const { id, sentAt } = this.active;
     const elapsed = performance.now() - sentAt;

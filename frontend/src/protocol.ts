@@ -33,6 +33,19 @@ export interface ClientCancel {
   id: string;
 }
 
+/**
+ * XLA's pass pipeline of compilation `key` of function `fn` in a run of `code`: the server runs the
+ * program again, in a fresh sandbox, until that compilation. Answered by one `passes` event, then `done`.
+ */
+export interface ClientPasses {
+  type: "passes";
+  id: string;
+  code: string;
+  key: string;
+  fn: string;
+  backend?: string;
+}
+
 // Workshop rooms (server/rooms/hub.py): follow a presenter's editor and runs.
 
 export interface RoomJoin {
@@ -63,7 +76,7 @@ export interface RoomDeck {
 
 export type RoomMessage = RoomJoin | RoomLeave | RoomEdit | RoomDeck;
 
-export type ClientMessage = ClientRun | ClientCancel | RoomMessage;
+export type ClientMessage = ClientRun | ClientCancel | ClientPasses | RoomMessage;
 
 // --- server -> client -------------------------------------------------------
 
@@ -233,6 +246,17 @@ export interface BackendInfo {
   sandbox: string;
   /** {import name: version} of what a program can import there. */
   libraries?: Record<string, string>;
+  /** The device's measured peak for rooflines (null until a worker measured it). */
+  device_peak?: DevicePeak | null;
+}
+
+/** Measured by the worker at start (a matmul and an in-place copy), per host. */
+export interface DevicePeak {
+  flops_per_s: number;
+  bytes_per_s: number;
+  how?: string;
+  measured_at?: string;
+  device_kind?: string;
 }
 
 export interface BackendsResponse {

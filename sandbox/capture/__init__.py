@@ -2,7 +2,8 @@
 
 Each capture module exposes ``install(options)`` (patch JAX, matplotlib, ...
 before the user's code executes) and ``finish()`` (send what is still pending
-when the code has ended). ``options`` is the job's options dict, e.g.
+when the code has ended); an optional ``before_finish()`` runs for every
+module before any ``finish``. ``options`` is the job's options dict, e.g.
 ``{"inspect": True}``. A capture that fails to install must not fail the run:
 it is reported on stderr and skipped.
 """
@@ -15,8 +16,10 @@ import traceback
 from typing import Any
 
 # Order matters: display wraps matplotlib before user imports it.
+# profile_capture last: a whole-run profile starts just before the program and, stopped by its
+# ``before_finish``, ends just after it, leaving out the captures' own set-up and end-of-run work.
 CAPTURE_MODULES = ("jaxplay.sandbox.capture.display", "jaxplay.sandbox.capture.jit_capture", "jaxplay.sandbox.capture.sharding",
-                   "jaxplay.sandbox.capture.determinism")
+                   "jaxplay.sandbox.capture.determinism", "jaxplay.sandbox.capture.profile_capture")
 
 _installed: list[Any] = []
 
@@ -41,6 +44,13 @@ def prepare() -> None:
 
 
 def finish() -> None:
+    for module in _installed:
+        if hasattr(module, "before_finish"):
+            try:
+                module.before_finish()
+            except Exception:
+                print(f"[playground] capture {module.__name__} failed at the end of the run:", file=sys.stderr)
+                traceback.print_exc()
     for module in _installed:
         try:
             module.finish()

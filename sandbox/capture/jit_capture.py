@@ -27,6 +27,11 @@ one daemon renderer thread (jit_render) turns queued compilations into ``compile
 events (printing MLIR/HLO can take a while for big modules, so it stays off
 the user's path); ``finish`` drains it, then sends the final ``fn_timing``.
 
+At the end of the run each compilation's calls are set against its cost and
+the device's peak (``roofline``). With the run option ``passes`` (a page's
+request for XLA's passes of one compilation) nothing is rendered: that
+compilation is handed to ``pass_pipeline``, which answers and ends the run.
+
 Hooks for other captures: append ``hook(event, compiled)`` to
 ``COMPILED_HOOKS``. Each is called in the renderer thread with the event dict
 before it is sent and the ``jax.stages.Compiled`` object, and may add fields
@@ -49,7 +54,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render
+from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render, pass_pipeline, roofline
 from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
 from jaxplay.sandbox.output import events
 
@@ -66,6 +71,7 @@ EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "j
 EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
 FN_TIMING_INTERVAL_S = 1.0
 MAX_TIMING_SAMPLES = 100_000
+MAX_SAMPLES_PER_COMPILATION = 10_000
 READY_DRAIN_S = 5.0
 _ready = ReadyWatcher()
 
@@ -99,6 +105,17 @@ class FunctionRecord:
         self.traced_calls = 0
         self.compile_calls = 0
         self.changed = False
+        # Which compilation a call ran, for the roofline: by the call's argument signature once the
+        # function has more than one compilation (one compilation: every call ran it).
+        self.keys_by_signature: dict[Any, str] = {}
+        self.samples_by_key: dict[str, list[float]] = {}
+
+    def key_of_call(self, args: tuple, kwargs: dict) -> str | None:
+        if len(self.compiles) == 1:
+            return self.compiles[0][0]
+        if not self.compiles:
+            return None
+        return self.keys_by_signature.get(roofline.call_signature(args, kwargs))
 
     def timing(self) -> dict[str, Any]:
         ms = [s * 1e3 for s in self.samples]
@@ -124,10 +141,16 @@ class _State:
         self.local = threading.local()
         self.last_timing_emit = 0.0
         self.listeners_registered = False
+        self.device_peak: Any = None
+        # A ``passes`` request's compilation (pass_pipeline): when it comes, its pipeline is sent
+        # and the run ends; until then nothing is rendered.
+        self.passes_target: pass_pipeline.Target | None = None
+        self.compiled_keys: list[str] = []
 
 
 _state = _State()
 _renderer = jit_render.Renderer(COMPILED_HOOKS)
+_roofline = roofline.RooflineCollector()
 
 
 def _frames() -> list[CallFrame]:
@@ -263,7 +286,8 @@ class CapturedJit:
             stack.pop()
         elapsed_s = time.perf_counter() - start
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
-        self._count_call(record, start, out, compiled_now)
+        key = None if compiled_now else record.key_of_call(args, kwargs)
+        self._count_call(record, start, out, compiled_now, key)
         if compiled_now:
             try:
                 with _locations_in_cache_key():
@@ -272,14 +296,15 @@ class CapturedJit:
                 logger.debug("could not capture a compilation of %s", record.fn, exc_info=True)
         return out
 
-    def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool) -> None:
+    def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool,
+                    key: str | None) -> None:
         record.calls += 1
         if compiled_now:  # compile time is reported in phases_ms, not as execution
             record.compile_calls += 1
         first = record.first_call_ms is None and not record.first_call_pending
         if first or (not compiled_now and len(record.samples) < MAX_TIMING_SAMPLES):
             record.first_call_pending = record.first_call_pending or first
-            _ready.watch(functools.partial(_record_ready, record, first, compiled_now), start, out)
+            _ready.watch(functools.partial(_record_ready, record, first, compiled_now, key), start, out)
         record.changed = True
         now = time.monotonic()
         if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
@@ -307,6 +332,7 @@ class CapturedJit:
             previous = record.compiles[-1] if record.compiles else None
             key = f"{record.fn_id}.{len(record.compiles) + 1}"
             record.compiles.append((key, arguments))
+            record.keys_by_signature[roofline.call_signature(args, kwargs)] = key
             compile_index = len(record.compiles)
         phases = {name: round(frame.phases_ms.get(name, 0.0), 3) for name in ("trace", "lower", "compile")}
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
@@ -331,6 +357,14 @@ class CapturedJit:
             "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
             "cache_miss_reason": reason,
         }
+        target = _state.passes_target
+        if target is not None:
+            _state.compiled_keys.append(key)
+            if key == target.key and record.fn == target.fn:
+                pass_pipeline.respond(target, lowered, compiled, {
+                    "key": key, "fn": record.fn, "fn_id": record.fn_id, "line": record.line,
+                    "signature": event["signature"]})
+            return
         _renderer.submit(event, traced, lowered, compiled)
 
 
@@ -366,7 +400,7 @@ def _explanation_of(explanations: list[str], name: str | None) -> str | None:
     return explanations[0]
 
 
-def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, elapsed_s: float) -> None:
+def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, key: str | None, elapsed_s: float) -> None:
     """In the watcher thread: one call's time from dispatch to a ready result."""
     with _state.lock:
         if first:
@@ -374,7 +408,28 @@ def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, elaps
         if not compiled_now:
             record.samples.append(elapsed_s)
             record.total_s += elapsed_s
+            if key is not None:
+                samples = record.samples_by_key.setdefault(key, [])
+                if len(samples) < MAX_SAMPLES_PER_COMPILATION:
+                    samples.append(elapsed_s)
         record.changed = True
+
+
+def wait_for_rendering() -> None:
+    """Until every compilation queued so far has been rendered and sent (a profile's end needs them)."""
+    _renderer.drain()
+
+
+def emit_roofline() -> None:
+    """At the end of the run: each compilation's cost against its calls' median time and the device's peak."""
+    timings: dict[str, tuple[int, float | None]] = {}
+    with _state.lock:
+        for record in _state.records.values():
+            for key, samples in record.samples_by_key.items():
+                timings[key] = (len(samples), statistics.median(samples) if samples else None)
+    event = _roofline.event(timings, _state.device_peak)
+    if event is not None:
+        events.emit(event)
 
 
 @contextlib.contextmanager
@@ -430,6 +485,12 @@ def install(options: dict[str, Any]) -> None:
     _trace_state_clean = trace_state_clean
     _locations_in_cache_key = functools.partial(jax_config.compilation_cache_include_metadata_in_key, True)
     _renderer.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
+    _state.device_peak = options.get("device_peak")
+    _state.passes_target = pass_pipeline.Target.from_options(options)
+    _state.compiled_keys = []
+    _roofline.clear()
+    if _roofline.hook not in COMPILED_HOOKS:
+        COMPILED_HOOKS.append(_roofline.hook)
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.
     source_info_util.register_exclusion(_sandbox_directory() + os.sep)
@@ -453,7 +514,11 @@ def finish() -> None:
         return
     _ready.drain(READY_DRAIN_S)
     _renderer.drain()
+    if _state.passes_target is not None:
+        pass_pipeline.not_found(_state.passes_target, _state.compiled_keys)
+        _state.passes_target = None
     emit_fn_timing(final=True)
+    emit_roofline()
     uninstall()
 
 

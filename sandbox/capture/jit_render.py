@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from jaxplay.sandbox.capture import jit_artifacts
+from jaxplay.sandbox.capture import jaxpr_counts, jit_artifacts
 from jaxplay.sandbox.output import events
 
 Hook = Callable[[dict[str, Any], Any], None]
@@ -25,7 +25,7 @@ logger = logging.getLogger("jaxplay.sandbox.inspect")
 
 def render(event: dict[str, Any], traced: Any, lowered: Any, compiled: Any, limit_bytes: int,
            hooks: list[Hook]) -> dict[str, Any]:
-    """Fill the artifacts, cost and memory, then let each hook add its fields."""
+    """Fill the artifacts, cost, memory and equation counts, then let each hook add its fields."""
     errors: list[str] = []
     try:
         jit_artifacts.add_artifacts(event, traced, lowered, compiled, limit_bytes)
@@ -37,6 +37,11 @@ def render(event: dict[str, Any], traced: Any, lowered: Any, compiled: Any, limi
         except Exception as exc:  # e.g. NotImplementedError on some backends
             event[field] = None
             errors.append(f"{field}: {type(exc).__name__}: {exc}")
+    try:
+        event["eqn_counts"] = jaxpr_counts.eqn_counts(traced)
+    except Exception as exc:
+        event["eqn_counts"] = None
+        errors.append(f"eqn_counts: {type(exc).__name__}: {exc}")
     for hook in list(hooks):
         try:
             hook(event, compiled)

@@ -73,5 +73,14 @@ def installed_plugins() -> list[str]:
         return []
 
 
-def report() -> None:
-    events.emit(describe())
+def report(options: dict) -> None:
+    """The devices; with ``calibrate`` in the options also their measured peak (``device_peak``)."""
+    description = describe()
+    if options.get("calibrate"):
+        from jaxplay.sandbox.engine import calibration
+
+        try:
+            description["device_peak"] = calibration.measure()
+        except Exception as exc:  # noqa: BLE001 - a worker without a roofline still serves runs
+            description["device_peak_error"] = f"{type(exc).__name__}: {exc}"[:500]
+    events.emit(description)

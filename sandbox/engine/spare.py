@@ -302,7 +302,7 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     if message.get("probe"):
         from jaxplay.sandbox.engine import probe
 
-        probe.report()
+        probe.report(options)
         return 0
     return runner.execute(message["code"], options)
 

@@ -25,6 +25,9 @@ RUN_EVENT_BUDGETS: dict[str, int] = {
     "sharding": 8 << 20,
     "display": 20 << 20,
     "nondeterministic": 64 << 10,
+    "roofline": 1 << 20,
+    "profile": 24 << 20,  # at most 3 profiles (sandbox/capture/profile_capture.py), each under 8 MiB
+    "passes": 16 << 20,  # one, in a passes request's run (sandbox/capture/pass_pipeline.py)
     "probe": 256 << 10,
     "ended": 48,  # once (two would not fit): {"type":"ended","returncode":N}, read by the worker itself (sandbox/output/relay.py)
 }

@@ -126,6 +126,7 @@ class Scheduler:
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "libraries": first.libraries if first else {},
+                "device_peak": (first.device_peak or None) if first else None,
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),

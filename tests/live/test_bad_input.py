@@ -38,7 +38,7 @@ def test_binary_frame(live):
 
 def test_unknown_type(live):
     answer = one(live, json.dumps({"type": "explode", "id": "u1"}))
-    assert answer["type"] == "notice" and "'run' or 'cancel'" in answer["message"]
+    assert answer["type"] == "notice" and "'run', 'cancel' or 'passes'" in answer["message"]
 
 
 def test_missing_and_wrong_typed_fields(live):

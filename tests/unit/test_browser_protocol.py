@@ -30,7 +30,7 @@ def test_defaults():
     (b"\x00", "Binary frames", None),
     ("{", "Malformed JSON", None),
     ("[1]", "JSON object", None),
-    ({"type": "nope", "id": "x"}, "'run' or 'cancel'", "x"),
+    ({"type": "nope", "id": "x"}, "'run', 'cancel' or 'passes'", "x"),
     ({"type": "run", "code": "1"}, "'id' is required", None),
     ({"type": "run", "id": 3, "code": "1"}, "'id' is required", None),
     ({"type": "run", "id": "x" * 129, "code": "1"}, "1 to 128", None),

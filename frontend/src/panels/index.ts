@@ -40,6 +40,7 @@
 import { galleryPanel } from "./gallery";
 import { inspectPanel } from "./inspect";
 import { outputPanel } from "./output";
+import { performancePanel } from "./performance";
 import { shardingPanel } from "./sharding";
 import type { PanelFactory } from "./types";
 
@@ -49,5 +50,6 @@ export const PANELS: PanelFactory[] = [
   outputPanel,
   inspectPanel,
   shardingPanel,
+  performancePanel,
   galleryPanel,
 ];

@@ -21,6 +21,10 @@ import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } 
 import { outputsCode, signatureCode, signatureToggle } from "./inspect_signature";
 import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from "./inspect_types";
 import { ArtifactView, DiffView } from "./inspect_view";
+import { eqnCountsTable, type EqnTableState } from "./eqn_counts";
+import { PassesView } from "./passes";
+import { eqnCountsOf, type RooflineRow } from "./perf_types";
+import { rooflineVerdict } from "./roofline";
 
 const ARTIFACTS: [ArtifactName, string][] = [
   ["jaxpr", "jaxpr"],
@@ -57,6 +61,12 @@ export const inspectPanel: PanelFactory = (ctx) => {
   let runInspected = true;
   let finished = false;
   let redrawScheduled = false;
+  // What a "passes" request needs to run the same program again: its code and backend.
+  let runCode = "";
+  let runBackend: string | undefined;
+  let passesShown = false;
+  const eqnState: EqnTableState = { sort: "count", expanded: false };
+  const roofline = new Map<string, RooflineRow>();
 
   const inspectToggle = el("input", { type: "checkbox", "data-testid": "inspect-toggle" });
   inspectToggle.checked = inspectOn;
@@ -90,6 +100,30 @@ export const inspectPanel: PanelFactory = (ctx) => {
     },
   });
   const diff = new DiffView();
+  const passes = new PassesView(
+    ctx,
+    {
+      onHoverSource(line) {
+        if (line === null) ctx.editor.clearLineMarks(HOVER_OWNER);
+        else ctx.editor.setLineMarks(HOVER_OWNER, [{ line, kind: "hover" }], { clearOnEdit: true });
+      },
+      onOpenSource(line) {
+        ctx.editor.goToLine(line);
+      },
+    },
+    () => {
+      passesShown = false;
+      passes.close();
+      drawDetail();
+    },
+  );
+  // A timeline slice or a roofline point names a compilation: show it here.
+  window.addEventListener("jaxplay:show-compiled", (e) => {
+    const key = (e as CustomEvent<{ key: string }>).detail?.key;
+    if (!key || !byKey.has(key)) return;
+    ctx.activate();
+    select(key);
+  });
 
   function scheduleRedraw(): void {
     if (redrawScheduled) return;
@@ -101,7 +135,11 @@ export const inspectPanel: PanelFactory = (ctx) => {
   }
 
   function select(key: string): void {
-    if (selected !== key) compareWith = null;
+    if (selected !== key) {
+      compareWith = null;
+      passesShown = false;
+      passes.close();
+    }
     selected = key;
     drawList();
     drawDetail();
@@ -275,8 +313,19 @@ export const inspectPanel: PanelFactory = (ctx) => {
         ),
       );
     }
+    if (passesShown) {
+      // XLA's passes take the room the figures below would: the head and the toolbar stay.
+      diff.clear();
+      parts.push(toolbar(compiled, siblings), passes.element);
+      detail.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+      return;
+    }
     parts.push(phaseBar(compiled.phases_ms));
     parts.push(el("div", { class: "inspect-tables" }, costTable(compiled.cost), memoryTable(compiled.memory)));
+    const verdict = roofline.get(compiled.key);
+    if (verdict) parts.push(rooflineVerdict(verdict, () => ctx.showPanel("performance")));
+    const counts = eqnCountsOf(compiled);
+    if (counts && counts.lines.length) parts.push(eqnCountsTable(counts, ctx.editor, eqnState, drawDetail));
     if (compiled.capture_errors?.length) {
       parts.push(
         el("div", { class: "inspect-notice" }, `Parts of this capture failed: ${compiled.capture_errors.join("; ")}`),
@@ -329,6 +378,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
             "data-artifact": name,
             onclick: () => {
               artifact = name;
+              passesShown = false;
+              passes.close();
               drawDetail();
             },
           },
@@ -364,11 +415,29 @@ export const inspectPanel: PanelFactory = (ctx) => {
         () => flash(copy, "Copy failed"),
       );
     });
+    const passesButton = el(
+      "button",
+      {
+        class: "btn btn-ghost inspect-passes-button",
+        type: "button",
+        "aria-pressed": String(passesShown),
+        "data-testid": "inspect-passes",
+        title: "Run the program again until this compilation and show what each of XLA's passes did to it",
+        onclick: () => {
+          passesShown = !passesShown;
+          if (passesShown) passes.open(compiled, runCode, runBackend);
+          else passes.close();
+          drawDetail();
+        },
+      },
+      "XLA passes",
+    );
     return el(
       "div",
       { class: "inspect-toolbar" },
       tabs,
       el("span", { class: "topbar-spacer" }),
+      passesButton,
       compare,
       el(
         "button",
@@ -409,9 +478,14 @@ export const inspectPanel: PanelFactory = (ctx) => {
     id: "inspect",
     title: "Inspect",
     element,
-    handles: ["compiling", "compiled", "fn_timing", "timing"],
+    handles: ["started", "compiling", "compiled", "fn_timing", "timing", "roofline"],
     runFields: () => ({ inspect: inspectOn }),
     onRunStart() {
+      runCode = ctx.editor.getCode();
+      runBackend = undefined;
+      passesShown = false;
+      passes.reset();
+      roofline.clear();
       functions.clear();
       byKey.clear();
       timings = [];
@@ -425,7 +499,12 @@ export const inspectPanel: PanelFactory = (ctx) => {
       drawList();
     },
     onEvent(ev) {
-      if (ev.type === "compiling") {
+      if (ev.type === "started") {
+        runBackend = ev.backend;
+      } else if (ev.type === "roofline") {
+        for (const row of ev.functions) roofline.set(row.key, row);
+        if (selected !== null && roofline.has(selected)) drawDetail();
+      } else if (ev.type === "compiling") {
         entryFor(ev.fn_id, ev.fn, ev.line, null).compiling = ev.compile_index;
         scheduleRedraw();
       } else if (ev.type === "compiled") {

@@ -33,9 +33,9 @@ export function formatCount(count: number | null | undefined): string {
 /** Milliseconds at timer resolution: "14.2 µs", "3.61 ms", "1.20 s". */
 export function formatMs(ms: number | null | undefined): string {
   if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
-  if (ms < 0.001) return `${(ms * 1e6).toPrecision(3)} ns`;
-  if (ms < 1) return `${(ms * 1e3).toPrecision(3)} µs`;
-  if (ms < 1000) return `${ms.toPrecision(3)} ms`;
+  if (ms < 0.0009995) return `${(ms * 1e6).toPrecision(3)} ns`;
+  if (ms < 0.9995) return `${(ms * 1e3).toPrecision(3)} µs`;
+  if (ms < 999.5) return `${ms.toPrecision(3)} ms`; // 999.7 would print as "1.00e+3"
   return `${(ms / 1000).toPrecision(3)} s`;
 }
 

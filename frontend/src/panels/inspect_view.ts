@@ -41,7 +41,7 @@ const irTheme = EditorView.theme({
 });
 
 /** Everything an IR view has except its language and wrapping. */
-function irExtensions(): Extension[] {
+export function irExtensions(): Extension[] {
   return [
     lineNumbers(),
     drawSelection(),
@@ -156,10 +156,15 @@ export class ArtifactView {
   private setHovered(line: number | null): void {
     if (line === this.hovered) return;
     this.hovered = line;
-    this.element.classList.toggle("cm-ir-linked", line !== null);
-    this.element.title = line === null ? "" : `From line ${line} of your code (double-click to go there)`;
+    showLinkedSource(this.element, line);
     this.hooks.onHoverSource(line);
   }
+}
+
+/** An IR view under the pointer: says which line of the user's code the text came from (null: none). */
+export function showLinkedSource(element: HTMLElement, line: number | null): void {
+  element.classList.toggle("cm-ir-linked", line !== null);
+  element.title = line === null ? "" : `From line ${line} of your code (double-click to go there)`;
 }
 
 /** What stands for HLO's folded debug-info tables; a click unfolds them. */

@@ -5,7 +5,7 @@
  */
 
 import type { Boot } from "../boot";
-import type { DoneEvent, ServerEvent, ServerEventType } from "../protocol";
+import type { ClientPasses, DoneEvent, ServerEvent, ServerEventType } from "../protocol";
 
 /** How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover". */
 export type LineMarkKind = "error" | "warning" | "info" | "hover";
@@ -43,6 +43,11 @@ export interface PanelContext {
   showPanel(id: string): void;
   isActive(): boolean;
   boot: Boot;
+  /**
+   * Sends a request of its own (not the run on screen) and hands every event of it to `onEvent`,
+   * through its `done`. Returns a function that cancels it. The page's id is filled in.
+   */
+  request(message: Omit<ClientPasses, "id">, onEvent: (ev: ServerEvent) => void): () => void;
 }
 
 export interface Panel {

@@ -1,0 +1,223 @@
+"""A ``passes`` request: compile one function again with XLA's per-pass dumps and send its pass pipeline.
+
+The page asks for the passes of compilation ``key`` (e.g. ``"2.1"``) of a run
+it showed. The server runs the same program again in a fresh sandbox with
+the option ``passes: {"key", "fn"}`` (a plain run costs nothing: none of this
+is installed without it). When the jit capture sees that compilation, it
+calls ``respond`` in the program's own thread, which:
+
+1. compiles the function's lowered module again with
+   ``xla_dump_to=<a folder in the run's tmpfs>``, ``xla_dump_hlo_pass_re=.*``
+   and ``xla_dump_hlo_module_re=<its module>``. The persistent compilation
+   cache is switched off for that one compile (a cache hit compiles nothing,
+   so it would dump nothing; the dump options are not part of its key);
+2. compiles it once more under the profiler (no Python tracer, no dumps:
+   dumping slows the passes that write), whose trace names every pass XLA
+   ran, in order, with its duration;
+3. reads the dumps back (``pass_dump``), sends one ``passes`` event, and ends
+   the process: the rest of the program is not needed and does not run.
+
+Bounds: a module whose optimized HLO is over ``MAX_MODULE_BYTES`` is not
+dumped (tens of dumps of it would not fit the run's tmpfs or the page); the
+texts sent stop at ``limit_bytes`` (later passes are listed without text,
+with a notice). The dump folder is removed before the event is sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import gzip
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from jaxplay.sandbox.capture import hlo_ops, pass_dump
+from jaxplay.sandbox.output import events
+
+DEFAULT_LIMIT_BYTES = 8 << 20
+MAX_MODULE_BYTES = 4 << 20
+MAX_DUMP_FILE_BYTES = 64 << 20  # a single dump larger than this is not read
+
+
+@dataclass(frozen=True)
+class Target:
+    key: str
+    fn: str
+    limit_bytes: int = DEFAULT_LIMIT_BYTES
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Target | None:
+        raw = options.get("passes")
+        if not isinstance(raw, dict) or not isinstance(raw.get("key"), str) or not isinstance(raw.get("fn"), str):
+            return None
+        limit = raw.get("limit_bytes", DEFAULT_LIMIT_BYTES)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+            limit = DEFAULT_LIMIT_BYTES
+        return cls(raw["key"], raw["fn"], min(limit, DEFAULT_LIMIT_BYTES))
+
+
+@contextlib.contextmanager
+def persistent_cache_off() -> Iterator[None]:
+    """JAX decides once per process whether its persistent cache is in use; ask it again, twice."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    was = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    compilation_cache.reset_cache()
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_compilation_cache", was)
+        compilation_cache.reset_cache()
+
+
+def _profiled_compile(lowered: Any, module: str, folder: str) -> tuple[float, dict[str, Any] | None, str | None]:
+    """Compile once under the profiler (no Python tracer, no dumps, so the durations are XLA's own):
+    (seconds, the trace or None, why there is no trace)."""
+    import jax
+
+    profile_options = jax.profiler.ProfileOptions()
+    profile_options.python_tracer_level = 0
+    try:
+        jax.profiler.start_trace(folder, create_perfetto_trace=True, profiler_options=profile_options)
+    except Exception as exc:  # noqa: BLE001 - e.g. the program is profiling itself: still the dumps
+        return 0.0, None, f"{type(exc).__name__}: {exc}"
+    began = time.perf_counter()
+    try:
+        with persistent_cache_off():
+            # Options of any kind make JAX compile anew (the Lowered object keeps the user's executable
+            # for compile() without them); this one changes nothing without xla_dump_to.
+            lowered.compile(compiler_options={"xla_dump_hlo_module_re": "^" + re.escape(module) + "$"})
+    finally:
+        seconds = time.perf_counter() - began
+        try:
+            jax.profiler.stop_trace()
+        except Exception as exc:  # noqa: BLE001
+            return seconds, None, f"{type(exc).__name__}: {exc}"
+    found = sorted(glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True))
+    if not found:
+        return seconds, None, "the profiler wrote no trace"
+    with open(found[-1], "rb") as f:
+        return seconds, json.loads(gzip.decompress(f.read())), None
+
+
+def _dumped_compile(lowered: Any, module: str, folder: str) -> float:
+    options = {"xla_dump_to": folder, "xla_dump_hlo_pass_re": ".*",
+               "xla_dump_hlo_module_re": "^" + re.escape(module) + "$", "xla_dump_hlo_as_text": True}
+    began = time.perf_counter()
+    with persistent_cache_off():
+        lowered.compile(compiler_options=options)
+    return time.perf_counter() - began
+
+
+def _label(dump: pass_dump.DumpFile) -> str:
+    if dump.after == pass_dump.PIPELINE_START:
+        return f"start of pipeline {dump.pipeline}"
+    return f"after {dump.after} ({dump.pipeline})"
+
+
+def _read(path: str) -> str | None:
+    try:
+        if os.path.getsize(path) > MAX_DUMP_FILE_BYTES:
+            return None
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """The ``passes`` event for one compilation (``fields``: key, fn, fn_id, line, signature)."""
+    event: dict[str, Any] = {"type": "passes", **fields, "notices": [], "limit_bytes": target.limit_bytes}
+    hlo_text = compiled.as_text()
+    module = hlo_ops.module_name(hlo_text)
+    if module is None:
+        event["error"] = "XLA's optimized module has no name to dump it by."
+        return event
+    event["module"] = module
+    if len(hlo_text.encode()) > MAX_MODULE_BYTES:
+        event["error"] = (f"The optimized module is {len(hlo_text.encode()) >> 20} MiB, over the "
+                          f"{MAX_MODULE_BYTES >> 20} MiB whose passes can be dumped: dozens of copies of it would "
+                          "not fit the run's memory. Try a smaller version of the function.")
+        return event
+    folder = tempfile.mkdtemp(prefix="jaxplay-passes-")
+    try:
+        seconds, trace, why = _profiled_compile(lowered, module, os.path.join(folder, "trace"))
+        event["profiled_compile_ms"] = round(seconds * 1e3, 1)
+        dump_folder = os.path.join(folder, "dump")
+        event["compile_ms"] = round(_dumped_compile(lowered, module, dump_folder) * 1e3, 1)
+        names = sorted(os.listdir(dump_folder)) if os.path.isdir(dump_folder) else []
+        event["dump_bytes"] = sum(os.path.getsize(os.path.join(dump_folder, n)) for n in names)
+        event["dump_files"] = len(names)
+        before, files = pass_dump.dump_files(names, module)
+        pipelines = pass_dump.traced_pipelines(trace, module) if trace is not None else []
+        if trace is None or not pipelines:
+            event["notices"].append("Passes that changed nothing and pass durations come from the profiler's trace "
+                                    f"of the compile, which is missing ({why or 'no passes in it'}): the list "
+                                    "shows what XLA dumped.")
+        runs, listed = pass_dump.passes(files, pipelines)
+        named = [("before optimizations", (_read(os.path.join(dump_folder, before)) or "") if before else "")]
+        named += [(_label(f), _read(os.path.join(dump_folder, f.name)) or "") for f in files]
+        header, dumps, cut = pass_dump.texts(named, target.limit_bytes)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    event["pipelines"] = runs
+    event["passes"] = _with_text_indexes(listed, dumps)
+    event["header"] = header
+    event["dumps"] = dumps
+    if cut:
+        event["notices"].append(f"The dumps were cut at {target.limit_bytes >> 20} MiB: {cut} later passes are listed "
+                                "without their text.")
+    if not files:
+        event["error"] = "XLA wrote no per-pass dumps for this module."
+    return event
+
+
+def _with_text_indexes(listed: list[dict[str, Any]], dumps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Dump file i is text i + 1 (text 0: before optimizations); each pass with a text gets its lines
+    added and removed. A pipeline's start is kept only when the module changed between passes
+    (outside any pass), as a changed entry of its own."""
+    resolved = pass_dump.resolved_texts(dumps)
+    kept = []
+    for entry in listed:
+        if entry["dump"] is not None:
+            entry["dump"] += 1
+            before, after = resolved[entry["dump"] - 1], resolved[entry["dump"]]
+            if before is not None and after is not None:
+                entry["added"], entry["removed"] = pass_dump.line_changes(before, after)
+        if entry.pop("boundary", False):
+            if entry["dump"] is None or "same_as" in dumps[entry["dump"]]:
+                continue
+            entry["name"] = f"(between passes, before {entry['name']})"
+            entry["changed"] = True
+        kept.append(entry)
+    return kept
+
+
+def respond(target: Target, lowered: Any, compiled: Any, fields: dict[str, Any]) -> None:
+    """Send the pipeline and end the run here: the page asked for nothing else."""
+    try:
+        event = pipeline_event(target, lowered, compiled, fields)
+    except Exception as exc:  # noqa: BLE001 - the request's answer, not the program's failure
+        event = {"type": "passes", **fields, "error": f"The passes could not be captured: {type(exc).__name__}: {exc}"}
+    events.emit(event)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(0)
+
+
+def not_found(target: Target, compiled_keys: list[str]) -> None:
+    """The program ended without making that compilation (it ran differently this time)."""
+    events.emit({"type": "passes", "key": target.key, "fn": target.fn,
+                 "error": (f"The program ran again but did not compile {target.fn} (compilation {target.key}) "
+                           f"this time (it made {len(compiled_keys)} compilations). Run it again, then ask again.")})

@@ -1,0 +1,89 @@
+"""The device peak a worker measured, kept per host so that only the first worker start pays for it.
+
+Lives beside the compile caches (``--compile-cache-dir``), in a folder of its
+own that no sandbox sees: ``device-peaks/<fingerprint>.json``. The
+fingerprint names what the figures depend on: the backend, the device kind
+and count, the JAX and jaxlib versions, the host and its processor. Another
+machine, an upgrade or a different device count measures again.
+
+Only the worker (trusted code) writes here, from its own probe; a run's
+events never reach this file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import platform
+import socket
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("jaxplay.worker")
+
+FOLDER = "device-peaks"
+FORMAT = 1
+TEXT_FIELDS = ("how", "measured_at", "device_kind")
+MAX_TEXT_CHARS = 1000
+
+
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def fingerprint(description: dict[str, Any]) -> str:
+    """What a measurement is valid for (the probe's description of the devices, and this host)."""
+    parts = [str(FORMAT), socket.gethostname(), _processor(), str(os.cpu_count())]
+    parts += [str(description.get(name, "")) for name in
+              ("backend", "device_kind", "device_count", "jax_version", "jaxlib_version", "platform_version")]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
+
+
+def checked(raw: Any) -> dict[str, Any] | None:
+    """A peak as the probe reported it, or None when it is not two positive finite rates (and short text)."""
+    if not isinstance(raw, dict):
+        return None
+    peak: dict[str, Any] = {}
+    for name in ("flops_per_s", "bytes_per_s"):
+        value = raw.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
+            return None
+        peak[name] = float(value)
+    for name in TEXT_FIELDS:
+        if isinstance(raw.get(name), str):
+            peak[name] = raw[name][:MAX_TEXT_CHARS]
+    return peak
+
+
+class PeakCache:
+    def __init__(self, root: Path) -> None:
+        self.folder = root.expanduser() / FOLDER
+
+    def path(self, description: dict[str, Any]) -> Path:
+        return self.folder / f"{fingerprint(description)}.json"
+
+    def load(self, description: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            return checked(json.loads(self.path(description).read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def save(self, description: dict[str, Any], peak: dict[str, Any]) -> None:
+        path = self.path(description)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            staging = path.with_suffix(f".{os.getpid()}.tmp")
+            staging.write_text(json.dumps(peak))
+            staging.replace(path)  # two workers starting at once: one of the two whole files wins
+        except OSError as exc:
+            log.warning("could not keep the measured device peak in %s: %s", self.folder, exc)
