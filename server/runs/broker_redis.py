@@ -410,8 +410,11 @@ class RedisBroker:
         backends: dict[str, dict[str, Any]] = {}
         for link in self.scheduler.workers:
             hello = link.hello
+            # What /api/backends of a replica without this worker shows of it (the same as this one shows).
             describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
-                        "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version}
+                        "device_memory_bytes": hello.device_memory_bytes, "jax_version": hello.jax_version,
+                        "jaxlib_version": hello.jaxlib_version, "libraries": hello.libraries,
+                        "device_peak": hello.device_peak or None}
             entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "free_slots": 0, "queued": 0,
                                                         "describe": describe, "hellos": []})
             entry["hellos"].append(public_hello(hello))

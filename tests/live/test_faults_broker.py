@@ -180,6 +180,7 @@ async def backlog(a, b, client) -> None:
         assert api_a["queued"] == api_b["queued"] == backlog_now
         for entry in (api_a, api_b):  # and agrees on capacity: B's one slot, busy
             assert (entry["workers"], entry["slots"], entry["free_slots"]) == (1, 1, 0), entry
+        assert api_a["libraries"] == api_b["libraries"] and "jax" in api_a["libraries"]  # A has no worker of its own
         for c, run_id in runs:
             await c.ws.send(json.dumps({"type": "cancel", "id": run_id}))
         for c in (first, second, third):
