@@ -18,7 +18,7 @@ from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.live
 
-NOT_LOADED = "jax-22222Z"  # a room code no replica holds in memory
+NOT_LOADED = "jax-22222-2222Z"  # a room code no replica holds in memory
 CACHED = "print('answered from the cache when the database is up')"
 
 
