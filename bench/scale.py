@@ -172,7 +172,9 @@ async def backlog_agreement(servers: list[LiveServer], redis_url: str, runs: int
     from jaxplay.server.runs.broker_keys import queue_key
 
     client = aioredis.from_url(redis_url)
-    sockets = [await websockets.connect(servers[0].ws_url) for _ in range(runs // 4)]
+    # Four browsers (a session each: cookie-less sockets would all be one client, held to its run limit).
+    sockets = [await websockets.connect(servers[0].ws_url, additional_headers=servers[0].browser_headers())
+               for _ in range(runs // 4)]
     samples = []
     try:
         for n in range(runs):
