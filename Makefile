@@ -7,20 +7,33 @@ PORT ?= 8000
 NODE ?= node
 VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' jaxplay/__init__.py)
 HOST ?= 127.0.0.1
+# JAX runtimes besides the venv's own JAX (sandbox/runtimes/pins.py pins their libraries), installed once per
+# host in RUNTIMES_DIR and shared by every checkout; `make run` offers RUN_RUNTIMES, the tests TEST_RUNTIMES.
+RUNTIMES_DIR ?= $(HOME)/.local/share/jaxplay/runtimes
+RUN_RUNTIMES ?= 0.4.38
+TEST_RUNTIMES ?= 0.4.38,0.6.2
 APT_RUN := bubblewrap python3-venv
 APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server kubectl
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+comma := ,
 
-.PHONY: run test lint bench frontend dist image image-gpu system-deps system-test-deps clean
+.PHONY: run test lint bench frontend dist image image-gpu system-deps system-test-deps clean runtimes run-runtimes
 
-run: system-deps $(VENV)/.installed frontend
-	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT)
+run: system-deps $(VENV)/.installed frontend run-runtimes
+	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT) --runtimes $(RUN_RUNTIMES) --runtimes-dir $(RUNTIMES_DIR)
 
-test: system-deps system-test-deps $(VENV)/.installed-test frontend
+test: system-deps system-test-deps $(VENV)/.installed-test frontend runtimes
 	$(BIN)/ruff check jaxplay server sandbox tests bench setup.py
-	$(BIN)/pytest -q
+	JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest -q
 
-bench: $(VENV)/.installed-test frontend
+# Installing is idempotent: a runtime already complete costs a file check (~1 s for the command).
+runtimes: $(VENV)/.installed
+	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(TEST_RUNTIMES)) --runtimes-dir $(RUNTIMES_DIR)
+
+run-runtimes: $(VENV)/.installed
+	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(RUN_RUNTIMES)) --runtimes-dir $(RUNTIMES_DIR)
+
+bench: $(VENV)/.installed-test frontend runtimes
 	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/timing_fidelity.py
 	$(BIN)/python bench/inspect_overhead.py
@@ -28,6 +41,7 @@ bench: $(VENV)/.installed-test frontend
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/workshop.py
 	$(BIN)/python bench/libraries.py
+	JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/python bench/runtimes.py
 
 # Builds the page only when its sources are newer than frontend/dist and Node >= 20.19
 # is usable; otherwise serves the assets already built, and says which (NODE=... picks a Node).

@@ -10,6 +10,7 @@ the same shape is produced whether a run was executed, cached or rejected.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from jaxplay import json_input
 
 MAX_RUN_ID_CHARS = 128
+RUNTIME_NAME = re.compile(r"^[0-9][0-9A-Za-z.+_-]{0,39}$")
 
 
 class RunStatus(StrEnum):
@@ -49,6 +51,7 @@ class ClientRun:
     inspect: bool = True
     fresh: bool = False
     profile: bool = False
+    runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class ClientPasses:
     key: str
     fn: str
     backend: str | None = None
+    runtime: str | None = None  # the JAX of the run whose compilation Inspect shows
 
 
 # --- workshop rooms (server/rooms/hub.py) ---------------------------------------
@@ -223,7 +227,15 @@ def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) 
     if not isinstance(fn, str) or not fn or len(fn) > MAX_FN_NAME_CHARS:
         raise ProtocolError(f"'passes': field 'fn' must be the function's name (1 to {MAX_FN_NAME_CHARS} "
                             "characters), as its 'compiled' event gave it.", rid)
-    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None)
+    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid))
+
+
+def _runtime(raw: dict[str, Any], rid: str) -> str | None:
+    runtime = raw.get("runtime")
+    if runtime is not None and (not isinstance(runtime, str) or not RUNTIME_NAME.match(runtime)):
+        raise ProtocolError("Field 'runtime' must be a JAX version the backend offers, such as '0.4.38' "
+                            "(GET /api/backends lists them), or left out.", rid, reason="unknown_runtime")
+    return runtime or None
 
 
 def _is_compile_key(key: str) -> bool:
@@ -239,13 +251,15 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
     if timeout_s is not None:
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, int | float) or not timeout_s > 0:
             raise ProtocolError("Field 'timeout_s' must be a positive number of seconds, or left out.", rid)
+    runtime = _runtime(raw, rid)
     flags = {}
     for name in ("inspect", "fresh", "profile"):
         value = raw.get(name, ClientRun.__dataclass_fields__[name].default)
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)
         flags[name] = value
-    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, **flags)
+    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
+                     **flags)
 
 
 # --- server events --------------------------------------------------------

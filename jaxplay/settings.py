@@ -108,6 +108,13 @@ class Settings:
                               "replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
                                     "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.")
+    runtimes: str = setting("", "JAX versions a worker offers besides its own JAX, comma-separated (e.g. "
+                                "'0.4.38,0.6.2'), each installed with `jaxplay runtimes add`; 'all' offers every "
+                                "installed one.")
+    runtimes_dir: Path = setting(user_dir("XDG_DATA_HOME", ".local/share") / "runtimes",
+                                 "Folder of the installed JAX runtimes, one Python environment each.")
+    runtime_idle_s: float = setting(600.0, "A runtime other than the worker's own stops its sandboxes after this "
+                                           "many seconds without a run, and starts them again at its next run.")
 
     @property
     def worker_listen_port(self) -> int:

@@ -3,9 +3,9 @@
 A worker dials the server and speaks first::
 
     worker -> server  hello     {token, name, backend, device_kind, device_count,
-                                 jax_version, jaxlib_version, slots, devices, libraries, device_peak}
+                                 jax_version, jaxlib_version, slots, devices, libraries, device_peak, runtimes}
     server -> worker  welcome   {}                      or refused {message}, then close
-    server -> worker  job       {run_id, code, timeout_s, options}
+    server -> worker  job       {run_id, code, timeout_s, options, runtime}
     server -> worker  cancel    {run_id}
     worker -> server  event     {run_id, event}         an event for the browser, no 'id'
     worker -> server  finished  {run_id, status, elapsed_ms, message?}
@@ -13,6 +13,13 @@ A worker dials the server and speaks first::
 
 ``slots`` is the worker's own view of its sandboxes for the server's metrics:
 ``oom_kills`` and ``crashes`` count since the worker process started.
+
+``runtimes`` lists the JAX versions the worker offers (sandbox/runtimes/): each
+``{name, jax_version, jaxlib_version, default, libraries, problem}``; the one with
+``default`` is the worker's own JAX (the hello's ``jax_version``), and one with a
+``problem`` cannot run programs (its install or its probe failed). A job's
+``runtime`` names one of them ("" for the default); any other is ``finished``
+with status ``rejected``.
 
 ``finished`` is the worker's last word on a run; the server turns it into the
 browser's ``done``. Messages are JSON text frames named by who sends them.
@@ -47,6 +54,8 @@ class WorkerHello:
     libraries: dict[str, str] = field(default_factory=dict)
     # The measured peak for rooflines: {flops_per_s, bytes_per_s, how, measured_at, device_kind}, or {}.
     device_peak: dict[str, Any] = field(default_factory=dict)
+    # The JAX runtimes it offers (RUNTIME_FIELDS each); empty from a worker that offers only its own JAX.
+    runtimes: list[dict[str, Any]] = field(default_factory=list)
     protocol: int = PROTOCOL_VERSION
     type: str = "hello"
 
@@ -68,6 +77,7 @@ class ServerJob:
     code: str
     timeout_s: float
     options: dict[str, Any] = field(default_factory=dict)
+    runtime: str = ""  # a JAX version the worker offers; "" for its default
     type: str = "job"
 
 
@@ -113,8 +123,29 @@ _BY_TYPE: dict[str, type] = {
 # downstream (the scheduler, /api/backends) ever sees a count that is a string.
 _CHECKS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float),
                                         "dict[str, Any]": (dict,), "str | None": (str, type(None)),
-                                        "dict[str, str]": (dict,)}
+                                        "dict[str, str]": (dict,), "list[dict[str, Any]]": (list,)}
 MAX_FIELD_CHARS = 1 << 10
+MAX_RUNTIMES = 64
+MAX_RUNTIME_NAME_CHARS = 40
+# Each runtime a hello lists: field -> accepted types.
+RUNTIME_FIELDS: dict[str, tuple[type, ...]] = {"name": (str,), "jax_version": (str,), "jaxlib_version": (str,),
+                                               "default": (bool,), "libraries": (dict,),
+                                               "problem": (str, type(None))}
+
+
+def _validate_runtimes(runtimes: list[Any]) -> None:
+    if len(runtimes) > MAX_RUNTIMES:
+        raise ValueError(f"'hello' may list at most {MAX_RUNTIMES} runtimes")
+    for runtime in runtimes:
+        if not isinstance(runtime, dict) or set(runtime) != set(RUNTIME_FIELDS):
+            raise ValueError(f"each runtime of 'hello' must have exactly the fields {sorted(RUNTIME_FIELDS)}")
+        for name, types in RUNTIME_FIELDS.items():
+            if not isinstance(runtime[name], types):
+                raise ValueError(f"runtime field {name!r} of 'hello' has the wrong type")
+        if not 0 < len(runtime["name"]) <= MAX_RUNTIME_NAME_CHARS or len(str(runtime["problem"])) > MAX_FIELD_CHARS:
+            raise ValueError(f"a runtime's name must be 1 to {MAX_RUNTIME_NAME_CHARS} characters")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in runtime["libraries"].items()):
+            raise ValueError("a runtime's libraries must map names to version strings")
 
 
 def _validate(message: Any) -> None:
@@ -129,6 +160,10 @@ def _validate(message: Any) -> None:
             raise ValueError(f"field {f.name!r} of {message.type!r} must be finite")
         if isinstance(message, WorkerHello) and isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
             raise ValueError(f"field {f.name!r} of 'hello' is longer than {MAX_FIELD_CHARS} characters")
+    if isinstance(message, WorkerHello):
+        _validate_runtimes(message.runtimes)
+    if isinstance(message, ServerJob) and len(message.runtime) > MAX_RUNTIME_NAME_CHARS:
+        raise ValueError(f"a job's runtime must be at most {MAX_RUNTIME_NAME_CHARS} characters")
     if isinstance(message, WorkerHello) and not (0 < message.slots <= 4096 and 0 <= message.device_count <= 1 << 16):
         raise ValueError("'hello' must offer 1 to 4096 slots and a device count from 0 to 65536")
     if isinstance(message, WorkerHello) and message.device_peak:

@@ -3,11 +3,16 @@
 Tasks and ownership::
 
     WorkerAgent.serve_forever
-      ├─ starts the slots (each owns one sandbox) and probes the devices once
+      ├─ starts the slots of its own JAX (each owns one sandbox) and probes the
+      │  devices once; checks the other JAX runtimes it offers (agent_runtimes.py),
+      │  whose slots start at first use; a sweep stops runtimes left idle
       └─ per connection: the receive loop (jobs, cancels), one writer task that
          sends every outgoing frame in order, and one task per job in flight.
          A lost connection kills the runs in flight (the server has already
          failed them) and the agent dials again with backoff.
+
+A job takes a seat (``--slots`` of them; on a GPU host each owns its GPUs),
+then its runtime's slot on that seat (sandbox/engine/runtime_pool.py).
 
 A refused token is final: the agent prints the server's reason and exits 2.
 """
@@ -24,9 +29,11 @@ from typing import Any
 import websockets
 
 from jaxplay import worker_protocol as wp
+from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
-from jaxplay.sandbox.engine.slot import Slot
+from jaxplay.sandbox.engine.runtime_pool import RuntimePool, Seats, SlotFactory
+from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
 from jaxplay.sandbox.isolation import bwrap, gpu
 from jaxplay.settings import Settings
 
@@ -66,9 +73,14 @@ class WorkerAgent:
         self.server_url = server_url
         self.token = token
         self.name = name or socket.gethostname()
-        self.slots: list[Slot] = []
-        self.free: asyncio.Queue[Slot] = asyncio.Queue()
-        self.running: dict[str, Slot] = {}
+        self.slots: list[Slot] = []  # the slots of its own JAX, one per seat
+        self.seats = Seats(0)
+        self.seat_devices: list[tuple[str, ...]] = []
+        self.running: dict[str, Slot | None] = {}  # None while the run's slot starts
+        self.cancelled_early: set[str] = set()
+        self.pools: dict[str, RuntimePool] = {}  # JAX version -> its slots
+        self.default_runtime = ""
+        self.runtime_entries: list[dict[str, Any]] = []
         self.description: dict[str, Any] = {}
         self.device_peak: dict[str, Any] = {}  # measured once per host (sandbox/engine/calibration.py)
         # Since this process started; reported to the server in every ``slots`` message.
@@ -77,36 +89,66 @@ class WorkerAgent:
         self.outbox: asyncio.Queue[str] | None = None
         self.caches: CompileCaches | None = None
         self._fill: asyncio.Task[None] | None = None
+        self._runtime_fills: list[asyncio.Task[None]] = []
 
     async def start_slots(self) -> None:
-        """Start every slot and probe the devices; a host this worker must not serve from as configured
-        raises ``WorkerCannotStart`` naming the cause (its slots already closed)."""
-        devices = gpu.slot_devices(self.settings)
-        self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
-        self.slots = [Slot(i, self.settings, self.name, nodes, self.caches) for i, nodes in enumerate(devices)]
-        try:
-            await asyncio.gather(*(slot.start() for slot in self.slots))
-            self.description = await self.probe(self.slots[0])
-        except (bwrap.SandboxUnavailable, RuntimeError) as exc:
-            await self.close_slots()
-            raise WorkerCannotStart(str(exc)) from exc
-        refusal = gpu.fallback_refusal(self.description, devices[0], self.settings.allow_cpu_fallback)
-        if refusal:
-            await self.close_slots()
-            raise WorkerCannotStart(refusal)
+        """Start the worker's own JAX on every seat and probe the devices; a host this worker must not
+        serve from as configured raises ``WorkerCannotStart`` naming the cause (its sandboxes closed)."""
+        devices = self.seat_devices = gpu.slot_devices(self.settings)
+        own = await self.start_own_runtime(devices)
         if devices[0] and self.description.get("backend") == "cpu":
             # --allow-cpu-fallback on an accelerator host: CPU runs on --slots sandboxes, not one per GPU node.
-            await self.close_slots()
-            self.caches = self.compile_caches("cpu")
-            self.slots = [Slot(i, self.settings, self.name, (), self.caches) for i in range(max(1, self.settings.slots))]
-            await asyncio.gather(*(slot.start() for slot in self.slots))
+            await own.close()
+            devices = self.seat_devices = [() for _ in range(max(1, self.settings.slots))]
+            own = await self.start_own_runtime(devices)
+        backend = "gpu" if devices[0] else "cpu"
         self.device_peak = await self.measured_peak(self.slots[0])
-        for slot in self.slots:
-            self.free.put_nowait(slot)
+        own.name = self.default_runtime = self.description["jax_version"]
+        others, listed = await agent_runtimes.start_offered(
+            self.settings, self.default_runtime, lambda name, runtime: self.runtime_slots(backend, name, runtime),
+            self.probe)
+        self.pools = {own.name: own, **others}
+        for pool in others.values():
+            self.fill_on_first_use(pool)
+        self.runtime_entries = [agent_runtimes.entry(own.name, self.description, True), *listed]
+        asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
+        self.seats = Seats(len(devices))
         if self.caches is not None:
             self._fill = asyncio.create_task(self.caches.fill(self.slots[0].fill_environment()))
         log.info("worker %s: %s x%s (%s), %d slot(s)", self.name, self.description["backend"],
                  self.description["device_count"], self.description["device_kind"], len(self.slots))
+
+    async def start_own_runtime(self, devices: list[tuple[str, ...]]) -> RuntimePool:
+        """The worker's own JAX, started on every seat and probed; refused with the cause when it cannot be."""
+        self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
+        own = RuntimePool("", lambda seat: Slot(seat, self.settings, self.name, devices[seat], self.caches),
+                          stays_warm=True, idle_s=self.settings.runtime_idle_s)
+        try:
+            await own.start(list(range(len(devices))))
+            self.slots = [own.slots[seat] for seat in range(len(devices))]
+            self.description = await self.probe(self.slots[0])
+        except (bwrap.SandboxUnavailable, RuntimeError) as exc:
+            await own.close()
+            raise WorkerCannotStart(str(exc)) from exc
+        refusal = gpu.fallback_refusal(self.description, devices[0], self.settings.allow_cpu_fallback)
+        if refusal:
+            await own.close()
+            raise WorkerCannotStart(refusal)
+        return own
+
+    def runtime_slots(self, backend: str, version: str, runtime: SlotRuntime) -> SlotFactory:
+        """Slots of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""
+        caches = self.compile_caches(f"{backend}-jax-{version}")
+        return lambda seat: Slot(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat], caches,
+                                 runtime)
+
+    def fill_on_first_use(self, pool: RuntimePool) -> None:
+        """A runtime's shared compile cache is filled (by its own Python) when it is first used, not at start."""
+        def fill(slot: Slot) -> None:
+            if slot.caches is not None and pool.runtime is not None:
+                self._runtime_fills.append(asyncio.create_task(
+                    slot.caches.fill(slot.fill_environment(), str(pool.runtime.interpreter))))
+        pool.on_first_start = fill
 
     def compile_caches(self, backend: str) -> CompileCaches | None:
         if self.settings.sandbox == "none":
@@ -158,10 +200,8 @@ class WorkerAgent:
             slots=len(self.slots), platform_version=d.get("platform_version", ""),
             device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
             device_peak=self.device_peak,
+            runtimes=self.runtime_entries,
         )
-
-    async def close_slots(self) -> None:
-        await asyncio.gather(*(slot.close() for slot in self.slots), return_exceptions=True)
 
     async def serve_forever(self) -> None:
         allow_priority_restore()
@@ -181,7 +221,7 @@ class WorkerAgent:
                 await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
                 attempt += 1
         finally:
-            await self.close_slots()
+            await asyncio.gather(*(pool.close() for pool in self.pools.values()), return_exceptions=True)
 
     async def session(self, ws: Any) -> None:
         outbox: asyncio.Queue[str] = asyncio.Queue()
@@ -199,9 +239,7 @@ class WorkerAgent:
                 if isinstance(message, wp.ServerJob):
                     asyncio.create_task(self.execute(message, outbox))
                 elif isinstance(message, wp.ServerCancel):
-                    slot = self.running.get(message.run_id)
-                    if slot:
-                        slot.cancel(message.run_id)
+                    self.cancel(message.run_id)
         finally:
             self.outbox = None
             writer.cancel()
@@ -215,15 +253,42 @@ class WorkerAgent:
             self.outbox.put_nowait(wp.encode(wp.WorkerSlots(busy=len(self.running), total=len(self.slots),
                                                             oom_kills=self.oom_kills, crashes=self.crashes)))
 
+    def cancel(self, run_id: str) -> None:
+        slot = self.running.get(run_id)
+        if slot is not None:
+            slot.cancel(run_id)
+        elif run_id in self.running:  # its runtime's sandbox is still starting
+            self.cancelled_early.add(run_id)
+
+    def runtime_refusal(self, name: str) -> str:
+        offered = ", ".join(e["name"] + (" (default)" if e["default"] else "")
+                            for e in self.runtime_entries if not e["problem"])
+        broken = next((e for e in self.runtime_entries if e["name"] == name and e["problem"]), None)
+        why = f"JAX {name} cannot run programs here: {broken['problem']}" if broken else f"JAX {name} is not offered here"
+        return f"{why}. This worker offers JAX {offered}."
+
     async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
-        slot = await self.free.get()
-        self.running[job.run_id] = slot
+        pool = self.pools.get(job.runtime or self.default_runtime)
+        if pool is None:
+            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0,
+                                                          self.runtime_refusal(job.runtime))))
+            return
+        seat = await self.seats.take(pool.warm_on)
+        self.running[job.run_id] = None
+        pool.taken()
         self.report_slots()
 
         def send(event: dict[str, Any]) -> None:
             outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
 
+        slot: Slot | None = None
         try:
+            slot = await pool.slot_for(seat)  # an idle runtime starts its sandbox here
+            self.running[job.run_id] = slot
+            if job.run_id in self.cancelled_early:
+                outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
+                                                              "Stopped at your request.")))
+                return
             options = {**job.options, "device_peak": self.device_peak} if self.device_peak else job.options
             result = await slot.run(job.run_id, job.code, job.timeout_s, options, send)
             self.oom_kills += result.out_of_memory
@@ -236,21 +301,23 @@ class WorkerAgent:
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, f"Worker fault: {exc}")))
         finally:
             del self.running[job.run_id]
+            self.cancelled_early.discard(job.run_id)
+            pool.released()
             self.report_slots()
-            if not slot.alive:
-                asyncio.create_task(self._revive(slot))
-            else:
-                self.free.put_nowait(slot)
+            if slot is not None and not slot.alive and pool.stays_warm:
+                asyncio.create_task(self._revive(pool, seat))
+            else:  # another runtime's dead slot is started again at its next run
+                self.seats.give(seat)
 
-    async def _revive(self, slot: Slot) -> None:
+    async def _revive(self, pool: RuntimePool, seat: int) -> None:
         try:
-            await slot.restart()
-            self.free.put_nowait(slot)
+            await pool.slot_for(seat)
+            self.seats.give(seat)
         except Exception:
-            log.exception("slot %s could not be restarted; retrying in 5 s", slot.name)
+            log.exception("seat %s of JAX %s could not be restarted; retrying in 5 s", seat, pool.name)
             await asyncio.sleep(5)
-            asyncio.create_task(self._revive(slot))
+            asyncio.create_task(self._revive(pool, seat))
 
     async def abandon_runs(self) -> None:
-        for run_id, slot in list(self.running.items()):
-            slot.cancel(run_id)
+        for run_id in list(self.running):
+            self.cancel(run_id)

@@ -201,6 +201,7 @@ class BrowserConnection:
         Queued, limited and cancelled like any run of this browser; never answered from the result cache."""
         self._check_room_for_run(message.id, None)
         backend = self._backend(message.backend, message.id)
+        runtime = self._runtime(backend, message.runtime, message.id)  # the JAX whose passes Inspect shows
 
         def emit(event: dict[str, Any]) -> None:
             if event.get("type") in PASSES_EVENTS:
@@ -208,7 +209,7 @@ class BrowserConnection:
 
         run = Run(client_id=message.id, code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
                   options={"inspect": True, "passes": {"key": message.key, "fn": message.fn}}, emit=emit,
-                  session_id=self.session_id)
+                  session_id=self.session_id, network=self.network, runtime=runtime)
         self.runs[message.id] = run
         try:
             self.scheduler.submit(run)
@@ -237,16 +238,23 @@ class BrowserConnection:
         except bp.ProtocolError as exc:
             raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
 
+    def _runtime(self, backend: str, requested: str | None, run_id: str) -> str:
+        try:
+            return self.scheduler.resolve_runtime(backend, requested)
+        except bp.ProtocolError as exc:
+            raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
+
     async def start_run(self, message: bp.ClientRun) -> None:
         self._check_room_for_run(message.id, message.timeout_s)
         backend = self._backend(message.backend, message.id)
+        runtime = self._runtime(backend, message.runtime, message.id)
         limit = self.settings.run_timeout_s
         options: dict[str, Any] = {"inspect": message.inspect}
         if message.profile:
             options["profile"] = True
         run = Run(client_id=message.id, code=message.code, backend=backend,
                   timeout_s=float(message.timeout_s or limit),
-                  options=options, emit=self.emit, session_id=self.session_id, network=self.network)
+                  options=options, emit=self.emit, session_id=self.session_id, network=self.network, runtime=runtime)
         if self.rooms is not None:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run

@@ -29,8 +29,8 @@ DEVICE_MEMORY_BYTES = 80 << 30
 
 
 class GpuDoubleAgent(WorkerAgent):
-    async def probe(self, slot: Slot) -> dict[str, Any]:
-        found = await super().probe(slot)
+    async def probe(self, slot: Slot, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        found = await super().probe(slot, options)
         return {**found, "backend": "gpu", "device_kind": DEVICE_KIND, "device_count": 1,
                 "device_memory_bytes": DEVICE_MEMORY_BYTES, "backend_error": None}
 

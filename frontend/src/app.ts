@@ -17,11 +17,14 @@ import { Drafts } from "./drafts";
 import { createEditor, type PlaygroundEditor } from "./editor";
 import { EMBED_HIDDEN_TABS, embedViewFrom } from "./embed_view";
 import defaultExample from "./examples/default.py?raw";
+import { connectCompare } from "./panels/compare";
 import { PANELS } from "./panels/index";
 import type { Panel, PanelContext } from "./panels/types";
 import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { resultsSizeButton } from "./results_size";
 import { RunAlert } from "./run_alert";
+import { ApiNames, offerRuntimesInHints, RuntimePicker } from "./runtimes";
+import { LinkRuntimeNote, linkedRuntime } from "./runtimes_link";
 import { mountShare, type ShareController } from "./share";
 import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
@@ -51,6 +54,9 @@ export class App {
   readonly connectionListeners: Array<(state: ConnectionState) => void> = [];
   private readonly status = new StatusLine();
   private readonly backends: BackendPicker;
+  /** The JAX version of the chosen backend that runs get (runtimes.ts). */
+  readonly runtimes = new RuntimePicker();
+  private readonly linkNote: LinkRuntimeNote;
   private readonly tabs = new Tabs();
   private readonly runButton: HTMLButtonElement;
   private readonly stopButton: HTMLButtonElement;
@@ -80,14 +86,25 @@ export class App {
     document.body.classList.add(`mode-${boot.mode}`);
 
     this.backends = new BackendPicker(boot.snippet?.backend ?? null);
-    // Completion and help follow the JAX of the backend the code will run on.
-    this.backends.onSelect = (backend) => {
-      if (backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    this.linkNote = new LinkRuntimeNote(linkedRuntime(boot), this.runtimes, () => this.run());
+    // Completion and help follow the JAX the code will run on: the chosen backend's chosen runtime.
+    this.runtimes.onSelect = (runtime) => {
+      const version = runtime?.jax_version ?? this.backends.selected?.jax_version;
+      if (version) void this.apiIndex.load(version);
     };
     // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
     this.backends.onProblems = (problems) => {
       for (const message of problems) this.route({ type: "notice", id: null, level: "error", message });
     };
+    this.backends.onSelect = (backend) => {
+      this.runtimes.showBackend(backend);
+      this.linkNote.showBackend(backend);
+      if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+    };
+    offerRuntimesInHints(this.runtimes, new ApiNames(), (runtime) => {
+      this.runtimes.choose(runtime);
+      this.run();
+    });
     this.runButton = el(
       "button",
       { class: "btn btn-run", type: "button", title: `Run (${runShortcutLabel})`, "data-testid": "run" },
@@ -135,6 +152,8 @@ export class App {
     this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
     this.tabs.list.append(resultsSizeButton());
     this.tabs.onChange = () => this.runAlert.render();
+    // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
+    this.backends.element.insertBefore(this.runtimes.element, this.backends.element.children[1] ?? null);
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);
@@ -178,6 +197,7 @@ export class App {
       if (view) this.tabs.show(view);
     }
 
+    this.tabs.element.prepend(this.linkNote.element);
     this.connection = new Connection(socketUrl(), {
       onEvent: (ev) => this.onEvent(ev),
       onStateChange: (state) => this.onConnectionState(state),
@@ -194,6 +214,15 @@ export class App {
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
       linked: (id, code) => this.onLinked(id, code),
+    });
+    connectCompare({
+      send: (message) => this.connection.send(message),
+      cancel: (id) => this.connection.send({ type: "cancel", id }),
+      code: () => this.editor.getCode(),
+      backend: () => this.backends.value,
+      runtimes: () => this.runtimes.runtimes,
+      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
+      listen: (listener) => this.eventListeners.push(listener),
     });
     window.setTimeout(() => {
       if (this.connection.state !== "open") this.showUnreachable();
@@ -215,6 +244,8 @@ export class App {
     for (const panel of this.panels) Object.assign(message, panel.runFields?.());
     const backend = this.backends.value;
     if (backend) message.backend = backend;
+    const runtime = this.runtimes.value;
+    if (runtime) message.runtime = runtime;
     Object.assign(message, extra);
     this.share.onRunStart(message);
     this.runInfo.textContent = "";

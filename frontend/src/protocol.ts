@@ -24,6 +24,8 @@ export interface ClientRun {
   timeout_s?: number;
   inspect?: boolean;
   fresh?: boolean;
+  /** A JAX version the backend offers (`BackendInfo.runtimes`); left out for the default. */
+  runtime?: string;
   /** Fields contributed by panels (`Panel.runFields`); the server validates them. */
   [field: string]: unknown;
 }
@@ -44,6 +46,8 @@ export interface ClientPasses {
   key: string;
   fn: string;
   backend?: string;
+  /** The JAX of the run whose compilation it was (its `started` event's runtime). */
+  runtime?: string;
 }
 
 // Workshop rooms (server/rooms/hub.py): follow a presenter's editor and runs.
@@ -97,7 +101,11 @@ export interface StartedEvent extends RunEventBase {
   type: "started";
   backend: string;
   devices: Record<string, unknown>;
+  /** The JAX of the runtime that runs it. */
   jax_version: string;
+  /** That runtime's name (its JAX version), and whether it is the worker's default. */
+  runtime?: string;
+  default_runtime?: boolean;
 }
 
 export interface StdoutEvent extends RunEventBase {
@@ -120,6 +128,10 @@ export interface ErrorEvent extends RunEventBase {
   traceback: string;
   /** A short hint for a removed or moved JAX API, or "Did you mean ...?"; shown under the error. */
   hint?: string;
+  /** The JAX name the program used that this JAX lacks, e.g. "jax.tree_map" (offer another runtime). */
+  api?: string;
+  /** When that name came or went, where known: `{ removed_in: "0.6.0" }` or `{ added_in: "0.6.0" }`. */
+  api_versions?: { removed_in?: string; added_in?: string };
 }
 
 export interface DisplayEvent extends RunEventBase {
@@ -248,6 +260,8 @@ export interface BackendInfo {
   libraries?: Record<string, string>;
   /** The device's measured peak for rooflines (null until a worker measured it). */
   device_peak?: DevicePeak | null;
+  /** The JAX versions it offers, newest first (jaxplay/worker_protocol.py, server/runs/runtimes.py). */
+  runtimes?: RuntimeInfo[];
 }
 
 /** Measured by the worker at start (a matmul and an in-place copy), per host. */
@@ -257,6 +271,20 @@ export interface DevicePeak {
   how?: string;
   measured_at?: string;
   device_kind?: string;
+}
+
+export interface RuntimeInfo {
+  /** Its JAX version: what a run names in `runtime`. */
+  name: string;
+  jax_version: string;
+  jaxlib_version: string;
+  /** A worker's own JAX: what runs get when they name none. */
+  default: boolean;
+  libraries: Record<string, string>;
+  /** Workers that can run it. */
+  workers: number;
+  /** Why no worker can run it (its install or start failed); null when it works. */
+  problem: string | null;
 }
 
 export interface BackendsResponse {

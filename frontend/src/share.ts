@@ -12,7 +12,7 @@
 import type { Boot } from "./boot";
 import { el, isApple } from "./dom";
 import type { PlaygroundEditor } from "./editor";
-import type { ClientRun, DoneEvent, ServerEvent } from "./protocol";
+import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "./protocol";
 import { ShareBanner } from "./share_banner";
 import { EMBED_VIEWS, type EmbedView, embedUrlFor } from "./embed_view";
 import { lockUntilEdit } from "./share_embed";
@@ -156,7 +156,7 @@ export class ShareController {
   // --- the run on screen -------------------------------------------------
 
   onRunStart(message: ClientRun): void {
-    const { type: _t, id: _i, code, backend, fresh: _f, ...settings } = message;
+    const { type: _t, id: _i, code, backend, fresh: _f, runtime: _r, ...settings } = message;
     this.last = { code, backend: backend ?? null, settings: JSON.stringify(settings), events: [], recordedAt: null, done: null };
     if (!this.replaying) this.banner.show({ kind: "none" });
   }
@@ -229,6 +229,9 @@ export class ShareController {
         runNote = "The run's output is over 10 MiB, so the link has the code only.";
       } else {
         body.recorded_run = run.events;
+        // The JAX version it ran on: opening the link runs on it again while it is offered (runtimes_link.ts).
+        const started = run.events.find((e): e is StartedEvent => e.type === "started");
+        if (started?.runtime) body.runtime = started.runtime;
         if (run.recordedAt) body.recorded_at = run.recordedAt;
       }
     }

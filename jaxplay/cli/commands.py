@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from jaxplay import __version__
+from jaxplay.cli import runtimes
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups")
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups",
+                 "runtimes", "runtimes_dir", "runtime_idle_s")
 PURGE_FIELDS = ("data_dir", "database_url", "log_level")
 CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
            "metrics": ("off", "loopback", "token"), "trusted_proxy_header": ("x-forwarded-for", "forwarded")}
@@ -61,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="A worker's name, as the server's log shows it ('worker NAME joined'); repeatable.")
     which.add_argument("--all", action="store_true", help="Every entry, whichever worker recorded it.")
     add_setting_flags(purge, PURGE_FIELDS)
+    runtimes.add_parser(commands, add_setting_flags)
     return parser
 
 
@@ -166,6 +169,10 @@ def purge_results(args: argparse.Namespace) -> None:
     results.purge_results(args.worker, args.all, settings_from(args))
 
 
+def manage_runtimes(args: argparse.Namespace) -> None:
+    runtimes.run(args, settings_from(args))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    {"serve": serve, "worker": worker, "purge-results": purge_results}[args.command](args)
+    {"serve": serve, "worker": worker, "purge-results": purge_results, "runtimes": manage_runtimes}[args.command](args)

@@ -117,7 +117,7 @@ class CompileCaches:
     def filled(self) -> bool:
         return (self.shared / FILLED_STAMP).exists()
 
-    async def fill(self, env: dict[str, str]) -> None:
+    async def fill(self, env: dict[str, str], interpreter: str | None = None) -> None:
         """Compile the gallery and the common operations into the shared cache, once per environment.
 
         Trusted code only (this project's examples), in a process of its own with a
@@ -125,7 +125,8 @@ class CompileCaches:
         """
         if self.filled():
             return
-        command = [sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
+        # ``interpreter``: a JAX runtime's Python (sandbox/runtimes/), which fills its own shared cache.
+        command = [interpreter or sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
                    str(self.shared), str(GALLERY)]
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from jaxplay.sandbox.capture import jit_source_map
+from jaxplay.sandbox.capture import jax_compat, jit_source_map
 
 # Narrow enough that every equation starts its own line (so each can point at
 # its source line), wide enough that short equations stay on one line.
@@ -57,10 +57,9 @@ def short(text: str, limit: int) -> str:
 
 
 def aval_text(value: Any) -> str:
-    import jax
 
     try:
-        aval = jax.typeof(value)
+        aval = jax_compat.typeof(value)
     except TypeError:
         return type(value).__name__
     text = aval.str_short(short_dtypes=True) if hasattr(aval, "str_short") else str(aval)
@@ -123,7 +122,7 @@ def signature_text(arguments: list[dict[str, str]]) -> str:
 
 def outputs_text(traced: Any) -> str | None:
     try:
-        return avals_text(traced.out_avals)
+        return avals_text(jax_compat.out_avals(traced))
     except Exception:
         return None
 
@@ -245,7 +244,8 @@ def artifact_texts(traced: Any, lowered: Any, compiled: Any) -> dict[str, tuple[
     """The three texts with their source-line ranges, before any cutting."""
     jaxpr = traced.jaxpr.pretty_print(source_info=True, width=JAXPR_WIDTH)
     stablehlo = lowered.as_text()
-    stablehlo_ranges = jit_source_map.stablehlo_line_ranges(stablehlo, lowered.as_text(debug_info=True))
+    located = jax_compat.stablehlo_with_locations(lowered)
+    stablehlo_ranges = jit_source_map.stablehlo_line_ranges(stablehlo, located) if located else []
     hlo = compiled.as_text()
     return {
         "jaxpr": (jaxpr, jit_source_map.jaxpr_line_ranges(jaxpr)),

@@ -67,7 +67,8 @@ PHASE_EVENTS = {
 }
 PERSISTENT_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 # Records jax logs at WARNING only because we turned on jax_explain_cache_misses.
-EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "jax._src.compilation_cache")
+EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "jax._src.compilation_cache",
+                   "jax._src.pjit")  # the last: where JAX before 0.5 explains tracing misses
 EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
 FN_TIMING_INTERVAL_S = 1.0
 MAX_TIMING_SAMPLES = 100_000

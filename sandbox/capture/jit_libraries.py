@@ -23,12 +23,16 @@ import contextlib
 import dataclasses
 import functools
 import importlib.abc
+import linecache
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from jaxplay.sandbox.capture import jit_artifacts
+from jaxplay.sandbox.capture import jax_compat, jit_artifacts
+from jaxplay.sandbox.output import events
+
+USER_FILENAME = "<playground>"
 
 EQUINOX_JIT = "equinox._jit"
 NNX_COMPILATION = "flax.nnx.transforms.compilation"
@@ -61,7 +65,7 @@ class UserCall:
 
     def outputs_text(self, traced: Any) -> str | None:
         try:
-            avals = traced.out_avals[self.output_index]
+            avals = jax_compat.out_avals(traced)[self.output_index]
             if not self.outputs_as_leaves:
                 return jit_artifacts.avals_text(avals)
             import jax
@@ -227,8 +231,13 @@ def _patch_safely(patch: Callable[[Any], None], module: Any) -> None:
     try:
         patch(module)
     except Exception as exc:  # a library version we do not know: its functions are still captured as jax.jit
-        print(f"[playground] Inspect cannot follow {module.__name__} ({type(exc).__name__}: {exc}); "
-              "its jitted functions are shown as JAX sees them.", file=sys.stderr)
+        # A one-line note beside the output (an older library on an older JAX runtime), not the program's
+        # stderr; only for a program that names the library (preloaded libraries are patched for every run).
+        if module.__name__.partition(".")[0] not in "".join(linecache.getlines(USER_FILENAME)):
+            return
+        events.emit({"type": "notice", "level": "info", "view": "Inspect",
+                     "message": f"Inspect cannot follow {module.__name__} on this version ({type(exc).__name__}: "
+                                f"{exc}); its jitted functions are shown as JAX sees them."})
 
 
 def _replace(owner: Any, name: str, value: Any) -> None:

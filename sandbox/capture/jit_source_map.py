@@ -156,11 +156,18 @@ def _hlo_frame_lines(lines: list[str]) -> dict[int, int]:
     return frame_lines
 
 
+_HLO_SOURCE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
+
+
 def hlo_line_ranges(text: str) -> LineRanges:
     lines = text.splitlines()
     frame_lines = _hlo_frame_lines(lines)
     ranges: LineRanges = []
     if not frame_lines:
+        # Older XLA (the JAX 0.4-0.6 runtimes) names file and line in each instruction's metadata instead.
+        for number, line in enumerate(lines, start=1):
+            found = _HLO_SOURCE.search(line)
+            _add(ranges, number, int(found.group(2)) if found and found.group(1) == USER_FILENAME else None)
         return ranges
     for number, line in enumerate(lines, start=1):
         match = _HLO_FRAME_ID.search(line) if "stack_frame_id=" in line else None

@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxplay.sandbox.capture import jax_compat
 from jaxplay.sandbox.capture.sharding_compiled import add_sharding_fields
 from jaxplay.sandbox.capture.sharding_layout import axis_type_name, describe_layout, describe_mesh
 from jaxplay.sandbox.output import events
@@ -119,7 +120,7 @@ def send(layout: dict[str, Any], source: dict[str, Any], **extra: Any) -> None:
 
 def typeof_text(value: Any) -> str | None:
     try:
-        return str(jax.typeof(value))
+        return jax_compat.type_text(value)
     except Exception:
         return None
 
@@ -145,7 +146,7 @@ def report(value: Any, source: dict[str, Any]) -> None:
 
 
 def report_traced(value: Any, source: dict[str, Any]) -> None:
-    aval = jax.typeof(value)
+    aval = jax_compat.typeof(value)
     text = str(aval)
     abstract_mesh = getattr(getattr(aval, "sharding", None), "mesh", None)
     manual = list(getattr(abstract_mesh, "manual_axes", ()) or ())

@@ -17,6 +17,7 @@ from typing import Any
 
 from jax import tree_util
 
+from jaxplay.sandbox.capture import jax_compat
 from jaxplay.sandbox.capture.sharding_layout import describe_layout
 
 log = logging.getLogger("jaxplay.sandbox.sharding")
@@ -96,7 +97,7 @@ def dynamic_argument_names(event: dict[str, Any]) -> list[str]:
 
 
 def output_layouts(compiled: Any) -> list[dict[str, Any]]:
-    leaves, _ = tree_util.tree_flatten_with_path(compiled.out_info)
+    leaves, _ = tree_util.tree_flatten_with_path(jax_compat.compiled_out_info(compiled))
     out = []
     for path, info in leaves:
         sharding = getattr(info, "sharding", None)

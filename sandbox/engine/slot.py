@@ -20,6 +20,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from jaxplay.browser_protocol import RunStatus
@@ -53,10 +54,19 @@ class SlotDied(RuntimeError):
     pass
 
 
+@dataclass(frozen=True)
+class SlotRuntime:
+    """A JAX runtime's interpreter and the paths its sandbox binds (sandbox/runtimes/store.py)."""
+    interpreter: Path
+    exposed: list[Path]
+
+
 class Slot:
     def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
-                 caches: CompileCaches | None = None) -> None:
+                 caches: CompileCaches | None = None, runtime: SlotRuntime | None = None) -> None:
         self.index = index
+        # Which Python (hence which JAX) the sandbox runs, and what it exposes; None: the worker's own.
+        self.runtime = runtime
         self.gpus = gpus  # the GPUs this slot owns (/dev/nvidiaN): one run on them at a time
         self.caches = caches
         self.settings = settings
@@ -77,14 +87,16 @@ class Slot:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         parent_end.setblocking(False)
         isolated = self.settings.sandbox != "none"
-        inner = bwrap.zygote_command(child_end.fileno(), isolated)
+        interpreter = str(self.runtime.interpreter) if self.runtime else None
+        inner = bwrap.zygote_command(child_end.fileno(), isolated, interpreter)
         env = self.zygote_environment()
         if isolated:
             self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []
-            command = bwrap.sandbox_command(inner, env, procs, devices, extra)
+            command = bwrap.sandbox_command(inner, env, procs, devices, extra,
+                                            self.runtime.exposed if self.runtime else None)
             launch_env = bwrap.LAUNCH_ENVIRONMENT
         else:
             command = inner

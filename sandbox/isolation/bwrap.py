@@ -42,10 +42,11 @@ Bind = tuple[str, str | None, str]
 LAUNCH_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
-def zygote_command(control_fd: int, isolated: bool) -> list[str]:
+def zygote_command(control_fd: int, isolated: bool, interpreter: str | None = None) -> list[str]:
     """The zygote's command line. ``-s -P``: no user site-packages, and neither the current
-    directory (/tmp, writable) nor any other writable folder on ``sys.path``."""
-    command = [sys.executable, "-s", "-P", "-m", "jaxplay.sandbox.engine.zygote", str(control_fd)]
+    directory (/tmp, writable) nor any other writable folder on ``sys.path``. ``interpreter``:
+    a JAX runtime's Python (sandbox/runtimes/), else this one."""
+    command = [interpreter or sys.executable, "-s", "-P", "-m", "jaxplay.sandbox.engine.zygote", str(control_fd)]
     return command + (["--isolated"] if isolated else [])
 
 
@@ -110,13 +111,15 @@ def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
 
 
 def sandbox_command(inner: list[str], env: dict[str, str], cgroup_procs: list[Path],
-                    devices: list[str] | tuple[str, ...] = (), extra: list[Bind] | tuple[Bind, ...] = ()) -> list[str]:
+                    devices: list[str] | tuple[str, ...] = (), extra: list[Bind] | tuple[Bind, ...] = (),
+                    paths: list[Path] | None = None) -> list[str]:
     """The full command: as root, stage paths and drop privileges first; else bwrap directly.
 
     Start it with ``LAUNCH_ENVIRONMENT`` only: bwrap's own init (pid 1 of the sandbox)
-    keeps the environment it was started with for the sandbox's whole life.
+    keeps the environment it was started with for the sandbox's whole life. ``paths``: what a
+    JAX runtime's sandbox exposes (computed by its own interpreter); by default this interpreter's.
     """
-    paths = exposed_paths()
+    paths = exposed_paths() if paths is None else paths
     if os.geteuid() != 0:
         return bwrap_args(inner, env, {p: str(p) for p in paths}, devices, extra)
     # Stage each source's folder once (hundreds of entries share a few folders, and the

@@ -176,10 +176,13 @@ def is_under_usr(path: Path) -> bool:
     return path.parts[:2] == ("/", "usr")
 
 
-def exposed_paths() -> list[Path]:
-    """Every path the sandbox binds read-only besides /usr, none nested in another."""
+def exposed_paths(roots: Iterable[str] | None = None) -> list[Path]:
+    """Every path the sandbox binds read-only besides /usr, none nested in another.
+
+    ``roots``: the distributions runs need, when this interpreter has no jaxplay metadata to read
+    them from (a JAX runtime's environment, sandbox/runtimes/store.py)."""
     candidates: list[Path] = [*own_entries(), *interpreter_paths()]
-    for dist in needed_distributions(root_requirements()):
+    for dist in needed_distributions(root_requirements() if roots is None else roots):
         candidates += distribution_entries(dist)
     chosen: list[Path] = []
     for path in sorted({p.absolute() for p in candidates if p.exists()}, key=lambda p: len(p.parts)):
@@ -187,3 +190,10 @@ def exposed_paths() -> list[Path]:
             continue
         chosen.append(path)
     return chosen
+
+
+if __name__ == "__main__":
+    # Run by another interpreter (a JAX runtime): ``python -m ...exposed_paths ROOT...`` prints its paths.
+    import json
+
+    print(json.dumps([str(p) for p in exposed_paths(sys.argv[1:] or None)]))

@@ -27,6 +27,7 @@ import types
 from functools import cache
 from typing import Any
 
+from jaxplay.sandbox.learning import api_versions
 from jaxplay.sandbox.learning.error_hints_data import HINTS
 
 USER_FILENAME = "<playground>"
@@ -150,6 +151,11 @@ def refine(event: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     hint = data_hint(exc, event.get("line")) or did_you_mean(exc)
     if hint:
         event["hint"] = hint
+    missing = api_versions.missing_api(type(exc).__name__, str(exc))
+    if missing:  # the page may offer a runtime that has it (frontend/src/runtimes.ts)
+        event["api"], versions = missing
+        if versions:
+            event["api_versions"] = versions
     for key in ("message", "traceback"):
         if isinstance(event.get(key), str):
             event[key] = short_paths(event[key])

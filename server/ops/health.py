@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay import __version__
+from jaxplay.server.runs import runtimes
 
 if TYPE_CHECKING:
     from jaxplay.server.ops.replica import Replica
@@ -50,7 +51,8 @@ async def readiness(state: Replica) -> dict[str, Any]:
     if broker is not None:
         checks["broker"] = broker
     # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
-    checks["workers"] = {b["name"]: b["workers"] for b in scheduler.backends()}
+    backends = scheduler.backends()
+    checks["workers"] = {b["name"]: b["workers"] for b in backends}
     connected = {name for name, count in checks["workers"].items() if count}
     missing = sorted(scheduler.expected_backends - connected)
     local = local_worker_check(state)
@@ -65,6 +67,9 @@ async def readiness(state: Replica) -> dict[str, Any]:
     problems = worker_problems(state)
     if problems:
         result["problems"] = problems
+    failed = runtimes.failed(backends)
+    if failed:  # the other runtimes serve: said here, without making the replica unready
+        result["failed_runtimes"] = failed
     return result
 
 

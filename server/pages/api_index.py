@@ -8,8 +8,9 @@ where the code runs. Answers come from, in order:
    ``python -m jaxplay.sandbox.learning.api_index --out <data dir>/api-index`` with a worker
    host's Python (for remote workers whose JAX differs from the server's);
 2. the server's own Python, when its JAX is that version (the local workers'
-   environment): ``jaxplay.sandbox.learning.api_index`` runs once in a subprocess and its
-   answer is kept in that folder for next time.
+   environment), or the Python of the JAX runtime of that version installed under
+   ``--runtimes-dir`` (sandbox/runtimes/): ``jaxplay.sandbox.learning.api_index`` runs once
+   in a subprocess and its answer is kept in that folder for next time.
 
 Any other version is a 404 that says how to make its index.
 """
@@ -27,6 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+import jaxplay
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.api_index")
@@ -37,6 +39,7 @@ GENERATE_TIMEOUT_S = 120.0
 class ApiIndex:
     def __init__(self, settings: Settings) -> None:
         self.folder = Path(settings.data_dir) / "api-index"
+        self.runtimes_dir = Path(settings.runtimes_dir).expanduser()
         self._lock = asyncio.Lock()
         self._local_version: str | None = None
         self._local_failed = False
@@ -54,6 +57,8 @@ class ApiIndex:
         path = self.path_for(version)
         if not path.exists():
             await self._generate_local(version)
+        if not path.exists():
+            await self._generate_for_runtime(version)
         if not path.exists():
             return JSONResponse({
                 "message": f"No API index for jax {version} on this server: run "
@@ -82,10 +87,28 @@ class ApiIndex:
             partial.write_text(text, encoding="utf-8")
             partial.replace(target)
 
-    async def _run_generator(self) -> str | None:
+    async def _generate_for_runtime(self, version: str) -> None:
+        """Make the index with the Python of the installed runtime of ``version`` (its folder is
+        ``jax-<version>``, as sandbox/runtimes/store.py lays them out), once."""
+        python = self.runtimes_dir / f"jax-{version}" / "bin" / "python"
+        if not (self.runtimes_dir / f"jax-{version}" / "runtime.json").is_file():
+            return
+        async with self._lock:
+            if self.path_for(version).exists():
+                return
+            text = await self._run_generator(str(python), {"PYTHONPATH": str(jaxplay.IMPORT_ROOT)})
+            if text is None or json.loads(text).get("jax_version") != version:
+                return
+            self.folder.mkdir(parents=True, exist_ok=True)
+            partial = self.path_for(version).with_suffix(".part")
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(self.path_for(version))
+
+    async def _run_generator(self, python: str = sys.executable, env: dict[str, str] | None = None) -> str | None:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "jaxplay.sandbox.learning.api_index",
+            python, "-m", "jaxplay.sandbox.learning.api_index",
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=None if env is None else {"PATH": "/usr/bin:/bin", **env},
         )
         try:
             out, err = await asyncio.wait_for(process.communicate(), GENERATE_TIMEOUT_S)

@@ -139,7 +139,7 @@ class JobExecutor:
 
         run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
                   options=job["options"], emit=relay, session_id=job.get("session_id") or "",
-                  network=job.get("network") or "", key=key)
+                  network=job.get("network") or "", key=key, runtime=str(job.get("runtime") or ""))
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")

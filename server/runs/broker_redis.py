@@ -221,7 +221,7 @@ class RedisBroker:
     def enqueue(self, run: Run) -> None:
         job = {"key": run.key, "origin": self.id, "code": run.code, "backend": run.backend,
                "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id,
-               "network": run.network}
+               "network": run.network, "runtime": run.runtime}
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()

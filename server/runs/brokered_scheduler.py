@@ -15,6 +15,7 @@ from typing import Any
 
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.broker_redis import RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
@@ -49,6 +50,8 @@ class BrokeredScheduler(Scheduler):
                 entry["workers"] += remote["workers"]
                 entry["slots"] += remote["slots"]
                 entry["free_slots"] += remote.get("free_slots", 0)
+        for name, entry in listed.items():  # every replica's workers' runtimes
+            entry["runtimes"] = runtimes.describe(self.worker_hellos(name))
         return [listed[name] for name in sorted(listed)]
 
     def _other_beats(self) -> list[dict[str, Any]]:

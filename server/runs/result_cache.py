@@ -1,8 +1,8 @@
 """The result cache: a run identical to a recent deterministic successful run is answered at once.
 
-Identical means the same code, backend, device kind and count, JAX and
-jaxlib versions, platform version and run options (``Run.options``, e.g.
-``inspect``). The key is a SHA-256 of those; the entry holds the recorded
+Identical means the same code, backend, device kind and count, JAX runtime
+(its name and its JAX and jaxlib versions, server/runs/runtimes.py), platform
+version and run options (``Run.options``, e.g. ``inspect``). The key is a SHA-256 of those; the entry holds the recorded
 events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
 rule and its reasons.
 
@@ -44,12 +44,13 @@ import psycopg
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.scheduler import Run, Scheduler
 from jaxplay.server.storage.interface import Storage, StorageError, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 
-KEY_FORMAT = "jaxplay-result-v1"
+KEY_FORMAT = "jaxplay-result-v2"  # v2: the runtime joined the key
 NONDETERMINISTIC = "nondeterministic"
 # Events that describe this server's queue, not the program: never recorded.
 NOT_RECORDED = frozenset({"queued"})
@@ -62,10 +63,12 @@ LOOKUP_S = 2.0
 SIZE_READ_S = 2.0
 
 
-def environment(hello: wp.WorkerHello) -> dict[str, Any]:
+def environment(hello: wp.WorkerHello, runtime: str = "") -> dict[str, Any]:
+    """What of the worker a result depends on, for a run on ``runtime`` ("": the worker's default)."""
+    chosen = runtimes.runtime_of(hello, runtime) or runtimes.runtimes_of(hello)[0]
     return {"device_kind": hello.device_kind, "device_count": hello.device_count,
-            "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version,
-            "platform_version": hello.platform_version}
+            "runtime": chosen["name"], "jax_version": chosen["jax_version"],
+            "jaxlib_version": chosen["jaxlib_version"], "platform_version": hello.platform_version}
 
 
 def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any]) -> str:
@@ -82,7 +85,7 @@ class Recording:
 
 def burst_key(run: Run) -> str:
     """Identity of a run before a worker is chosen (the environment joins at the leader's end)."""
-    return json.dumps([run.code, run.backend, run.options], sort_keys=True)
+    return json.dumps([run.code, run.backend, run.options, run.runtime], sort_keys=True)
 
 
 class ResultCache:
@@ -128,8 +131,8 @@ class ResultCache:
 
     async def _answer(self, run: Run) -> bool:
         started = time.perf_counter()
-        environments = {json.dumps(environment(hello), sort_keys=True): environment(hello)
-                        for hello in self.scheduler.worker_hellos(run.backend)}
+        environments = {json.dumps(environment(hello, run.runtime), sort_keys=True): environment(hello, run.runtime)
+                        for hello in self.scheduler.worker_hellos(run.backend) if runtimes.offers(hello, run.runtime)}
         for env in environments.values():
             key = cache_key(run.code, run.backend, env, run.options)
             row = await self.storage.fetch_one(
@@ -192,7 +195,7 @@ class ResultCache:
         if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
                 or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
             return
-        key = cache_key(run.code, run.backend, environment(run.worker.hello), run.options)
+        key = cache_key(run.code, run.backend, environment(run.worker.hello, run.runtime), run.options)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
         if event.get("message"):
             done["message"] = event["message"]

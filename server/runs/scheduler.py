@@ -32,6 +32,7 @@ from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.settings import Settings
 
@@ -55,6 +56,7 @@ class Run:
     # The client it counts against for fairness and limits (server/clients/identity.py), and its network.
     session_id: str = ""
     network: str = ""
+    runtime: str = ""  # the JAX version it runs on (server/runs/runtimes.py); "": the worker's default
     key: str = field(default_factory=lambda: uuid.uuid4().hex)
     state: str = "queued"  # queued -> running -> done
     worker: WorkerLink | None = None
@@ -127,6 +129,7 @@ class Scheduler:
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "libraries": first.libraries if first else {},
                 "device_peak": (first.device_peak or None) if first else None,
+                "runtimes": runtimes.describe(w.hello for w in links),
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),
@@ -172,6 +175,10 @@ class Scheduler:
         if chosen and any(b["name"] == chosen for b in listed):
             return chosen
         return listed[0]["name"] if listed else None
+
+    def resolve_runtime(self, backend: str, requested: str | None) -> str:
+        """The runtime a run of ``backend`` gets (server/runs/runtimes.py); refused when none offers it."""
+        return runtimes.resolve(self.worker_hellos(backend), backend, requested)
 
     def resolve_backend(self, requested: str | None) -> str:
         known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
@@ -310,10 +317,16 @@ class Scheduler:
         queue = self.queues.get(backend)
         moved = False
         while queue:
-            link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0),
-                       key=lambda w: w.free_slots, default=None)
+            head = next(iter(queue))
+            link = max((w for w in self.workers if w.hello.backend == backend and w.free_slots > 0
+                        and runtimes.offers(w.hello, head.runtime)), key=lambda w: w.free_slots, default=None)
             if link is None:
-                break
+                refusal = runtimes.refusal(self.worker_hellos(backend), backend, head.runtime)
+                if refusal is None:
+                    break
+                queue.remove(head)  # queued before any worker joined, for a runtime none of them offers
+                self.finish(head, bp.RunStatus.REJECTED, refusal)
+                continue
             run = queue.popleft()
             moved = True
             link.free_slots -= 1
@@ -322,8 +335,10 @@ class Scheduler:
             run.started_at = time.monotonic()
             run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
             run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
-                     | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox})
-            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run))
+                     | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox}
+                     | runtimes.started_fields(link.hello, run.runtime))
+            job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run),
+                               runtime=run.runtime)
             asyncio.create_task(self._send_job(link, run, job))
         if moved:
             self._announce_positions(backend)

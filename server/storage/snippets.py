@@ -9,7 +9,8 @@ byte for byte, forever.
 
 Content: ``code``, ``backend``, ``settings`` (the run fields in effect, e.g.
 ``inspect``), ``recorded_run`` (the run's events, ending with ``done``, or
-null), ``recorded_at`` and ``forked_from``. docs/protocol.md has the API.
+null), ``recorded_at``, ``forked_from`` and ``runtime`` (the JAX version its
+recorded run used, or null; a document without it hashes as before). docs/protocol.md has the API.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ ID_PATTERN = re.compile(r"[a-z2-7]{1,52}")
 BACKEND_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,31}")
 MAX_SETTINGS_BYTES = 16 * 1024
 CONTENT_FORMAT = b"jaxplay-snippet-v1\n"
-FIELDS = ("code", "backend", "settings", "recorded_run", "recorded_at", "forked_from")
+FIELDS = ("code", "backend", "settings", "recorded_run", "recorded_at", "forked_from", "runtime")
+# Fields a document leaves out when null, so content from before they existed keeps its hash and id.
+OMITTED_WHEN_NULL = frozenset({"runtime"})
+RUNTIME_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,39}")
 # JSON may spell a character in up to six bytes (\u00e9); a body larger than this cannot be within the limits.
 JSON_ESCAPE_FACTOR = 6
 
@@ -57,9 +61,11 @@ class SnippetContent:
     recorded_run: list[dict[str, Any]] | None
     recorded_at: str | None
     forked_from: str | None
+    runtime: str | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in FIELDS}
+        return {name: getattr(self, name) for name in FIELDS
+                if not (name in OMITTED_WHEN_NULL and getattr(self, name) is None)}
 
     def same_program_and_run(self, other: dict[str, Any]) -> bool:
         """True if ``other`` (a stored document) differs from this content at most in ``forked_from``."""
@@ -112,8 +118,11 @@ def parse_content(raw: bytes, settings: Settings) -> SnippetContent:
     forked_from = body.get("forked_from")
     if forked_from is not None and (not isinstance(forked_from, str) or not ID_PATTERN.fullmatch(forked_from)):
         raise SnippetError(400, "Field 'forked_from' must be the id of a snippet (e.g. 'k3v9q2xa'), or null.")
+    runtime = body.get("runtime")
+    if runtime is not None and (not isinstance(runtime, str) or not RUNTIME_PATTERN.fullmatch(runtime)):
+        raise SnippetError(400, "Field 'runtime' must be the JAX version the run used, such as '0.4.38', or null.")
     return SnippetContent(code=code, backend=backend, settings=run_settings, recorded_run=recorded_run,
-                          recorded_at=recorded_at, forked_from=forked_from)
+                          recorded_at=recorded_at, forked_from=forked_from, runtime=runtime)
 
 
 def _recorded_run(value: Any, limit: int) -> list[dict[str, Any]] | None:

@@ -132,7 +132,7 @@ def test_a_link_page_says_when_its_code_was_changed_and_offers_share_again_and_a
     viewer.keyboard.press("Escape")
     viewer.click("[data-testid=room-menu]")
     viewer.click("[data-testid=room-start]")
-    viewer.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{6}#presenter="))
+    viewer.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{5}-[2-9A-Z]{5}#presenter="))
     expect(viewer.locator("[data-testid=room-bar]")).to_be_visible()
     assert viewer.evaluate("window.jaxplay.editor.getCode()") == code + "print('changed again')\n"
 

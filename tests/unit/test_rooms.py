@@ -238,13 +238,13 @@ def test_after_a_deck_move_every_member_shows_the_slides_recorded_run_or_nothing
         await hub.handle(presenter, bp.RoomDeck(action="next"))
         live.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))  # a run of the old slide ends after the move
         for member in (presenter, attendee):
-            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            state = member.received("room_state")[-1]
             assert state["code"] == "print('b')" and state["run"] is None
         relayed = [json.loads(f)["event"]["type"] for f in attendee.frames if json.loads(f)["type"] == "room_run"]
         assert relayed == ["stdout"]  # the old slide's done never reached the followers
         await hub.handle(presenter, bp.RoomDeck(action="prev"))
         for member in (presenter, attendee):
-            state = [json.loads(f) for f in member.frames if json.loads(f)["type"] == "room_state"][-1]
+            state = member.received("room_state")[-1]
             run = state["run"]
             assert state["code"] == "print('a')" and [e["type"] for e in run] == ["stdout", "done"]
             assert run[0]["text"] == "a\n" and len({e["id"] for e in run}) == 1

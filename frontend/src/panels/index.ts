@@ -37,6 +37,7 @@
  * using the CSS variables of src/styles/base.css so both themes work.
  */
 
+import { comparePanel } from "./compare";
 import { galleryPanel } from "./gallery";
 import { inspectPanel } from "./inspect";
 import { outputPanel } from "./output";
@@ -51,5 +52,6 @@ export const PANELS: PanelFactory[] = [
   inspectPanel,
   shardingPanel,
   performancePanel,
+  comparePanel,
   galleryPanel,
 ];

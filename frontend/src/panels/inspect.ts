@@ -64,6 +64,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   // What a "passes" request needs to run the same program again: its code and backend.
   let runCode = "";
   let runBackend: string | undefined;
+  let runRuntime: string | undefined;
   let passesShown = false;
   const eqnState: EqnTableState = { sort: "count", expanded: false };
   const roofline = new Map<string, RooflineRow>();
@@ -74,6 +75,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     inspectOn = inspectToggle.checked;
     localStorage.setItem(INSPECT_KEY, inspectOn ? "1" : "0");
   });
+  // Which JAX produced what is shown (runs may name a runtime: runtimes.ts).
+  const jaxTag = el("span", { class: "inspect-jax", "data-testid": "inspect-jax" });
   const optionBar = el(
     "label",
     { class: "inspect-option", title: "Off: the next run skips capturing compilations (no overhead)" },
@@ -85,7 +88,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   const top = el(
     "div",
     { class: "inspect-top" },
-    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), optionBar),
+    el("div", { class: "inspect-top-bar" }, el("h3", { class: "inspect-heading" }, "Compiled functions"), jaxTag, optionBar),
     list,
   );
   const element = el("div", { class: "inspect" }, top, detail);
@@ -425,7 +428,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
         title: "Run the program again until this compilation and show what each of XLA's passes did to it",
         onclick: () => {
           passesShown = !passesShown;
-          if (passesShown) passes.open(compiled, runCode, runBackend);
+          if (passesShown) passes.open(compiled, runCode, runBackend, runRuntime);
           else passes.close();
           drawDetail();
         },
@@ -483,6 +486,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     onRunStart() {
       runCode = ctx.editor.getCode();
       runBackend = undefined;
+      runRuntime = undefined;
       passesShown = false;
       passes.reset();
       roofline.clear();
@@ -493,6 +497,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
       compareWith = null;
       runInspected = inspectOn;
       finished = false;
+      jaxTag.textContent = "";
       ctx.editor.clearLineMarks(HOVER_OWNER);
       diff.clear();
       detail.hidden = true;
@@ -501,6 +506,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     onEvent(ev) {
       if (ev.type === "started") {
         runBackend = ev.backend;
+        runRuntime = ev.runtime;
+        jaxTag.textContent = ev.jax_version ? `JAX ${ev.jax_version}` : "";
       } else if (ev.type === "roofline") {
         for (const row of ev.functions) roofline.set(row.key, row);
         if (selected !== null && roofline.has(selected)) drawDetail();

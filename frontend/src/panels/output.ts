@@ -12,6 +12,7 @@
  */
 
 import { el, formatDuration, runShortcutLabel } from "../dom";
+import { hintActions } from "../hint_actions";
 import type { DisplayEvent, DoneEvent, ErrorEvent, NoticeEvent, ServerEvent } from "../protocol";
 import { DISPLAY_RENDERERS } from "./display_renderers";
 import type { ShardingEvent } from "./sharding_types";
@@ -269,6 +270,7 @@ function errorBlock(ev: ErrorEvent, editor: EditorAccess): HTMLElement {
     ev.hint
       ? el("div", { class: "output-error-hint", "data-testid": "error-hint" }, el("span", { class: "output-error-hint-label" }, "Hint"), ...linkified(ev.hint))
       : null,
+    ...hintActions(ev),
   );
 }
 

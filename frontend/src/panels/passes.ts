@@ -41,15 +41,16 @@ export class PassesView {
     this.diff = new LinkedPassDiff(hooks);
   }
 
-  /** Shows the passes of `compiled` (from a run of `code` on `backend`), asking for them the first time. */
-  open(compiled: CompiledEvent, code: string, backend: string | undefined): void {
+  /** Shows the passes of `compiled` (from a run of `code` on `backend` and JAX `runtime`), asking the first time. */
+  open(compiled: CompiledEvent, code: string, backend: string | undefined, runtime?: string): void {
     this.shown = compiled.key;
     this.selected = null;
     if (!this.answers.has(compiled.key)) {
       const answer: Answer = { compiled, state: "waiting", sentAt: performance.now() };
       this.answers.set(compiled.key, answer);
       answer.cancel = this.ctx.request(
-        { type: "passes", code, key: compiled.key, fn: compiled.fn, ...(backend ? { backend } : {}) },
+        { type: "passes", code, key: compiled.key, fn: compiled.fn, ...(backend ? { backend } : {}),
+          ...(runtime ? { runtime } : {}) },
         (ev) => this.onEvent(answer, ev as unknown as { type: string } & Record<string, unknown>),
       );
     }

@@ -1,0 +1,70 @@
+"""``jaxplay runtimes add|remove|list``: the JAX runtimes a worker can offer (sandbox/runtimes/).
+
+``add 0.6.2`` makes a venv under ``--runtimes-dir`` with jax and jaxlib 0.6.2
+and the libraries sandbox/runtimes/pins.py pins for that line, with pip;
+``remove`` deletes one; ``list`` shows each with its libraries, disk use and
+install time. A worker offers the ones ``--runtimes`` names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from jaxplay.settings import Settings
+
+FIELDS = ("runtimes_dir",)
+
+
+def add_parser(commands: argparse._SubParsersAction, add_setting_flags) -> None:
+    runtimes = commands.add_parser("runtimes", help="Add, remove or list the JAX runtimes a worker can offer.")
+    actions = runtimes.add_subparsers(dest="action", required=True)
+    add = actions.add_parser("add", help="Install JAX versions as runtimes (pip, with the pinned libraries).")
+    add.add_argument("versions", nargs="+", metavar="VERSION", help="A JAX version, e.g. 0.4.38.")
+    add_setting_flags(add, FIELDS)
+    remove = actions.add_parser("remove", help="Delete installed runtimes.")
+    remove.add_argument("versions", nargs="+", metavar="VERSION")
+    add_setting_flags(remove, FIELDS)
+    listing = actions.add_parser("list", help="The installed runtimes, with their versions, size and install time.")
+    listing.add_argument("--json", action="store_true", help="One JSON document instead of a table.")
+    add_setting_flags(listing, FIELDS)
+
+
+def run(args: argparse.Namespace, settings: Settings) -> None:
+    from jaxplay.sandbox.runtimes import install
+
+    if args.action == "add":
+        failed = []
+        for version in args.versions:
+            try:
+                install.add(version, settings.runtimes_dir)
+            except (ValueError, install.InstallFailed) as exc:
+                print(f"jaxplay runtimes add {version}: {exc}", file=sys.stderr)
+                failed.append(version)
+        if failed:
+            sys.exit(1)
+        print(f"Offer them with --runtimes {','.join(args.versions)} (or JAXPLAY_RUNTIMES).")
+    elif args.action == "remove":
+        for version in args.versions:
+            try:
+                removed = install.remove(version, settings.runtimes_dir)
+            except ValueError as exc:
+                print(f"jaxplay runtimes remove: {exc}", file=sys.stderr)
+                sys.exit(2)
+            print(f"JAX {version}: {'removed' if removed else 'was not installed'}")
+    else:
+        rows = install.listing(settings.runtimes_dir)
+        if args.json:
+            print(json.dumps(rows, indent=1))
+            return
+        if not rows:
+            print(f"No runtimes in {settings.runtimes_dir}: add one with `jaxplay runtimes add 0.4.38`.")
+        for row in rows:
+            if row["state"] == "failed":
+                print(f"{row['version']:<10} FAILED  {row['message'][-200:]}")
+                continue
+            libraries = ", ".join(f"{n} {v}" for n, v in sorted(row.get("distributions", {}).items())
+                                  if n in ("flax", "optax", "equinox", "numpy"))
+            print(f"{row['version']:<10} {row.get('disk_bytes', 0) / 2**30:5.2f} GiB  "
+                  f"installed in {row.get('install_seconds', 0):.0f} s  {libraries}")

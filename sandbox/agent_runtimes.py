@@ -1,0 +1,82 @@
+"""The JAX runtimes a worker offers: its own JAX, and those ``--runtimes`` lists (sandbox/runtimes/).
+
+At start each listed runtime is checked once: its interpreter lists what its
+sandbox must expose, one slot starts and probes it (the versions and libraries
+it reports go into the hello), and the slot stops again, so a runtime holds
+no memory until its first run. A runtime that is missing, failed to install or
+fails its probe is offered with its ``problem``: the others serve runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SlotFactory
+from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+from jaxplay.sandbox.isolation import exposed_paths
+from jaxplay.sandbox.runtimes import store
+from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.worker")
+
+Probe = Callable[[Slot], Awaitable[dict[str, Any]]]
+PoolSlotFactory = Callable[[str, SlotRuntime], SlotFactory]
+
+
+def entry(name: str, description: dict[str, Any], default: bool, problem: str | None = None) -> dict[str, Any]:
+    """One runtime as the hello lists it (jaxplay/worker_protocol.py RUNTIME_FIELDS)."""
+    return {"name": name, "jax_version": str(description.get("jax_version") or name),
+            "jaxlib_version": str(description.get("jaxlib_version") or ""), "default": default,
+            "libraries": dict(description.get("libraries") or {}), "problem": problem}
+
+
+async def start_offered(settings: Settings, own_version: str, make_slot: PoolSlotFactory,
+                        probe: Probe) -> tuple[dict[str, RuntimePool], list[dict[str, Any]]]:
+    """Pools for the listed runtimes that work, and every listed runtime's hello entry."""
+    wanted = [r for r in store.offered(settings) if r.name != own_version]
+    checked = await asyncio.gather(*(_check(settings, runtime, make_slot, probe) for runtime in wanted))
+    pools = {pool.name: pool for pool, _ in checked if pool is not None}
+    return pools, [listed for _, listed in checked]
+
+
+async def _check(settings: Settings, runtime: store.Runtime, make_slot: PoolSlotFactory,
+                 probe: Probe) -> tuple[RuntimePool | None, dict[str, Any]]:
+    if runtime.problem:
+        log.warning("JAX %s is not offered: %s", runtime.name, runtime.problem)
+        return None, entry(runtime.name, {}, False, runtime.problem)
+    try:
+        roots = exposed_paths.root_requirements()
+        paths = await asyncio.to_thread(store.exposed_paths_of, runtime, roots)
+        slot_runtime = SlotRuntime(runtime.interpreter, paths)
+        pool = RuntimePool(runtime.name, make_slot(runtime.name, slot_runtime), stays_warm=False,
+                           idle_s=settings.runtime_idle_s, runtime=slot_runtime)
+        first_start, pool.on_first_start = pool.on_first_start, None  # the probe's start is not a first use
+        try:
+            description = await probe(await pool.slot_for(0))
+        finally:
+            await pool.close()
+            pool.starts = 0
+            pool.on_first_start = first_start
+    except Exception as exc:  # one runtime's failure must leave the others serving
+        problem = f"it failed to start: {exc}"
+        log.warning("JAX %s is not offered: %s", runtime.name, problem)
+        return None, entry(runtime.name, {}, False, problem)
+    if description.get("jax_version") != runtime.name:
+        problem = f"its environment runs JAX {description.get('jax_version')}, not {runtime.name}"
+        return None, entry(runtime.name, description, False, problem)
+    log.info("JAX %s offered (idle until its first run)", runtime.name)
+    return pool, entry(runtime.name, description, False)
+
+
+async def sweep_idle(pools: dict[str, RuntimePool], every_s: float) -> None:
+    """Forever: stop the sandboxes of runtimes idle for their ``idle_s``."""
+    while True:
+        await asyncio.sleep(every_s)
+        for pool in list(pools.values()):
+            try:
+                await pool.stop_if_idle()
+            except Exception:
+                log.exception("stopping idle runtime %s failed", pool.name)

@@ -1,0 +1,147 @@
+"""The slots of one JAX runtime: started at worker start (the worker's own JAX) or at first use,
+stopped after ``--runtime-idle-s`` without a run (every other runtime).
+
+A worker has ``--slots`` seats (one run each, and on a GPU host the GPU that
+seat owns); every runtime may have a slot on each seat, made when a run of
+that runtime first sits there. The agent hands out seats, so all runtimes
+together never run more than ``--slots`` programs at once.
+
+Tasks and ownership (all in the worker's event loop)::
+
+    RuntimePool
+      ├─ its Slots, one per seat used (each owns its sandbox, slot.py)
+      ├─ per seat, a lock held while that seat's slot starts
+      └─ ``stop_if_idle``: called by the agent's idle sweep; closes every slot
+         of a pool with no run in flight and none for ``idle_s``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+
+log = logging.getLogger("jaxplay.worker")
+
+SlotFactory = Callable[[int], Slot]
+
+
+# A run whose runtime is warm only on a busy seat waits this long for that seat before starting a
+# sandbox on a free one (a start costs ~1.3 s and ~200 MB; a run on it usually ends sooner).
+WARM_SEAT_WAIT_S = 1.0
+
+
+class Seats:
+    """The worker's free seats. A run takes one where its runtime's sandbox already runs, when it can:
+    a runtime in use then keeps one warm sandbox instead of starting one on every seat."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.free = list(range(count))
+        self._waiting: list[asyncio.Future[None]] = []
+
+    async def take(self, warm: Callable[[int], bool]) -> int:
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + WARM_SEAT_WAIT_S
+        while True:
+            seat = next((s for s in self.free if warm(s)), None)
+            warm_elsewhere = any(warm(s) for s in range(self.count) if s not in self.free)
+            if seat is None and self.free and (not warm_elsewhere or loop.time() >= give_up_at):
+                seat = self.free[0]
+            if seat is not None:
+                self.free.remove(seat)
+                return seat
+            waiter = loop.create_future()
+            self._waiting.append(waiter)
+            timeout = max(0.0, give_up_at - loop.time()) if self.free else None
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            except TimeoutError:
+                pass
+            finally:
+                if waiter in self._waiting:
+                    self._waiting.remove(waiter)
+
+    def give(self, seat: int) -> None:
+        self.free.append(seat)
+        for waiter in self._waiting:  # each looks again: the seat may be the one it waits for
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+class RuntimePool:
+    def __init__(self, name: str, make_slot: SlotFactory, stays_warm: bool, idle_s: float,
+                 runtime: SlotRuntime | None = None) -> None:
+        self.name = name  # the JAX version
+        self.runtime = runtime
+        self.make_slot = make_slot
+        self.stays_warm = stays_warm  # the worker's own JAX: never stopped for being idle
+        self.idle_s = idle_s
+        self.slots: dict[int, Slot] = {}
+        self.busy = 0
+        self.last_used = time.monotonic()
+        self.starts = 0  # sandboxes started at first use (after idle), for the log and the benchmarks
+        # Told of this runtime's first sandbox to start (the agent then fills its shared compile cache).
+        self.on_first_start: Callable[[Slot], None] | None = None
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    async def start(self, seats: list[int]) -> None:
+        await asyncio.gather(*(self.slot_for(seat) for seat in seats))
+
+    async def slot_for(self, seat: int) -> Slot:
+        """The seat's slot of this runtime, started now if it has none or it died."""
+        async with self._locks.setdefault(seat, asyncio.Lock()):
+            slot = self.slots.get(seat)
+            if slot is not None and slot.alive:
+                return slot
+            if slot is not None:
+                await slot.close()
+            slot = self.make_slot(seat)
+            started = time.monotonic()
+            try:
+                await slot.start()
+            except BaseException:
+                await slot.close()
+                raise
+            self.slots[seat] = slot
+            self.starts += 1
+            if self.on_first_start is not None:
+                first, self.on_first_start = self.on_first_start, None
+                first(slot)
+            log.info("runtime %s: slot %s started in %.2f s", self.name, slot.name, time.monotonic() - started)
+            return slot
+
+    def warm_on(self, seat: int) -> bool:
+        slot = self.slots.get(seat)
+        return slot is not None and slot.alive
+
+    def taken(self) -> None:
+        self.busy += 1
+        self.last_used = time.monotonic()
+
+    def released(self) -> None:
+        self.busy -= 1
+        self.last_used = time.monotonic()
+
+    async def stop_if_idle(self, now: float | None = None) -> bool:
+        """Close every slot when nothing ran for ``idle_s``; True if it stopped any."""
+        now = time.monotonic() if now is None else now
+        if self.stays_warm or self.busy or not self.slots or now - self.last_used < self.idle_s:
+            return False
+        slots, self.slots = list(self.slots.values()), {}
+        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+        log.info("runtime %s: idle for %.0f s, its %d sandbox(es) stopped", self.name, now - self.last_used,
+                 len(slots))
+        return True
+
+    async def close(self) -> None:
+        slots, self.slots = list(self.slots.values()), {}
+        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "running_sandboxes": sum(s.alive for s in self.slots.values()),
+                "busy": self.busy}

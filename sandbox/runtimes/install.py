@@ -1,0 +1,163 @@
+"""Adding and removing JAX runtimes with pip: ``jaxplay runtimes add 0.6.2`` (jaxplay/cli/runtimes.py).
+
+An install is a fresh venv from the base Python this project runs on (the
+sandbox imports our own code with it, so the Python version must match),
+then one ``pip install`` of the pins ``sandbox/runtimes/pins.py`` gives for
+that JAX. It is built in ``jax-V.part`` and renamed into place once
+``runtime.json`` is written, so a worker never sees half an install; a lock
+per version lets two ``make`` runs share the folder. Installing a runtime
+that is already complete does nothing. A failed install leaves
+``jax-V.failed.json`` with pip's last words, which the worker reports.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from jaxplay.sandbox.runtimes import pins, store
+
+PIP_TIMEOUT_S = 1800.0
+VERSIONS_PROGRAM = ("import json, importlib.metadata as m; "
+                    "print(json.dumps({d.metadata['Name'].lower(): d.version for d in m.distributions()}))")
+
+
+class InstallFailed(RuntimeError):
+    pass
+
+
+def base_python() -> str:
+    """The interpreter a runtime's venv is made from: this one's base install, never a venv's copy."""
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+def newest_pins() -> dict[str, str]:
+    """The ``worker-libs`` pins of this project (pyproject.toml): the libraries of the newest JAX line."""
+    found: dict[str, str] = {}
+    try:
+        requirements = metadata.requires("jaxplay") or []
+    except metadata.PackageNotFoundError:
+        return found
+    for requirement in requirements:
+        spec, _, marker = requirement.partition(";")
+        if "worker-libs" in marker and "==" in spec:
+            name, _, version = spec.partition("==")
+            found[name.strip().lower()] = version.strip()
+    return found
+
+
+def disk_bytes(folder: Path) -> int:
+    """Allocated bytes (blocks), not apparent sizes."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def add(version: str, runtimes_dir: Path, say: Callable[[str], None] = print,
+        extra_pip_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Install JAX ``version`` as a runtime (or find it installed); returns its record."""
+    pins.check_version(version)
+    runtimes_dir = runtimes_dir.expanduser()
+    runtimes_dir.mkdir(parents=True, exist_ok=True)
+    with open(runtimes_dir / f".jax-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = store.record_of(runtimes_dir, version)
+        if record is not None:
+            say(f"JAX {version} is installed already ({store.folder_for(runtimes_dir, version)}).")
+            return record
+        try:
+            record = _install(version, runtimes_dir, say, extra_pip_args)
+        except InstallFailed as exc:
+            store.failure_file(runtimes_dir, version).write_text(json.dumps(
+                {"version": version, "message": str(exc), "at": _now()}))
+            raise
+        store.failure_file(runtimes_dir, version).unlink(missing_ok=True)
+        return record
+
+
+def _install(version: str, runtimes_dir: Path, say: Callable[[str], None],
+             extra_pip_args: tuple[str, ...]) -> dict[str, Any]:
+    target = store.folder_for(runtimes_dir, version)
+    partial = target.with_name(target.name + ".part")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)  # an install without its record is incomplete
+    requirements = pins.requirements(version, newest_pins())
+    started = time.monotonic()
+    say(f"Installing JAX {version} into {target}: {' '.join(requirements)}")
+    _call([base_python(), "-m", "venv", str(partial)], "making its venv")
+    python = str(partial / "bin" / "python")
+    _call([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *extra_pip_args, *requirements],
+          "pip install")
+    versions = json.loads(_call([python, "-s", "-c", VERSIONS_PROGRAM], "listing what was installed"))
+    if versions.get("jax") != version or versions.get("jaxlib") != version:
+        raise InstallFailed(f"pip installed jax {versions.get('jax')} and jaxlib {versions.get('jaxlib')}, "
+                            f"not {version}")
+    record = {"jax_version": version, "jaxlib_version": versions["jaxlib"],
+              "python": ".".join(map(str, sys.version_info[:3])), "requirements": requirements,
+              "distributions": versions, "installed_at": _now(),
+              "install_seconds": round(time.monotonic() - started, 1), "disk_bytes": disk_bytes(partial)}
+    (partial / store.RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))
+    partial.rename(target)
+    say(f"JAX {version} installed in {record['install_seconds']:.0f} s, "
+        f"{record['disk_bytes'] / 2**30:.2f} GiB on disk.")
+    return record
+
+
+def _call(command: list[str], what: str) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InstallFailed(f"{what} failed: {exc}") from exc
+    if result.returncode != 0:
+        lines = [line for line in (result.stderr or result.stdout).splitlines() if "is ignored" not in line]
+        raise InstallFailed(f"{what} failed: {' '.join(lines[-6:])[-1200:]}")
+    return result.stdout
+
+
+def remove(version: str, runtimes_dir: Path) -> bool:
+    """Delete runtime ``version`` (and any failed-install record); True if there was one."""
+    pins.check_version(version)
+    runtimes_dir = runtimes_dir.expanduser()
+    target = store.folder_for(runtimes_dir, version)
+    failed = store.failure_file(runtimes_dir, version)
+    existed = target.exists() or failed.exists()
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.rmtree(target.with_name(target.name + ".part"), ignore_errors=True)
+    failed.unlink(missing_ok=True)
+    return existed
+
+
+def listing(runtimes_dir: Path) -> list[dict[str, Any]]:
+    """Every runtime under the folder: installed ones with their record, failed ones with the reason."""
+    runtimes_dir = runtimes_dir.expanduser()
+    rows: list[dict[str, Any]] = []
+    for version in store.installed_versions(runtimes_dir):
+        record = store.record_of(runtimes_dir, version) or {}
+        rows.append({"version": version, "state": "installed", **record})
+    for failed in sorted(runtimes_dir.glob(f"jax-*{store.FAILED_SUFFIX}")):
+        version = failed.name[4:-len(store.FAILED_SUFFIX)]
+        try:
+            message = json.loads(failed.read_text()).get("message", "")
+        except (OSError, ValueError):
+            message = "unreadable record"
+        rows.append({"version": version, "state": "failed", "message": message})
+    return rows
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

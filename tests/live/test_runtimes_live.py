@@ -1,0 +1,150 @@
+"""JAX runtimes on the real path: one server offering its own JAX and the runtimes ``make test`` installs.
+
+The capture layer (Inspect's stages, source lines, sharding, treescope values,
+timeit, the determinism capture) is run on every offered runtime through the
+real worker and sandbox; unknown and failed runtimes are refused by name;
+the result cache never answers one runtime's run with another's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.live_server import LiveServer, done_of, output_text
+from tests.runtimes_server import NOT_INSTALLABLE, TEST_RUNTIMES, runtimes_server
+
+pytestmark = pytest.mark.live
+
+CAPTURE_PROGRAM = """
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+from playground import display, show_sharding, timeit
+print("jax", jax.__version__)
+
+@jax.jit
+def f(x, y):
+    return jnp.sin(x) @ y
+
+f(jnp.ones((4, 4)), jnp.ones((4, 2)))
+f(jnp.ones((3, 4)), jnp.ones((4, 2)))
+mesh = jax.make_mesh((4, 2), ("x", "y"))
+a = jax.device_put(jnp.ones((8, 4)), NamedSharding(mesh, P("x", "y")))
+show_sharding(a)
+g = jax.jit(lambda v: (v * 2).sum(axis=0))
+g(a)
+timeit(lambda: f(jnp.ones((4, 4)), jnp.ones((4, 2))).block_until_ready(), number=2)
+display({"w": jnp.ones(3)})
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LiveServer]:
+    with runtimes_server(["--runtime-idle-s", "4"]) as live:
+        yield live
+
+
+def every_runtime() -> list[str | None]:
+    return [None, *TEST_RUNTIMES]
+
+
+@pytest.mark.parametrize("runtime", every_runtime(), ids=lambda r: r or "default")
+def test_the_capture_layer_works_on_every_offered_runtime(server: LiveServer, runtime: str | None) -> None:
+    fields = {"runtime": runtime} if runtime else {}
+    events = server.run(CAPTURE_PROGRAM, timeout=180, **fields)
+    done = done_of(events)
+    assert done["status"] == "ok", (done, output_text(events, "stderr"))
+    started = next(e for e in events if e["type"] == "started")
+    if runtime:
+        assert started["runtime"] == runtime and started["jax_version"] == runtime
+        assert output_text(events).startswith(f"jax {runtime}\n")
+    compiled = [e for e in events if e["type"] == "compiled" and e["fn"] == "f"]
+    assert [c["signature"] for c in compiled] == ["x: f32[4,4], y: f32[4,2]", "x: f32[3,4], y: f32[4,2]"]
+    assert compiled[0]["outputs"] == "f32[4,2]"
+    reason = compiled[1]["cache_miss_reason"]  # in each JAX's own words
+    assert "at x" in reason and "f32[3,4]" in reason and "f32[4,4]" in reason, reason
+    for first in compiled[:1]:
+        assert "sin" in first["jaxpr"] and "stablehlo.sine" in first["stablehlo"] and "sine" in first["hlo"]
+        assert not first.get("capture_errors"), first.get("capture_errors")
+        for artifact in ("jaxpr", "stablehlo", "hlo"):  # every view links its lines to line 9, `return ...`
+            assert any(source == 9 for _, _, source in first["source_lines"][artifact]), artifact
+        assert first["cost"]["flops"] > 0 and first["memory"]["output_size_in_bytes"] == 32
+    sharding = next(e for e in events if e["type"] == "sharding")
+    assert sharding["mesh"]["axis_sizes"] == [4, 2] and len(sharding["shards"]) == 8
+    assert sharding["typeof"].startswith("float32[8")
+    (sharded,) = [e for e in events if e["type"] == "compiled" and e["fn"] == "<lambda>"]
+    assert sharded["num_devices"] == 8 and sharded["in_shardings"][0]["mesh"]["axis_sizes"] == [4, 2]
+    assert sharded["out_shardings"] and "collectives" in sharded
+    timing = next(e for e in events if e["type"] == "timing")
+    assert timing["median_ms"] > 0
+    assert any(e["type"] == "nondeterministic" and e["kind"] == "time" for e in events)
+    assert any(e["type"] == "display" and e["mime"] == "text/html" and "treescope" in e["data"] for e in events)
+    # Nothing degraded silently: a view that had to show less said so in a notice.
+    notices = [e["message"] for e in events if e["type"] == "notice"]
+    assert all("needs JAX >=" in n or "Inspect cannot follow" in n for n in notices), notices
+    assert output_text(events, "stderr") == ""  # no capture noise: JAX's explanations went to Inspect
+
+
+def test_backends_list_each_runtime_with_its_versions_and_the_failed_one_with_its_reason(server: LiveServer) -> None:
+    (cpu,) = server.get_json("/api/backends")["backends"]
+    by_name = {r["name"]: r for r in cpu["runtimes"]}
+    assert by_name[cpu["jax_version"]]["default"] is True
+    for version in TEST_RUNTIMES:
+        assert by_name[version]["jax_version"] == version and by_name[version]["problem"] is None
+        assert by_name[version]["libraries"]["flax"] and by_name[version]["workers"] == 1
+    assert "older than the oldest jaxlib" in by_name[NOT_INSTALLABLE]["problem"]
+    try:
+        urllib.request.urlopen(server.http_url + "/readyz", timeout=10)
+        ready = server.get_json("/readyz")
+    except urllib.error.HTTPError as exc:
+        ready = json.loads(exc.read())
+    assert ready["ready"] is True  # the other runtimes serve
+    assert NOT_INSTALLABLE in ready["failed_runtimes"]["cpu"]
+
+
+@pytest.mark.parametrize("runtime", ["9.9.9", NOT_INSTALLABLE])
+def test_a_run_on_a_runtime_not_offered_is_rejected_naming_the_offered_ones(server: LiveServer, runtime: str) -> None:
+    done = done_of(server.run("print(1)", runtime=runtime))
+    assert done["status"] == "rejected"
+    assert f"JAX {runtime}" in done["message"] and all(v in done["message"] for v in TEST_RUNTIMES)
+
+
+def test_the_result_cache_never_answers_one_runtime_with_another_runtimes_run(server: LiveServer) -> None:
+    code = "import jax\nprint(jax.__version__)"
+    first = server.run(code)
+    versions = {output_text(first)}
+    for runtime in TEST_RUNTIMES:
+        events = server.run(code, runtime=runtime)
+        assert output_text(events) == f"{runtime}\n"
+        again = server.run(code, runtime=runtime)
+        assert done_of(again).get("cached") is True and output_text(again) == f"{runtime}\n"
+        versions.add(output_text(events))
+    assert len(versions) == len(TEST_RUNTIMES) + 1
+
+
+def test_an_idle_runtime_stops_its_sandboxes_and_starts_them_again_at_its_next_run(server: LiveServer) -> None:
+    runtime = TEST_RUNTIMES[0]
+    log = server.log_path
+    assert output_text(server.run("print(2)", runtime=runtime)) == "2\n"
+    stops_before = log.read_text().count(f"runtime {runtime}: idle for")  # it was just used: none is due
+    for _ in range(120):  # --runtime-idle-s 4: the sweep stops it within a few seconds
+        if log.read_text().count(f"runtime {runtime}: idle for") > stops_before:
+            break
+        time.sleep(0.5)
+    assert log.read_text().count(f"runtime {runtime}: idle for") > stops_before
+    started_before = log.read_text().count(f"runtime {runtime}: slot")
+    assert output_text(server.run("print(3)", runtime=runtime)) == "3\n"
+    assert log.read_text().count(f"runtime {runtime}: slot") > started_before
+
+
+def test_the_editors_api_index_is_made_for_each_runtime_from_its_own_python(server: LiveServer) -> None:
+    old = server.get_json(f"/api/api-index/{TEST_RUNTIMES[0]}")
+    default = server.get_json(f"/api/api-index/{server.get_json('/api/backends')['backends'][0]['jax_version']}")
+    assert old["jax_version"] == TEST_RUNTIMES[0] and "typeof" not in old["modules"]["jax"]
+    assert "typeof" in default["modules"]["jax"]
+    assert old["versions"]["flax"] != default["versions"]["flax"]

@@ -1,0 +1,152 @@
+"""JAX runtimes without a sandbox: the pins, what a worker offers, the protocol's checks, the server's choice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+from jaxplay.sandbox.learning import api_versions
+from jaxplay.sandbox.runtimes import pins, store
+from jaxplay.server.runs import runtimes
+from jaxplay.server.runs.result_cache import cache_key, environment
+from jaxplay.server.storage.snippets import SnippetContent, SnippetError, parse_content
+from jaxplay.settings import Settings
+
+
+def runtime(name: str, default: bool = False, problem: str | None = None) -> dict:
+    return {"name": name, "jax_version": name, "jaxlib_version": name, "default": default, "libraries": {},
+            "problem": problem}
+
+
+def hello(*entries: dict) -> wp.WorkerHello:
+    return wp.WorkerHello(token="", name="w", backend="cpu", device_kind="cpu", device_count=8, jax_version="0.10.2",
+                          jaxlib_version="0.10.2", slots=2, runtimes=list(entries))
+
+
+def test_each_line_pins_jax_and_jaxlib_exactly_and_every_library():
+    assert pins.requirements("0.4.38")[:2] == ["jax==0.4.38", "jaxlib==0.4.38"]
+    assert "flax==0.10.2" in pins.requirements("0.4.38")
+    assert pins.requirements("0.10.2", {"optax": "0.2.8"}) == ["jax==0.10.2", "jaxlib==0.10.2", "optax==0.2.8"]
+    for bad in ("0.3.25", "latest", "0.4"):
+        with pytest.raises(ValueError):
+            pins.requirements(bad)
+
+
+def test_the_newest_line_is_the_projects_own_worker_libs():
+    from jaxplay.sandbox.runtimes import install
+
+    newest = install.newest_pins()
+    assert newest["flax"] and all("==" not in v for v in newest.values())
+
+
+def test_a_worker_offers_listed_runtimes_each_ready_missing_or_failed(tmp_path):
+    (tmp_path / "jax-0.4.38").mkdir()
+    (tmp_path / "jax-0.4.38" / store.RECORD).write_text(json.dumps({"jax_version": "0.4.38"}))
+    store.failure_file(tmp_path, "0.6.2").write_text(json.dumps({"message": "pip install failed: no wheel"}))
+    offered = store.offered(Settings(runtimes="0.4.38,0.6.2,0.7.2,x", runtimes_dir=tmp_path))
+    assert [(r.name, r.problem is None) for r in offered] == [("0.4.38", True), ("0.6.2", False), ("0.7.2", False),
+                                                             ("x", False)]
+    assert "no wheel" in offered[1].problem and "jaxplay runtimes add 0.7.2" in offered[2].problem
+    assert [r.name for r in store.offered(Settings(runtimes="all", runtimes_dir=tmp_path))] == ["0.4.38"]
+
+
+def test_a_hello_with_malformed_runtimes_is_refused():
+    good = hello(runtime("0.10.2", True), runtime("0.4.38"))
+    assert wp.decode(wp.encode(good)).runtimes == good.runtimes
+    for bad in ([{"name": "0.4.38"}], [runtime("x" * 41)], [runtime("0.4.38") | {"default": "yes"}],
+                [runtime(str(i)) for i in range(65)]):
+        with pytest.raises(ValueError):
+            wp.decode(json.dumps({**json.loads(wp.encode(good)), "runtimes": bad}))
+
+
+def test_the_server_resolves_a_runtime_or_refuses_naming_the_offered_ones():
+    hellos = [hello(runtime("0.10.2", True), runtime("0.4.38"), runtime("0.5.3", problem="its install failed"))]
+    assert runtimes.resolve(hellos, "cpu", None) == ""
+    assert runtimes.resolve(hellos, "cpu", "0.4.38") == "0.4.38"
+    for wanted, why in (("0.5.3", "its install failed"), ("0.9.9", "not offered")):
+        with pytest.raises(bp.ProtocolError) as refused:
+            runtimes.resolve(hellos, "cpu", wanted)
+        assert why in str(refused.value) and "0.10.2 (default), 0.4.38" in str(refused.value)
+    listed = runtimes.describe(h for h in hellos)
+    assert [r["name"] for r in listed] == ["0.10.2", "0.5.3", "0.4.38"] and listed[1]["problem"]
+    with pytest.raises(bp.ProtocolError):
+        bp.parse_client_message(json.dumps({"type": "run", "id": "a", "code": "", "runtime": "../x"}),
+                                max_code_bytes=100)
+
+
+def test_the_result_cache_key_includes_the_runtime():
+    worker = hello(runtime("0.10.2", True), runtime("0.4.38"))
+    default, old = environment(worker, ""), environment(worker, "0.4.38")
+    assert default["runtime"] == "0.10.2" and old["runtime"] == "0.4.38" and old["jax_version"] == "0.4.38"
+    assert cache_key("print(1)", "cpu", default, {}) != cache_key("print(1)", "cpu", old, {})
+    assert environment(worker, "0.10.2") == default  # naming the default is the same run as naming none
+
+
+def test_a_snippet_records_its_runtime_and_old_content_keeps_its_id():
+    content = parse_content(b'{"code": "x", "runtime": "0.4.38"}', Settings())
+    assert content.runtime == "0.4.38" and content.fields()["runtime"] == "0.4.38"
+    plain = SnippetContent("x", None, {}, None, None, None)
+    assert "runtime" not in plain.fields() and plain.content_hash() != content.content_hash()
+    with pytest.raises(SnippetError, match="runtime"):
+        parse_content(b'{"code": "x", "runtime": "<script>"}', Settings())
+
+
+def test_missing_jax_names_carry_the_versions_that_have_them():
+    assert api_versions.missing_api("AttributeError", "jax.tree_map was removed in JAX v0.6.0: use jax.tree.map") \
+        == ("jax.tree_map", {"removed_in": "0.6.0"})
+    assert api_versions.missing_api("AttributeError", "module 'jax' has no attribute 'typeof'") \
+        == ("jax.typeof", {"added_in": "0.6.2"})
+    assert api_versions.missing_api("ImportError", "cannot import name 'shard_map' from 'jax' (x)") \
+        == ("jax.shard_map", {"added_in": "0.6.2"})
+    assert api_versions.missing_api("AttributeError", "jax.device_put_replicated is deprecated; use jax.device_put") \
+        == ("jax.device_put_replicated", {})
+    assert api_versions.missing_api("TypeError", "module 'jax' has no attribute 'typeof'") is None
+
+
+def test_a_run_queued_before_any_worker_for_a_runtime_none_offers_is_rejected_when_they_join():
+    import asyncio
+
+    from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+
+    async def scenario() -> list[dict]:
+        scheduler = Scheduler(Settings(local_workers=0, expected_backends="cpu"))
+        sent: list[dict] = []
+        waiting = Run(client_id="a", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+                      runtime="0.5.3")
+        fine = Run(client_id="b", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append)
+        scheduler.submit(waiting)
+        scheduler.submit(fine)
+
+        async def no_send(text: str) -> None:
+            return None
+
+        scheduler.add_worker(WorkerLink(hello=hello(runtime("0.10.2", True), runtime("0.4.38")), send=no_send))
+        await asyncio.sleep(0)
+        return sent
+
+    sent = asyncio.run(scenario())
+    done = next(e for e in sent if e["type"] == "done")
+    assert done["id"] == "a" and done["status"] == "rejected" and "0.4.38" in done["message"]
+    assert any(e["type"] == "started" and e["id"] == "b" for e in sent)
+
+
+def test_a_run_waits_briefly_for_the_seat_where_its_runtime_is_warm_before_starting_another():
+    import asyncio
+
+    from jaxplay.sandbox.engine.runtime_pool import Seats
+
+    async def scenario() -> list[int]:
+        seats, warm = Seats(2), {0}
+        taken = [await seats.take(lambda s: s in warm)]  # the warm seat
+        waiting = asyncio.create_task(seats.take(lambda s: s in warm))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # seat 1 is free, yet it waits for the warm seat 0...
+        seats.give(0)
+        taken.append(await waiting)  # ...and gets it when it frees
+        taken.append(await seats.take(lambda s: s in warm))  # busy too long: the free seat after all
+        return taken
+
+    assert asyncio.run(scenario()) == [0, 0, 1]
