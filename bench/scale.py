@@ -12,6 +12,10 @@ Figures: throughput of cached runs (identical `print(1)`, answered from the
 result cache) and of tiny runs (`print(i)`, fresh) with 8 concurrent clients;
 latency p50/p95 of sequential `print(1)` runs (fresh, inspect off).
 
+Also, in the cross set-up: what each replica's /metrics reports as jaxplay_queue_depth while a
+backlog of sleeping runs drains, against the Redis list's own length (LLEN) read at the same
+moment. The autoscaler scales on that metric, so it must follow the real backlog.
+
 Target (issue 14): Redis adds at most 3 ms to the p50 latency.
 Usage: python bench/scale.py [--runs 60] [--seconds 10]
 """
@@ -23,10 +27,12 @@ import asyncio
 import contextlib
 import itertools
 import json
+import re
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +48,10 @@ CLIENTS = 8
 
 
 @contextlib.contextmanager
-def replicas(kind: str) -> Iterator[list[LiveServer]]:
-    """The servers of one set-up, ready, with 4 worker slots in total; stopped on exit."""
+def replicas(kind: str, everyone: list[LiveServer] | None = None,
+             redis_urls: list[str] | None = None) -> Iterator[list[LiveServer]]:
+    """The servers of one set-up, ready, with 4 worker slots in total; stopped on exit. ``everyone`` and
+    ``redis_urls`` (when given) receive every replica and the Redis URL."""
     root = Path(tempfile.mkdtemp(prefix="jaxplay-scale-"))
     redis = RedisServer() if kind != "single" else None
     servers: list[LiveServer] = []
@@ -62,6 +70,10 @@ def replicas(kind: str) -> Iterator[list[LiveServer]]:
             while sum(b["slots"] for b in servers[0].get_json("/api/backends")["backends"]) < 4:
                 assert time.monotonic() < deadline, "replica A never learnt of B's worker"
                 time.sleep(0.05)
+        if everyone is not None:
+            everyone.extend(servers)
+        if redis_urls is not None and redis is not None:
+            redis_urls.append(redis.url)
         yield servers[:1] if kind == "cross" else servers  # cross: submit on A only
     finally:
         for server in servers:
@@ -146,6 +158,44 @@ async def broker_hops(url: str, runs: int) -> list[float]:
     return samples
 
 
+def queue_metric(server: LiveServer) -> float:
+    with urllib.request.urlopen(server.http_url + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    match = re.search(r'^jaxplay_queue_depth\{backend="cpu"\} (\S+)$', text, flags=re.M)
+    return float(match.group(1)) if match else float("nan")
+
+
+async def backlog_agreement(servers: list[LiveServer], redis_url: str, runs: int = 16) -> list[tuple[int, list[float]]]:
+    """(LLEN, each replica's jaxplay_queue_depth) sampled while ``runs`` sleepers drain through 4 slots."""
+    import redis.asyncio as aioredis
+
+    from jaxplay.server.runs.broker_keys import queue_key
+
+    client = aioredis.from_url(redis_url)
+    # Four browsers (a session each: cookie-less sockets would all be one client, held to its run limit).
+    sockets = [await websockets.connect(servers[0].ws_url, additional_headers=servers[0].browser_headers())
+               for _ in range(runs // 4)]
+    samples = []
+    try:
+        for n in range(runs):
+            code = f"import time\ntime.sleep(1.5)  # {n} {time.time()}"
+            await sockets[n % len(sockets)].send(json.dumps({"type": "run", "id": f"b{n}", "code": code,
+                                                             "fresh": True}))
+        await asyncio.sleep(0.5)
+        while True:
+            length = await client.llen(queue_key("cpu"))
+            reported = await asyncio.gather(*(asyncio.to_thread(queue_metric, s) for s in servers))
+            samples.append((length, list(reported)))
+            if length == 0 and not any(reported):
+                break
+            await asyncio.sleep(0.5)
+    finally:
+        for ws in sockets:
+            await ws.close()
+        await client.aclose()
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="sequential runs for the latency figures")
@@ -157,12 +207,17 @@ def main() -> None:
         hops = asyncio.run(broker_hops(redis.url, 500))
     finally:
         redis.stop()
+    backlog: list[tuple[int, list[float]]] = []
     for kind in ("single", "pair", "cross"):
-        with replicas(kind) as servers:
+        everyone: list[LiveServer] = []
+        redis_urls: list[str] = []
+        with replicas(kind, everyone, redis_urls) as servers:
             lat = asyncio.run(latencies(servers, args.runs))
             tiny = asyncio.run(throughput(servers, args.seconds, cached=False))
             cached = asyncio.run(throughput(servers, args.seconds, cached=True))
             results[kind] = (percentile(lat, 0.5), percentile(lat, 0.95), tiny, cached)
+            if kind == "cross":
+                backlog = asyncio.run(backlog_agreement(everyone, redis_urls[0]))
 
     print(f"{'set-up':<42} {'p50 ms':>8} {'p95 ms':>8} {'tiny runs/s':>12} {'cached runs/s':>14}")
     labels = {"single": "one replica, in-process queue, 4 slots",
@@ -180,6 +235,13 @@ def main() -> None:
           f"p95 {percentile(hops, 0.95):.2f} ms (target: Redis adds at most 3 ms p50: "
           f"{'met' if hop50 <= 3 else 'NOT met'})")
     print("End-to-end differences smaller than the run-to-run spread of the sandbox path are noise.")
+    print("\nQueue metric against the real backlog (cross set-up, 16 sleepers of 1.5 s on 4 slots):")
+    print(f"{'LLEN':>6} {'metric A':>9} {'metric B':>9}")
+    for length, reported in backlog:
+        print(f"{length:6d} " + " ".join(f"{value:9.0f}" for value in reported))
+    worst = max((abs(v - length) for length, reported in backlog for v in reported), default=float("nan"))
+    print(f"largest difference between a replica's jaxplay_queue_depth and LLEN: {worst:.0f} run(s) "
+          "(reads are up to a heartbeat apart; runs a replica has taken but not started count in the metric)")
 
 
 if __name__ == "__main__":

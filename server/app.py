@@ -41,7 +41,8 @@ from jaxplay.server.runs.local_workers import LocalWorkers
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
-from jaxplay.server.storage.interface import Storage
+from jaxplay.server.storage.interface import Storage, StorageUnavailable
+from jaxplay.server.storage.outage import storage_unavailable
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")
@@ -85,6 +86,7 @@ def create_app(settings: Settings) -> Starlette:
         rooms.sync = RedisRoomSync(state.scheduler.broker)
 
     async def backends(request: Request) -> JSONResponse:
+        await state.scheduler.refresh_waiting()
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
                              "default": state.scheduler.default_backend(), "problems": worker_problems(state)})
 
@@ -92,7 +94,8 @@ def create_app(settings: Settings) -> Starlette:
         refused = metrics_access.refusal(request, settings)
         if refused is not None:
             return refused
-        await sharing.cache.refresh_size()
+        await sharing.cache.refresh_size()  # keeps the last size while the database is down
+        await state.scheduler.refresh_waiting()  # with --broker: the shared queue, read now
         return Response(metrics.scrape(), media_type=CONTENT_TYPE)
 
     async def browser_socket(websocket: WebSocket) -> None:
@@ -139,7 +142,8 @@ def create_app(settings: Settings) -> Starlette:
         WebSocketRoute("/ws", browser_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    # A database outage is a 503 naming it, never a bare 500 (server/storage/outage.py).
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StorageUnavailable: storage_unavailable})
     # Workers dial a listener of their own (loopback by default), never the public port.
     app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
     app.state.playground = state

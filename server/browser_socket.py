@@ -38,6 +38,8 @@ from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.runs.scheduler import Run, Scheduler
+from jaxplay.server.storage.interface import StorageUnavailable
+from jaxplay.server.storage.outage import outage_message
 
 if TYPE_CHECKING:
     from jaxplay.server.rooms.hub import RoomHub
@@ -162,8 +164,11 @@ class BrowserConnection:
         if isinstance(message, bp.RoomMessage):
             if self.rooms is None:
                 self.emit(bp.notice_event("Workshop rooms are not available on this server."))
-            else:
+                return
+            try:
                 await self.rooms.handle(self, message)
+            except StorageUnavailable as exc:  # rooms are stored: a database outage is told, the socket stays
+                self.emit(bp.notice_event(outage_message(exc)))
             return
         if isinstance(message, bp.ClientCancel):
             run = self.runs.get(message.id)
@@ -254,8 +259,11 @@ class BrowserConnection:
             self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
         self.runs[message.id] = run
         for intercept in self.interceptors:
-            if await intercept(message, run):
-                return
+            try:
+                if await intercept(message, run):
+                    return
+            except Exception:  # a hook (the cache, metrics) that fails must never cost the run its done
+                log.exception("run %s: a run hook failed; the run goes on without it", run.key)
         try:
             self.scheduler.submit(run)
         except bp.ProtocolError as exc:

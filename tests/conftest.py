@@ -7,8 +7,9 @@ Tests talk to it over real websockets; nothing stands in for the sandbox.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,18 +36,35 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[PostgresServer]:
-    """A real PostgreSQL server for the session; skipped, saying why, only where the package is missing."""
+def serving(make: Callable[[], Any]) -> Iterator[Any]:
+    """A real server made by ``make``, stopped after the test; skipped, saying why, only where its Debian
+    package is missing."""
     try:
-        server = PostgresServer()
+        server = make()
     except FileNotFoundError as missing:
         pytest.skip(str(missing))
-    server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+def started_postgres() -> PostgresServer:
+    server = PostgresServer()
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session."""
+    yield from serving(started_postgres)
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL of one test's own, which the test may stop and start (the fault suite)."""
+    yield from serving(started_postgres)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -59,12 +77,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
-    """A real Redis for the session; skipped, saying why, only where the package is missing."""
-    try:
-        server = RedisServer()
-    except FileNotFoundError as missing:
-        pytest.skip(str(missing))
-    try:
-        yield server
-    finally:
-        server.stop()
+    """A real Redis for the session."""
+    yield from serving(RedisServer)
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A Redis of one test's own, which the test may kill and start again (the fault suite)."""
+    yield from serving(RedisServer)

@@ -51,6 +51,13 @@ class PostgresServer:
     def start(self) -> None:
         self._run(str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", USER, "--auth=trust",
                   "--encoding=UTF8", "--no-sync")
+        self.resume()
+
+    def pause(self) -> None:
+        """Stop the server, keeping its data (fault tests): every connection is cut, as in a restart."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.root / "server.log"),
                   "-o", options, "-w", "-t", "60", "start")

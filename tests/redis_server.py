@@ -19,11 +19,16 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             raise FileNotFoundError(MISSING)
+        self.binary = binary
         self.root = Path(tempfile.mkdtemp(prefix="jaxplay-redis-"))
         self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, on the same port: fault tests restart it) and wait until it answers."""
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root), "--save", "",
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.root), "--save", "",
              "--appendonly", "no", "--protected-mode", "yes"],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
@@ -35,6 +40,11 @@ class RedisServer:
                 time.sleep(0.05)
         self.stop()
         raise TimeoutError("redis-server did not start")
+
+    def kill(self) -> None:
+        """SIGKILL: no persistence, so it comes back empty, as a restarted cache pod does."""
+        self.process.kill()
+        self.process.wait(10)
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -2,7 +2,9 @@
 
 Ready means all of:
 - not shutting down (phase 1 of ``server/ops/shutdown.py`` turns this off first);
-- storage writable: a real write transaction commits within ``STORAGE_PROBE_S``;
+- storage writable: a real write transaction commits within ``STORAGE_PROBE_S``
+  (after a database restart the first probe already reconnects: no stale 503);
+- with ``--broker``: Redis answers a PING (runs cannot be queued without it);
 - every local worker this server started has joined, whatever backend its
   host offers (``cpu``, or ``gpu`` on a GPU host); one that cannot start is
   named with its cause, and the server stays up, unready, instead of looping;
@@ -45,6 +47,9 @@ async def readiness(state: Replica) -> dict[str, Any]:
     except Exception as exc:  # any failure means not ready; the reason is shown, not raised
         log.warning("readiness: storage is not writable: %s", exc)
         checks["storage"] = f"not writable: {exc or type(exc).__name__}"
+    broker = await scheduler.broker_check()  # with --broker: Redis answers, or runs cannot be queued
+    if broker is not None:
+        checks["broker"] = broker
     # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
     backends = scheduler.backends()
     checks["workers"] = {b["name"]: b["workers"] for b in backends}
@@ -54,7 +59,8 @@ async def readiness(state: Replica) -> dict[str, Any]:
     if local is not None:
         checks["local_workers"] = local
     local_ready = local is None or local["joined"] >= local["started"]
-    ready = checks["accepting"] and checks["storage"] == "writable" and not missing and local_ready
+    ready = (checks["accepting"] and checks["storage"] == "writable" and broker in (None, "reachable") and not missing
+             and local_ready)
     result: dict[str, Any] = {"ready": ready, "checks": checks}
     if missing:
         result["missing_backends"] = missing

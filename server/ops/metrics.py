@@ -7,7 +7,10 @@ Where each figure comes from::
     rejected runs by reason          ``BrowserHooks.run_rejected``
     browser connections              ``BrowserHooks.open``, read at scrape time
     queue depth, workers, slots      the scheduler, read at scrape time; busy slots
-                                     from each worker's own ``slots`` report
+                                     from each worker's own ``slots`` report; with
+                                     --broker the depth is the shared Redis queue
+    dependency up                    the result cache's last size read (storage),
+                                     the broker's last heartbeat (Redis)
     sandbox OOM kills and crashes    the workers' ``slots`` reports (cumulative per
                                      worker process; the growth is counted here)
     result cache, snippets           their own counters and the cache's size, read at
@@ -121,9 +124,11 @@ class _StateCollector(Collector):
         total = GaugeMetricFamily("jaxplay_slots_total", "Sandbox slots of the connected workers.", labels=["backend"])
         busy = GaugeMetricFamily("jaxplay_slots_busy", "Slots running a program now.", labels=["backend"])
         backends = {w.hello.backend for w in scheduler.workers} | set(scheduler.queues) | scheduler.expected_backends
+        backends |= {entry["name"] for entry in scheduler.backends()}  # with --broker, other replicas' too
         for backend in sorted(backends):
             links = [w for w in scheduler.workers if w.hello.backend == backend]
-            depth.add_metric([backend], len(scheduler.queues.get(backend, ())))
+            # With --broker this is the shared queue, the same on every replica: aggregate replicas with max().
+            depth.add_metric([backend], scheduler.waiting(backend))
             workers.add_metric([backend], len(links))
             total.add_metric([backend], sum(_slots(w)[1] for w in links))
             busy.add_metric([backend], sum(_slots(w)[0] for w in links))
@@ -131,6 +136,14 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily("jaxplay_browser_connections", "Browser websockets open.",
                                 value=len(self.metrics.hooks.open))
         cache, snippets = self.metrics.cache, self.metrics.snippets
+        up = GaugeMetricFamily("jaxplay_dependency_up", "1 while this replica reaches the service, else 0: "
+                               "'storage' (its database, as of this scrape), 'broker' (Redis, with --broker).",
+                               labels=["dependency"])
+        if cache is not None:
+            up.add_metric(["storage"], int(cache.storage_reachable))
+        if scheduler.broker_reachable is not None:
+            up.add_metric(["broker"], int(scheduler.broker_reachable))
+        yield up
         if cache is None or snippets is None:
             return
         yield CounterMetricFamily("jaxplay_result_cache_hits", "Runs answered from the result cache.",

@@ -35,6 +35,7 @@ from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
 from jaxplay.server.rooms.state import encode
+from jaxplay.server.runs.broker_keys import listen_forever
 
 if TYPE_CHECKING:
     from jaxplay.server.rooms.state import Room
@@ -126,17 +127,8 @@ class RedisRoomSync(RoomSync):
                 log.warning("room update not sent to the other replicas: %s", exc)
 
     async def _listen(self) -> None:
-        while True:
-            try:
-                assert self.broker.redis is not None
-                async with self.broker.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(CHANNEL)
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
-                            self._received(message["data"])
-            except (RedisError, OSError) as exc:
-                log.warning("room updates from other replicas interrupted (%s); resubscribing", exc)
-                await asyncio.sleep(1.0)
+        assert self.broker.redis is not None
+        await listen_forever(self.broker.redis, CHANNEL, self._received, "room updates from other replicas")
 
     async def _prune(self) -> None:
         """Members of a replica that stopped count for nothing: its browsers reconnect elsewhere."""

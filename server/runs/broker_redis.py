@@ -11,12 +11,20 @@ Each run goes through Redis, whichever replica its browser is connected to
                                                                        scheduler -> worker
     relay  ◀── XREAD ─── jaxplay:events:<A> (stream) ◀── XADD ──────── each event, in order
     cancel ─── PUBLISH ───────────▶ jaxplay:cancels ─── SUBSCRIBE ──▶ cancels its local Run
-    heartbeat: SET jaxplay:replica:<id> EX 3 every second, with its backends
+    heartbeat: SET jaxplay:replica:<id> EX 3 every second, with its backends, free slots and
+               local queue; it also reads every queue's length (what /metrics reports)
+
+Tasks, all on the server's event loop and owned by the broker: the heartbeat
+loop, the event reader and the pusher (the origin side, here); the pullers,
+the event sender and the cancel listener belong to its ``JobExecutor``
+(the executor side, server/runs/broker_executor.py). The keys are listed in
+server/runs/broker_keys.py, the liveness rules in server/runs/broker_liveness.py.
 
 Why streams for events: a stream keeps order and keeps entries while the
 origin's reader reconnects, where pub/sub would drop them; events are the
-one thing that must not be lost or reordered. Cancels use pub/sub: they
-are idempotent and every run still has its deadline.
+one thing that must not be lost or reordered, so the sender retries a batch
+until Redis takes it. Cancels use pub/sub: they are idempotent and every run
+still has its deadline.
 
 What holds:
 - exactly one ``done`` per run: only the origin's ``Scheduler.finish`` emits
@@ -24,8 +32,16 @@ What holds:
   origin's own deadline, or the executor's death);
 - a job is taken by exactly one executor (BLPOP), and a cancel races it
   safely: LREM removes it if still queued, otherwise the cancel is published;
-- a dead executor (heartbeat gone): its origin ends the run as ``crashed``;
-  a dead origin: executors cancel its runs and drop its queued jobs, and its
+- liveness is judged with grace (server/runs/broker_liveness.py): a dead
+  executor's runs end as ``crashed`` and a dead origin's jobs are dropped only
+  after its heartbeat was missing for seconds while Redis answered;
+- Redis restarting empty loses no run: ``jaxplay:epoch`` vanishes with the
+  data, and an origin that sees a new epoch pushes again every job of its own
+  that no executor had taken (and its browsers' session entries);
+- a Redis outage is never a sandbox crash: a run submitted while Redis cannot
+  be reached is ``rejected`` saying so, a run whose result was lost in one ends
+  as ``error`` saying so, and ``/readyz`` is 503 meanwhile;
+- a dead origin: executors cancel its runs and drop its queued jobs, and its
   browsers, reconnecting to another replica, are sent a ``done`` for each
   run they had in flight (kept per session in ``jaxplay:session:<id>``).
 """
@@ -37,7 +53,7 @@ import json
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -46,17 +62,36 @@ from redis.exceptions import RedisError
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs.broker_executor import JobExecutor
+from jaxplay.server.runs.broker_keys import (
+    CANCELS,
+    EPOCH_KEY,
+    PREFIX,
+    REPLICAS,
+    RETRY_S,
+    STREAM_TTL_S,
+    connect,
+    events_key,
+    public_hello,
+    queue_key,
+)
+from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S, ReplicaLiveness
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 
 log = logging.getLogger("jaxplay.broker")
 
-PREFIX = "jaxplay:"
-HEARTBEAT_S = 1.0
-HEARTBEAT_TTL_S = 3
-STREAM_MAXLEN = 100_000
+# /readyz and /metrics wait this long for Redis.
+PROBE_S = 1.5
+# A returning browser's old replica is judged within seconds; beyond this (Redis away?) it is not told.
+RETURNING_WAIT_S = 60.0
+
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
 ORIGIN_GONE = ("The server this page was connected to stopped while this run was in flight, so its result "
                "was lost; run it again.")
+BROKER_UNREACHABLE = ("The playground's run queue (Redis) cannot be reached right now, so this run was not queued; "
+                      "run it again in a moment.")
+BROKER_LOST = ("The server lost its connection to the run queue (Redis) while this run was in flight, and its result "
+               "never came back; run it again.")
 
 
 @dataclass(eq=False)
@@ -65,15 +100,19 @@ class Pending:
     run: Run
     payload: str
     executor: str | None = None
-
-
-def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
-    """A worker's hello without its token: what other replicas may know of it."""
-    return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
+    epoch: str | None = None  # the Redis data epoch its job was pushed in
+    pushing: bool = False  # its RPUSH is on its way
 
 
 async def _nowhere(text: str) -> None:
     """The send of a worker on another replica: this replica never writes to it."""
+
+
+def _drain(queue: asyncio.Queue[Any]) -> list[Any]:
+    items = []
+    while not queue.empty():
+        items.append(queue.get_nowait())
+    return items
 
 
 class RedisBroker:
@@ -82,38 +121,42 @@ class RedisBroker:
         self.scheduler = scheduler
         self.id = uuid.uuid4().hex[:12]
         self.redis: aioredis.Redis | None = None
+        self.liveness = ReplicaLiveness(self.id)
+        self.epoch: str | None = None
         self.pending: dict[str, Pending] = {}
-        self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
-        self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
-        self.live: dict[str, dict[str, Any]] = {}  # replica id -> its heartbeat
-        self.outgoing: asyncio.Queue[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = asyncio.Queue()
+        self.waiting: dict[str, int] = {}  # backend -> length of its shared queue, as last read
         self.pushes: asyncio.Queue[tuple[Run, str]] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
-        self.pullers: dict[str, asyncio.Task[None]] = {}
+        self.executor = JobExecutor(url, scheduler, self.id, self.liveness, self.deliver)
+
+    @property
+    def live(self) -> dict[str, dict[str, Any]]:
+        """Replica id -> its last heartbeat, for every replica not judged gone (this one included)."""
+        return self.liveness.live
 
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
-        self.redis = aioredis.from_url(self.url, decode_responses=True)
+        self.redis = connect(self.url)
         try:
             await self.redis.ping()
         except (RedisError, OSError) as exc:
             raise RuntimeError(f"Cannot reach the broker at {self.url}: {exc}. Check --broker "
                                "(JAXPLAY_BROKER) and that Redis is running.") from exc
         await self._heartbeat_once()
-        for loop in (self._heartbeat_loop, self._read_events, self._listen_cancels, self._send_events,
-                     self._push_in_order):
+        self.executor.start(self.redis)
+        for loop in (self._heartbeat_loop, self._read_events, self._push_in_order):
             self.tasks.append(asyncio.create_task(loop()))
         log.info("broker: replica %s on %s", self.id, self.url)
 
     async def stop(self) -> None:
-        for task in [*self.tasks, *self.pullers.values()]:
+        for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, *self.pullers.values(), return_exceptions=True)
+        await asyncio.gather(*self.tasks, self.executor.stop(), return_exceptions=True)
         if self.redis is not None:
             try:
-                await self.redis.delete(f"{PREFIX}replica:{self.id}", f"{PREFIX}events:{self.id}")
-                await self.redis.srem(f"{PREFIX}replicas", self.id)
+                await self.redis.delete(f"{PREFIX}replica:{self.id}", events_key(self.id))
+                await self.redis.srem(REPLICAS, self.id)
             except (RedisError, OSError):
                 pass
             await self.redis.aclose()
@@ -121,11 +164,57 @@ class RedisBroker:
     def abandon_all(self, message: str) -> None:
         """Shutdown, after the drain: end this replica's runs still out in Redis or on other replicas."""
         for pending in list(self.pending.values()):
-            asyncio.create_task(self._cancel(pending.run))
-            self._end(pending.run, bp.RunStatus.CRASHED, message)
+            self._give_up(pending.run, bp.RunStatus.CRASHED, message)
+
+    def _give_up(self, run: Run, status: bp.RunStatus, message: str) -> None:
+        """End a run here, and take its job back from Redis or cancel it wherever it runs."""
+        pending = self.pending.get(run.key)
+        if pending is not None:
+            asyncio.create_task(self._withdraw(run, pending.payload))
+        self._end(run, status, message)
+
+    async def _withdraw(self, run: Run, payload: str) -> None:
+        if self.redis is None:
+            return
+        try:
+            if not await self.redis.lrem(queue_key(run.backend), 1, payload):
+                await self.redis.publish(CANCELS, run.key)
+        except (RedisError, OSError) as exc:
+            log.warning("broker: run %s could not be withdrawn (Redis: %s); its deadline ends it", run.key, exc)
 
     def remote_backends(self) -> set[str]:
         return {b for info in self.live.values() for b, n in info.get("backends", {}).items() if n["workers"]}
+
+    async def probe(self) -> str:
+        """For /readyz: 'reachable', or why not."""
+        if self.redis is None:
+            return "not started"
+        try:
+            await asyncio.wait_for(self.redis.ping(), PROBE_S)
+            return "reachable"
+        except (RedisError, OSError, TimeoutError) as exc:
+            self.liveness.failed()
+            return f"unreachable: {exc or type(exc).__name__}"
+
+    async def refresh_waiting(self) -> None:
+        """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""
+        if self.redis is None:
+            return
+        backends = self._known_backends()
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for backend in backends:
+                    pipe.llen(queue_key(backend))
+                lengths = await asyncio.wait_for(pipe.execute(), PROBE_S)
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.debug("broker: queue lengths not read: %s", exc)
+            return
+        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
+
+    def _known_backends(self) -> list[str]:
+        names = {w.hello.backend for w in self.scheduler.workers} | self.scheduler.expected_backends
+        names |= {b for beat in self.live.values() for b in beat.get("backends", {})}
+        return sorted(names)
 
     # --- origin side -------------------------------------------------------
 
@@ -136,7 +225,11 @@ class RedisBroker:
         payload = json.dumps(job, separators=(",", ":"))
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
-        run._deadline = loop.call_later(run.timeout_s + WORKER_GRACE_S + HEARTBEAT_TTL_S, self._overdue, run)
+        run._deadline = loop.call_later(run.timeout_s + WORKER_GRACE_S + GONE_AFTER_S, self._overdue, run)
+        # Accepted: the browser learns its place now (the shared queue's length as last read), and the exact one
+        # once Redis has the job, before any event of its execution can arrive.
+        run.position = self.waiting.get(run.backend, 0) + self.pushes.qsize() + 1
+        run.send(bp.queued_event(run.client_id, run.position))
         self.pushes.put_nowait((run, payload))
 
     async def _push_in_order(self) -> None:
@@ -147,9 +240,17 @@ class RedisBroker:
 
     async def _push(self, run: Run, payload: str) -> None:
         assert self.redis is not None
-        queue = f"{PREFIX}queue:{run.backend}"
+        pending = self.pending.get(run.key)
+        if pending is None or pending.executor is not None:
+            return  # ended (cancelled) while waiting to be pushed, or pushed again after it was taken
+        queue = queue_key(run.backend)
+        pending.pushing = True
         try:
-            waiting = await self.redis.llen(queue)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+                pipe.get(EPOCH_KEY)
+                pipe.llen(queue)
+                _, epoch, waiting = await pipe.execute()
             if waiting >= self.scheduler.settings.queue_limit:
                 self._end(run, bp.RunStatus.REJECTED,
                           f"The {run.backend} queue is full ({waiting} runs waiting); try again in a minute.")
@@ -157,16 +258,59 @@ class RedisBroker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(queue, payload)
                 if is_browser_session(run.session_id):  # an address client is nobody who comes back
-                    pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id,
-                              json.dumps({"origin": self.id, "key": run.key}))
-                    pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
+                    self._remember_session(pipe, run)
                 position, *_ = await pipe.execute()
         except (RedisError, OSError) as exc:
-            log.error("broker: could not queue run %s: %s", run.key, exc)
-            self._end(run, bp.RunStatus.CRASHED, "The server could not reach its broker; run it again.")
+            # Tried again on a fresh connection first (``connect``): Redis is down, not a stale socket. The runs
+            # behind this one in line would only wait to fail the same way: they are refused with it.
+            refused = [run] + [waiting for waiting, _ in _drain(self.pushes)]
+            log.error("broker: could not queue %d run(s): %s", len(refused), exc)
+            self.liveness.failed()
+            for waiting in refused:
+                if waiting.key in self.pending:
+                    self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE)
             return
-        if run.key in self.pending and run.state == "queued":
-            run.send(bp.queued_event(run.client_id, int(position)))
+        finally:
+            pending.pushing = False
+        pending.epoch = epoch
+        self._saw_epoch(epoch)
+        if run.key in self.pending and run.state == "queued" and run.position != int(position):
+            run.position = int(position)
+            run.send(bp.queued_event(run.client_id, run.position))
+
+    def _remember_session(self, pipe: Any, run: Run) -> None:
+        pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id, json.dumps({"origin": self.id, "key": run.key}))
+        pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
+
+    def _saw_epoch(self, epoch: str | None) -> None:
+        """Redis's data epoch, read just now: a new one means it lost its data (a restart without persistence)."""
+        if epoch is None or epoch == self.epoch:
+            return
+        if self.epoch is not None:
+            log.warning("broker: Redis lost its data (restarted?); queueing this replica's waiting runs again")
+            asyncio.create_task(self._push_lost_jobs(epoch))
+        self.epoch = epoch
+
+    async def _push_lost_jobs(self, epoch: str) -> None:
+        """After Redis lost its data: push again, in submission order, every job no executor had taken."""
+        assert self.redis is not None
+        lost = [p for p in self.pending.values() if p.executor is None and p.epoch not in (None, epoch)]
+        try:
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for pending in lost:
+                    pipe.rpush(queue_key(pending.run.backend), pending.payload)
+                for pending in self.pending.values():
+                    if is_browser_session(pending.run.session_id):
+                        self._remember_session(pipe, pending.run)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.error("broker: could not queue %d run(s) again: %s", len(lost), exc)
+            self.liveness.failed()
+            self.epoch = None  # the next heartbeat that reaches Redis tries again
+            return
+        for pending in lost:
+            pending.epoch = epoch
+        log.info("broker: %d waiting run(s) queued again", len(lost))
 
     def cancel(self, run: Run) -> None:
         asyncio.create_task(self._cancel(run))
@@ -175,18 +319,27 @@ class RedisBroker:
         pending = self.pending.get(run.key)
         if pending is None or self.redis is None:
             return
+        for _ in range(500):  # a push on its way lands first (at most its retries), then LREM finds it
+            if not pending.pushing:
+                break
+            await asyncio.sleep(0.01)
+        if pending.epoch is None and not pending.pushing:  # still waiting for the pusher: it never reaches Redis
+            self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
+            return
         try:
-            if pending.executor is None and await self.redis.lrem(f"{PREFIX}queue:{run.backend}", 1, pending.payload):
+            if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 1, pending.payload):
                 self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
                 return
-            await self.redis.publish(f"{PREFIX}cancels", run.key)
+            await self.redis.publish(CANCELS, run.key)
         except (RedisError, OSError) as exc:
             log.warning("broker: cancel of %s could not reach Redis: %s", run.key, exc)
 
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)
-        asyncio.create_task(self._cancel(run))
-        self._end(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
+        if self.liveness.unreachable_since(run.submitted_at):
+            self._give_up(run, bp.RunStatus.ERROR, BROKER_LOST)
+        else:
+            self._give_up(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
     def _end(self, run: Run, status: bp.RunStatus, message: str | None = None,
              elapsed_ms: float | None = None, **extra: Any) -> None:
@@ -212,7 +365,13 @@ class RedisBroker:
         pending = self.pending.get(key)
         if pending is None:
             return
-        pending.executor = executor
+        if pending.executor is None:
+            pending.executor = executor
+        elif pending.executor != executor:
+            # A second copy (its job was pushed again after Redis lost its data): the first executor's word counts.
+            log.info("broker: ignoring run %s's events from replica %s (it runs on %s)", key, executor,
+                     pending.executor)
+            return
         run = pending.run
         kind = event.get("type")
         if kind == "queued":
@@ -231,13 +390,13 @@ class RedisBroker:
 
     async def _read_events(self) -> None:
         assert self.redis is not None
-        stream, last = f"{PREFIX}events:{self.id}", "$"
+        stream, last = events_key(self.id), "$"
         while True:
             try:
                 replies = await self.redis.xread({stream: last}, block=1000, count=1000)
             except (RedisError, OSError) as exc:
                 log.warning("broker: reading events failed (%s); retrying", exc)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(RETRY_S)
                 continue
             for _, entries in replies or ():
                 for entry_id, fields in entries:
@@ -245,159 +404,112 @@ class RedisBroker:
                     hello = json.loads(fields["hello"]) if "hello" in fields else None
                     self.deliver(fields["key"], fields["executor"], json.loads(fields["event"]), hello)
 
-    # --- executor side -----------------------------------------------------
-
-    def _free_slots(self, backend: str) -> int:
-        free = sum(w.free_slots for w in self.scheduler.workers if w.hello.backend == backend)
-        return free - len(self.scheduler.queues.get(backend, ()))
-
-    async def _pull(self, backend: str) -> None:
-        """Take jobs for ``backend`` from Redis while this replica has a free slot for one."""
-        connection = aioredis.from_url(self.url, decode_responses=True)  # BLPOP holds its connection
-        try:
-            while True:
-                if not self.scheduler.accepting or self._free_slots(backend) <= 0:
-                    await asyncio.sleep(0.005)
-                    continue
-                try:
-                    item = await connection.blpop([f"{PREFIX}queue:{backend}"], timeout=1)
-                except (RedisError, OSError) as exc:
-                    log.warning("broker: taking a job failed (%s); retrying", exc)
-                    await asyncio.sleep(0.5)
-                    continue
-                if item is not None:
-                    self._execute(json.loads(item[1]))
-        finally:
-            await connection.aclose()
-
-    def _execute(self, job: dict[str, Any]) -> None:
-        key, origin = job["key"], job["origin"]
-        if origin != self.id and origin not in self.live:
-            log.info("broker: dropping run %s of replica %s, which stopped", key, origin)
-            return
-
-        def relay(event: dict[str, Any]) -> None:
-            if event.get("type") == "done":
-                self.executing.pop(key, None)
-            hello = None
-            if event.get("type") == "started" and run.worker:
-                hello = public_hello(run.worker.hello) | {"trusted": run.worker.trusted}
-            if origin == self.id:
-                self.deliver(key, self.id, event, hello)
-            else:
-                self.outgoing.put_nowait((origin, key, event, hello))
-
-        run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "", network=job.get("network") or "",
-                  key=key, runtime=str(job.get("runtime") or ""))
-        self.executing[key] = (run, origin)
-        if self.cancelled.pop(key, None) is not None:
-            self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
-            return
-        try:
-            # A job taken from the shared queue: it counts against its browser on the replica it came from.
-            self.scheduler.queue_here(run, count=False)
-        except bp.ProtocolError as exc:
-            self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc))
-
-    async def _send_events(self) -> None:
-        """XADD events to their origins' streams in order, many per round trip."""
-        assert self.redis is not None
-        while True:
-            batch = [await self.outgoing.get()]
-            while not self.outgoing.empty():
-                batch.append(self.outgoing.get_nowait())
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for origin, key, event, hello in batch:
-                        fields = {"key": key, "executor": self.id, "event": json.dumps(event, separators=(",", ":"))}
-                        if hello is not None:
-                            fields["hello"] = json.dumps(hello)
-                        pipe.xadd(f"{PREFIX}events:{origin}", fields, maxlen=STREAM_MAXLEN, approximate=True)
-                    await pipe.execute()
-            except (RedisError, OSError) as exc:
-                log.error("broker: %d event(s) could not be sent: %s", len(batch), exc)
-
-    async def _listen_cancels(self) -> None:
-        assert self.redis is not None
-        async with self.redis.pubsub() as pubsub:
-            await pubsub.subscribe(f"{PREFIX}cancels")
-            async for message in pubsub.listen():
-                if message.get("type") != "message":
-                    continue
-                key = message["data"]
-                entry = self.executing.get(key)
-                if entry is not None:
-                    Scheduler.cancel(self.scheduler, entry[0])
-                else:  # not taken yet (maybe still on its way into Redis): refuse it when it is
-                    self.cancelled[key] = time.monotonic()
-
     # --- liveness ----------------------------------------------------------
+
+    def _beat(self) -> str:
+        backends: dict[str, dict[str, Any]] = {}
+        for link in self.scheduler.workers:
+            hello = link.hello
+            # What /api/backends of a replica without this worker shows of it (the same as this one shows).
+            describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
+                        "device_memory_bytes": hello.device_memory_bytes, "jax_version": hello.jax_version,
+                        "jaxlib_version": hello.jaxlib_version, "libraries": hello.libraries,
+                        "device_peak": hello.device_peak or None}
+            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "free_slots": 0, "queued": 0,
+                                                        "describe": describe, "hellos": []})
+            entry["hellos"].append(public_hello(hello))
+            entry["workers"] += 1
+            entry["slots"] += hello.slots
+            entry["free_slots"] += link.free_slots
+        for backend, entry in backends.items():
+            entry["queued"] = len(self.scheduler.queues.get(backend, ()))
+        return json.dumps({"backends": backends, "at": time.time()})
 
     async def _heartbeat_once(self) -> None:
         assert self.redis is not None
-        backends: dict[str, dict[str, int]] = {}
-        for link in self.scheduler.workers:
-            hello = link.hello
-            describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
-                        "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version}
-            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "describe": describe, "hellos": []})
-            entry["hellos"].append(public_hello(hello))
-            entry["workers"] += 1
-            entry["slots"] += link.hello.slots
-        beat = json.dumps({"backends": backends, "at": time.time()})
+        backends = self._known_backends()
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(f"{PREFIX}replica:{self.id}", beat, ex=HEARTBEAT_TTL_S)
-            pipe.sadd(f"{PREFIX}replicas", self.id)
-            await pipe.execute()
-        ids = sorted(await self.redis.smembers(f"{PREFIX}replicas"))
+            pipe.set(f"{PREFIX}replica:{self.id}", self._beat(), ex=HEARTBEAT_TTL_S)
+            pipe.sadd(REPLICAS, self.id)
+            pipe.expire(events_key(self.id), STREAM_TTL_S)
+            pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
+            pipe.get(EPOCH_KEY)
+            pipe.smembers(REPLICAS)
+            for backend in backends:
+                pipe.llen(queue_key(backend))
+            _, _, _, _, epoch, members, *lengths = await pipe.execute()
+        ids = sorted(members)
         beats = await self.redis.mget([f"{PREFIX}replica:{i}" for i in ids]) if ids else []
-        live = {i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None}
-        gone = set(ids) - set(live)
+        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
+        gone = self.liveness.observed({i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None})
         if gone:
-            await self.redis.srem(f"{PREFIX}replicas", *gone)
-        self.live = live
-        for backend in backends:
-            if backend not in self.pullers:
-                self.pullers[backend] = asyncio.create_task(self._pull(backend))
+            log.info("broker: replica(s) %s stopped (no heartbeat for %.0f s)", ", ".join(gone), GONE_AFTER_S)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.srem(REPLICAS, *gone)
+                pipe.delete(*(events_key(replica) for replica in gone))
+                await pipe.execute()
+        self._saw_epoch(epoch)
+        self.executor.pull_for({link.hello.backend for link in self.scheduler.workers})
 
     def beat_soon(self) -> None:
         if self.redis is not None:
-            task = asyncio.ensure_future(self._heartbeat_once())
+            task = asyncio.ensure_future(self._beat_or_note_failure())
             self.tasks.append(task)
             task.add_done_callback(self.tasks.remove)
+
+    async def _beat_or_note_failure(self) -> bool:
+        try:
+            await self._heartbeat_once()
+            return True
+        except (RedisError, OSError) as exc:
+            if self.liveness.reachable:
+                log.warning("broker: Redis cannot be reached (%s); new runs are refused until it can", exc)
+            self.liveness.failed()
+            return False
 
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(HEARTBEAT_S)
             try:
-                await self._heartbeat_once()
-            except (RedisError, OSError) as exc:
-                log.warning("broker: heartbeat failed: %s", exc)
-                continue
-            for pending in list(self.pending.values()):
-                if pending.executor is not None and pending.executor not in self.live:
-                    self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
-            for key, (run, origin) in list(self.executing.items()):
-                if origin not in self.live:
-                    log.info("broker: replica %s stopped; cancelling its run %s", origin, key)
-                    self.executing.pop(key, None)
-                    Scheduler.cancel(self.scheduler, run)
-            cutoff = time.monotonic() - 60
-            self.cancelled = {k: t for k, t in self.cancelled.items() if t > cutoff}
+                if await self._beat_or_note_failure():
+                    self._end_runs_of_gone_replicas()
+            except Exception:  # the heartbeat is this replica's life to the others: it must never stop
+                log.exception("broker: heartbeat failed")
+
+    def _end_runs_of_gone_replicas(self) -> None:
+        for pending in list(self.pending.values()):
+            if pending.executor is not None and self.liveness.is_gone(pending.executor):
+                self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
+        self.executor.cancel_orphans()
 
     # --- browsers that come back -------------------------------------------
 
     async def tell_returning_browser(self, session_id: str, emit: Any) -> None:
-        """A browser connected here: end the runs it had in flight on a replica that has since stopped."""
+        """A browser connected here: end the runs it had in flight on a replica that has since stopped.
+
+        It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
+        that shows the replica alive) rather than answer from a stale view."""
         if not is_browser_session(session_id) or self.redis is None:
             return
         try:
             runs = await self.redis.hgetall(f"{PREFIX}session:{session_id}")
-            for client_id, raw in runs.items():
-                origin = json.loads(raw)["origin"]
-                if origin != self.id and origin not in self.live:
-                    emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
-                    await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
         except (RedisError, OSError) as exc:
             log.warning("broker: could not look up session runs: %s", exc)
+            return
+        origins = {client_id: json.loads(raw)["origin"] for client_id, raw in runs.items()}
+        waiting = {client_id: origin for client_id, origin in origins.items() if origin != self.id}
+        started = time.monotonic()
+        # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
+        alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
+        while waiting and time.monotonic() < started + RETURNING_WAIT_S:
+            for client_id, origin in list(waiting.items()):
+                if self.liveness.is_gone(origin):
+                    emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
+                    del waiting[client_id]
+                    try:
+                        await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
+                    except (RedisError, OSError):
+                        pass
+                elif self.liveness.seen_at.get(origin, 0.0) > alive_after:
+                    del waiting[client_id]  # its replica is alive: it answers the run itself
+            await asyncio.sleep(HEARTBEAT_S / 2)

@@ -3,6 +3,10 @@
 Browser connections, the result cache and shutdown use it exactly as they use
 ``Scheduler``; only where a run waits changes. Its own local queues hold just
 the runs this replica took from Redis for its own workers (the broker's ``queue_here``).
+What it reports (``backends``, ``waiting``: /api/backends, /metrics, /readyz) is
+the whole set of replicas: the shared queue's length and every replica's workers
+and free slots, so that every replica tells the same and an autoscaler sees the
+real backlog.
 """
 
 from __future__ import annotations
@@ -33,21 +37,41 @@ class BrokeredScheduler(Scheduler):
             self.expected_backends = saved
 
     def backends(self) -> list[dict[str, Any]]:
-        """This replica's backends, with the workers of the other replicas counted in."""
+        """Every replica's backends: workers, slots and free slots of the other replicas (as of their last
+        heartbeat) counted in, and the shared queue, so that every replica tells the same."""
         listed = {entry["name"]: entry for entry in super().backends()}
-        for replica, beat in self.broker.live.items():
-            if replica == self.broker.id:
-                continue
+        for beat in self._other_beats():
             for name, remote in beat.get("backends", {}).items():
                 entry = listed.setdefault(name, {"name": name, **remote["describe"], "workers": 0, "slots": 0,
-                                                 "free_slots": 0, "queued": 0, "sandbox": self.settings.sandbox})
+                                                 "free_slots": 0, "queued": self.waiting(name),
+                                                 "sandbox": self.settings.sandbox})
                 if entry.get("device_kind") is None:
                     entry.update(remote["describe"])
                 entry["workers"] += remote["workers"]
                 entry["slots"] += remote["slots"]
+                entry["free_slots"] += remote.get("free_slots", 0)
         for name, entry in listed.items():  # every replica's workers' runtimes
             entry["runtimes"] = runtimes.describe(self.worker_hellos(name))
         return [listed[name] for name in sorted(listed)]
+
+    def _other_beats(self) -> list[dict[str, Any]]:
+        return [beat for replica, beat in self.broker.live.items() if replica != self.broker.id]
+
+    def waiting(self, backend: str) -> int:
+        """Runs of ``backend`` waiting anywhere: the shared Redis queue (as last read), plus the few that a
+        replica has taken for its workers and not yet started (this one's now, the others' at their beat)."""
+        taken = sum(beat.get("backends", {}).get(backend, {}).get("queued", 0) for beat in self._other_beats())
+        return self.broker.waiting.get(backend, 0) + taken + super().waiting(backend)
+
+    async def refresh_waiting(self) -> None:
+        await self.broker.refresh_waiting()
+
+    @property
+    def broker_reachable(self) -> bool | None:
+        return self.broker.liveness.reachable
+
+    async def broker_check(self) -> str | None:
+        return await self.broker.probe()
 
     def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
         remote = [wp.WorkerHello(token="", **hello) for replica, beat in self.broker.live.items()

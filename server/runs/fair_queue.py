@@ -29,12 +29,13 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict, deque
 from collections.abc import Iterator
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 # How many finished runs the wait estimate averages over.
 RECENT_RUNS = 20
 
 
+@runtime_checkable
 class Queued(Protocol):
     session_id: str
     network: str
@@ -71,6 +72,12 @@ class FairQueue(Generic[R]):
         yield from self.priority
         yield from _in_turns([list(_in_turns([list(runs) for runs in clients.values()]))
                               for clients in self.networks.values()])
+
+    def __contains__(self, run: object) -> bool:
+        if not isinstance(run, Queued):
+            return False
+        lane = self.priority if run.priority else self.networks.get(run.network, {}).get(run.session_id, ())
+        return any(waiting is run for waiting in lane)
 
     def append(self, run: R) -> None:
         if run.priority:

@@ -1,8 +1,11 @@
 """Worker processes the server starts on its own host and owns.
 
 Each is ``python -m jaxplay.cli worker`` dialing this server over loopback
-with a token made for this server's lifetime, in a process session of its
-own (a Ctrl+C or a signal to the server's process group reaches the server,
+with a token made for this server's lifetime, named ``local-N@HOST:PORT``
+(this host and the server's port: unique among replicas sharing a broker and
+a database, so cached results name the replica that recorded them for
+``jaxplay purge-results``, and the same again when that replica restarts),
+in a process session of its own (a Ctrl+C or a signal to the server's process group reaches the server,
 which then stops its workers in order). The supervisor restarts one that
 dies (with backoff) and, at shutdown, terminates them all, then kills any
 that linger. Their sandboxes die with them (bwrap's --die-with-parent).
@@ -27,6 +30,7 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -60,16 +64,15 @@ class LocalWorkers:
         # Worker name -> why it cannot start, for the workers that refused (never restarted).
         self.refusals: dict[str, str] = {}
 
-    @staticmethod
-    def name(index: int) -> str:
-        return f"local-{index}"
-
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
         for name, value in asdict(self.settings).items():
             env[ENV_PREFIX + name.upper()] = str(value)
         env[ENV_PREFIX + "WORKER_TOKEN"] = self.token
         return env
+
+    def name(self, index: int) -> str:
+        return f"local-{index}@{socket.gethostname()}:{self.settings.port}"
 
     def start(self) -> None:
         for index in range(self.settings.local_workers):

@@ -54,7 +54,7 @@ from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.scheduler import Run, Scheduler
-from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
+from jaxplay.server.storage.interface import Storage, StorageError, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 
@@ -65,6 +65,10 @@ NOT_RECORDED = frozenset({"queued"})
 # A recording stops (and is not cached) beyond this many bytes of event JSON.
 MAX_RECORDING_BYTES = 64 << 20
 EVICT_BATCH = 64
+# How long a run waits for its cache lookup (a database that does not answer) before running uncached.
+LOOKUP_S = 2.0
+# How long /metrics waits for the cache's size before answering with the last one.
+SIZE_READ_S = 2.0
 
 
 def environment(hello: wp.WorkerHello, runtime: str = "") -> dict[str, Any]:
@@ -113,6 +117,7 @@ class ResultCache:
         self.hits = 0
         self.misses = 0
         self.size_snapshot = {"entries": 0, "bytes": 0}
+        self.storage_reachable = True  # as of the last size read (metrics)
 
     @property
     def enabled(self) -> bool:
@@ -126,12 +131,12 @@ class ResultCache:
             return False
         try:
             if not message.fresh:
-                if await self._answer(run):
+                if await asyncio.wait_for(self._answer(run), LOOKUP_S):
                     self.hits += 1
                     return True
                 self.misses += 1
-        except (sqlite3.Error, psycopg.Error, zlib.error, ValueError, KeyError) as exc:
-            # A cache that cannot answer must never cost the run: it runs on a worker as if uncached.
+        except (StorageError, TimeoutError, sqlite3.Error, psycopg.Error, zlib.error, ValueError, KeyError) as exc:
+            # A cache that cannot answer (a database outage too) must never cost the run: it runs uncached.
             log.warning("result cache lookup failed, running the program instead: %s", exc)
         recording = Recording()
         run.observers.append(lambda r, event: self._observe(recording, r, event))
@@ -259,10 +264,18 @@ class ResultCache:
     # --- inspection ----------------------------------------------------------
 
     async def refresh_size(self) -> None:
-        """Update ``size_snapshot`` (read by the metrics) from the database."""
-        if self.storage.is_open:
-            stats = await self.stats()
-            self.size_snapshot = {"entries": stats["entries"], "bytes": stats["bytes"]}
+        """Update ``size_snapshot`` (read by the metrics) from the database; while it cannot be read, keep
+        the last one and say so in ``storage_reachable``, so /metrics answers through a database outage."""
+        if not self.storage.is_open:
+            return
+        try:
+            stats = await asyncio.wait_for(self.stats(), SIZE_READ_S)
+        except (StorageError, TimeoutError, sqlite3.Error, psycopg.Error) as exc:
+            self.storage_reachable = False
+            log.warning("result cache size not read (the metrics keep the last one): %s", exc or type(exc).__name__)
+            return
+        self.storage_reachable = True
+        self.size_snapshot = {"entries": stats["entries"], "bytes": stats["bytes"]}
 
     async def stats(self) -> dict[str, int]:
         row = await self.storage.fetch_one(

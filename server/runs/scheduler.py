@@ -133,10 +133,26 @@ class Scheduler:
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
                 "free_slots": sum(w.free_slots for w in links),
-                "queued": len(self.queues.get(name, ())),
+                "queued": self.waiting(name),
                 "sandbox": self.settings.sandbox,
             })
         return result
+
+    def waiting(self, backend: str) -> int:
+        """Runs of ``backend`` waiting for a slot (with --broker: in the shared queue too)."""
+        return len(self.queues.get(backend, ()))
+
+    async def refresh_waiting(self) -> None:
+        """Bring ``waiting`` up to date before it is reported; here the queues are in this process."""
+
+    @property
+    def broker_reachable(self) -> bool | None:
+        """None without a broker, else whether its last attempt to reach Redis worked (metrics)."""
+        return None
+
+    async def broker_check(self) -> str | None:
+        """For /readyz: None without a broker, else 'reachable' or why not."""
+        return None
 
     def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
         """What the workers that can run ``backend`` said of themselves (the result cache keys on it)."""
@@ -261,7 +277,9 @@ class Scheduler:
 
     def cancel(self, run: Run) -> None:
         if run.state == "queued":
-            self.queues[run.backend].remove(run)
+            queue = self.queues.get(run.backend)
+            if queue is not None and run in queue:  # not yet queued: its browser left while a hook looked it up
+                queue.remove(run)
             self.finish(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
             self._announce_positions(run.backend)
         elif run.state == "running" and run.worker is not None:

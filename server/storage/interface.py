@@ -120,6 +120,13 @@ class StorageError(RuntimeError):
     """The database cannot be used as it is; the message says what to do."""
 
 
+class StorageUnavailable(StorageError):
+    """The database cannot be reached now (down, restarting, failing over); the message names it.
+
+    Requests that need it are answered 503 (server/storage/outage.py); runs go on without the result cache.
+    """
+
+
 def newer_schema(found: int, newest: int, where: str) -> StorageError:
     return StorageError(
         f"The database was written by a newer JAX Playground (schema version {found}; this one knows up to "

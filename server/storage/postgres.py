@@ -6,6 +6,13 @@ Connections and ownership, all on the server's event loop::
     writer  one transaction at a time, under ``_write_lock``: the same one
             write path as SQLite, so the shared SQL behaves the same
 
+A restart or failover of the database breaks both connections: the next use
+finds its connection broken, connects again and tries once more (every write
+here may be repeated: inserts look for their row first, the rest are upserts
+or deletes), so the first request after the database returns succeeds. While it
+is unreachable every operation raises ``StorageUnavailable``, which the routes
+answer with a 503 naming it (server/storage/outage.py).
+
 Two replicas may write at once: a transaction that loses a race on a unique
 key (two replicas sharing the same new snippet) is retried and then finds the
 other's row, which is what the SQL already handles. Non-durable writes (the
@@ -28,11 +35,22 @@ import psycopg
 from psycopg import errors
 from psycopg.rows import dict_row, tuple_row
 
-from jaxplay.server.storage.interface import MIGRATIONS, Migration, Row, StorageError, Transaction, newer_schema, redact
+from jaxplay.server.storage.interface import (
+    MIGRATIONS,
+    Migration,
+    Row,
+    StorageError,
+    StorageUnavailable,
+    Transaction,
+    newer_schema,
+    redact,
+)
 
 log = logging.getLogger("jaxplay.storage")
 
 T = TypeVar("T")
+# What a database that went away raises: its connection is then broken, or was closed under us.
+CONNECTION_LOST = (psycopg.OperationalError, psycopg.InterfaceError)
 MIGRATION_LOCK = 0x6A617870  # "jaxp": the advisory lock replicas take while migrating
 RACE_RETRIES = 3
 CONNECT_TIMEOUT_S = 10
@@ -66,6 +84,7 @@ class PostgresStorage:
         self._reader: psycopg.AsyncConnection[Any] | None = None
         self._writer: psycopg.AsyncConnection[Any] | None = None
         self._write_lock = asyncio.Lock()
+        self._connect_lock = asyncio.Lock()
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -74,8 +93,12 @@ class PostgresStorage:
             return await psycopg.AsyncConnection.connect(self.url, autocommit=autocommit, row_factory=dict_row,
                                                          connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
-            raise StorageError(f"Cannot connect to {self.description}: {str(exc).strip()}. "
-                               "Check --database-url (JAXPLAY_DATABASE_URL) and that the server is running.") from exc
+            raise StorageUnavailable(f"Cannot connect to {self.description}: {str(exc).strip()}. Check --database-url "
+                                     "(JAXPLAY_DATABASE_URL) and that the server is running.") from exc
+
+    def _unavailable(self, exc: Exception) -> StorageUnavailable:
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return StorageUnavailable(f"{self.description} cannot be reached: {first_line}")
 
     async def open(self) -> None:
         self._writer = await self._connect(autocommit=True)  # transactions are explicit below
@@ -95,14 +118,28 @@ class PostgresStorage:
 
     async def _usable(self, which: str) -> psycopg.AsyncConnection[Any]:
         """The connection, opened again if the database dropped it (a restart, a failover)."""
-        connection = getattr(self, which)
+        if getattr(self, which) is None:
+            raise StorageError("storage is not open")
+        async with self._connect_lock:  # one reconnect, however many requests find the connection broken
+            connection = getattr(self, which)
+            if connection is not None and (connection.closed or connection.broken):
+                log.warning("storage: %s connection was lost; connecting again", which.strip("_"))
+                connection = await self._connect(autocommit=True)
+                setattr(self, which, connection)
         if connection is None:
             raise StorageError("storage is not open")
-        if connection.closed or connection.broken:
-            log.warning("storage: %s connection was lost; connecting again", which.strip("_"))
-            connection = await self._connect(autocommit=True)
-            setattr(self, which, connection)
         return connection
+
+    async def _read(self, query: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``query`` on the reader; once more on a new connection if the database dropped the old one."""
+        for attempt in range(2):
+            connection = await self._usable("_reader")
+            try:
+                return await query(connection)
+            except CONNECTION_LOST as exc:
+                if attempt or not (connection.closed or connection.broken):
+                    raise self._unavailable(exc) from exc
+        raise AssertionError("unreachable")
 
     async def _migrate(self, connection: psycopg.AsyncConnection[Any],
                        migrations: tuple[Migration, ...] = MIGRATIONS) -> int:
@@ -150,20 +187,28 @@ class PostgresStorage:
                     if attempt == RACE_RETRIES - 1:
                         raise
                     log.info("storage: a write raced another replica's; trying again")
+                except CONNECTION_LOST as exc:
+                    # A connection the database dropped (a restart) is opened again and the work repeated.
+                    if attempt == RACE_RETRIES - 1 or not (connection.closed or connection.broken):
+                        raise self._unavailable(exc) from exc
             raise AssertionError("unreachable")
 
     # --- reads -------------------------------------------------------------
 
     async def fetch_one(self, sql: str, params: tuple[Any, ...] = ()) -> Row | None:
-        cursor = await (await self._usable("_reader")).execute(placeholders(sql), params)
-        return await cursor.fetchone()
+        async def query(connection: psycopg.AsyncConnection[Any]) -> Row | None:
+            return await (await connection.execute(placeholders(sql), params)).fetchone()
+
+        return await self._read(query)
 
     async def fetch_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
-        cursor = await (await self._usable("_reader")).execute(placeholders(sql), params)
-        return await cursor.fetchall()
+        async def query(connection: psycopg.AsyncConnection[Any]) -> list[Row]:
+            return await (await connection.execute(placeholders(sql), params)).fetchall()
+
+        return await self._read(query)
 
     async def schema_version(self) -> int:
-        return await self._version(await self._usable("_reader"))
+        return await self._read(self._version)
 
     async def probe_writable(self) -> None:
         """Commit a real write (the schema version, unchanged): raises if the database cannot take one."""

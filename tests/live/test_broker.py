@@ -11,6 +11,7 @@ import asyncio
 import json
 import shutil
 import signal
+import socket
 import time
 import uuid
 
@@ -68,7 +69,7 @@ def test_a_run_submitted_on_one_replica_runs_on_the_others_worker(pair):
     assert a.get_json("/readyz")["checks"]["workers"] == {"cpu": 1}  # B's worker makes A ready too
     events = a.run("import jax\nprint(jax.numpy.arange(3) * 2)", fresh=True)
     started = next(e for e in events if e["type"] == "started")
-    assert started["devices"]["worker"] == "local-0"
+    assert started["devices"]["worker"] == f"local-0@{socket.gethostname()}:{b.port}"  # unique per replica
     assert done_of(events)["status"] == "ok" and output_text(events) == "[0 2 4]\n"
     assert [e["type"] for e in events].count("done") == 1
     # The result cache works across replicas: A keys it on the environment of B's worker.

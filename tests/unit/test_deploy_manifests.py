@@ -35,7 +35,8 @@ def all_manifests() -> list[dict]:
     found = []
     for path in sorted(KUBE.rglob("*.yaml")):
         for doc in documents(path):
-            if doc.get("kind") not in ("Kustomization", "Component") and "externalRules" not in doc:
+            # Not manifests: kustomize's own files and the Prometheus Adapter's rules.
+            if doc.get("kind") not in ("Kustomization", "Component") and not {"externalRules", "nameReference"} & set(doc):
                 found.append(doc)
     return found
 
@@ -147,13 +148,19 @@ def test_workers_dial_the_servers_worker_listener_which_the_service_exposes():
                                                                   "/worker"), name
 
 
-def test_the_hpa_scales_cpu_workers_on_an_exported_metric(exported_metrics):
+def test_the_hpa_scales_cpu_workers_on_waiting_and_running_runs_the_server_exports(exported_metrics):
     hpa = by_kind("HorizontalPodAutoscaler")["jaxplay-worker-cpu"]["spec"]
     assert hpa["scaleTargetRef"]["name"] in by_kind("Deployment")
     metric = hpa["metrics"][0]["external"]["metric"]
-    assert metric["name"] in exported_metrics and metric["selector"]["matchLabels"] == {"backend": "cpu"}
     rules = documents(KUBE / "monitoring" / "prometheus-adapter-rules.yaml")[0]["externalRules"]
-    assert any(rule["name"]["as"] == metric["name"] for rule in rules)
+    [rule] = [rule for rule in rules if rule["name"]["as"] == metric["name"]]
+    used = set(re.findall(r"\bjaxplay_[a-z_]+", rule["seriesQuery"] + rule["metricsQuery"]))
+    assert used == {"jaxplay_queue_depth", "jaxplay_slots_busy"} and used <= exported_metrics
+    # Every replica reports the one shared queue: combined with max, never summed (that would count it N times).
+    assert "max(jaxplay_queue_depth" in rule["metricsQuery"] and "sum(jaxplay_slots_busy" in rule["metricsQuery"]
+    # One run per slot, two slots per CPU worker pod.
+    worker_args = pod_spec(by_kind("Deployment")["jaxplay-worker-cpu"])["containers"][0]["args"]
+    assert hpa["metrics"][0]["external"]["target"]["averageValue"] == worker_args[worker_args.index("--slots") + 1]
 
 
 def test_bundled_datastores_say_to_use_a_managed_one():

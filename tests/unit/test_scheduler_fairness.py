@@ -327,3 +327,18 @@ def test_only_a_browser_session_gets_a_private_compile_cache(tmp_path):
     assert "compile_cache" in options("0123456789abcdef0123456789abcdef")
     # Everyone at an address without the cookie is one client, but maybe many people: no shared writable cache.
     assert "compile_cache" not in options("address:192.0.2.1")
+
+
+def test_a_run_whose_browser_left_before_it_was_queued_is_cancelled_with_its_done():
+    """A browser that closes while a hook (the cache, during a database outage) still looks its run up:
+    the run was never queued, and cancelling it must still end it with a done (it raised KeyError)."""
+    async def scenario():
+        h = Harness(slots=1)
+        h.submit("queued", "other")  # the queue exists and holds another client's run
+        events: list[dict] = []
+        unqueued = Run(client_id="mine", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=events.append,
+                       session_id="me")
+        h.scheduler.cancel(unqueued)
+        assert [(e["type"], e["status"]) for e in events] == [("done", "cancelled")]
+        assert [r.client_id for r in h.scheduler.queues["cpu"]] == ["queued"]
+    run_async(scenario)

@@ -1,0 +1,136 @@
+"""Helpers of the fault suite: replicas on a real Redis, load on them, and what every run must end with."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import time
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import websockets
+
+from tests.live_server import LiveServer
+
+# Sleeps long enough to be in flight when the fault strikes, short enough to keep the suite quick.
+SLEEPER = "import time\nprint('started', flush=True)\ntime.sleep({seconds})\nprint('finished')"
+
+
+def sleeper(seconds: float) -> str:
+    return SLEEPER.format(seconds=seconds) + f"  # {uuid.uuid4().hex}"  # unique: never a cache answer
+
+
+def replica(root: Path, name: str, broker: str, *args: str, key_from: Path | None = None) -> LiveServer:
+    """A replica, not yet ready; it signs sessions with the key of ``key_from`` (one load balancer's replicas)."""
+    if key_from is not None:
+        (root / name).mkdir(parents=True, exist_ok=True)
+        shutil.copy(key_from / "session.key", root / name / "session.key")
+    return LiveServer(root / name, [*args, "--broker", broker])
+
+
+def wait_until(condition: Any, timeout_s: float, what: str, every_s: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(every_s)
+
+
+def http_status(server: LiveServer, path: str, method: str = "GET", body: dict | None = None) -> tuple[int, Any]:
+    """Status and body (JSON when it is JSON, else text) of one request; never raises on an HTTP error."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(server.http_url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=15) as response:
+            status, raw, kind = response.status, response.read(), response.headers.get("content-type", "")
+    except urllib.error.HTTPError as error:
+        status, raw, kind = error.code, error.read(), error.headers.get("content-type", "")
+    return status, (json.loads(raw) if "json" in kind else raw.decode())
+
+
+def readiness(server: LiveServer) -> tuple[int, dict]:
+    return http_status(server, "/readyz")
+
+
+def metric(server: LiveServer, name: str, **labels: str) -> float | None:
+    """One sample of ``/metrics`` (loopback may read it), or None if absent."""
+    status, text = http_status(server, "/metrics")
+    assert status == 200, text
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    match = re.search(rf"^{name}{{{wanted}}} (\S+)$" if labels else rf"^{name} (\S+)$", text, flags=re.M)
+    return float(match.group(1)) if match else None
+
+
+class Client:
+    """One browser tab: a websocket with runs in flight, collecting every event per run id. Without a
+    ``cookie`` it starts a browser session of its own."""
+
+    def __init__(self, server: LiveServer, cookie: str | None = None, expect: tuple[str, ...] | list[str] = ()) -> None:
+        self.server = server
+        self.cookie = cookie
+        # Runs of an earlier connection this one may be told about (a browser back from a dead replica).
+        self.events: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in expect}
+        self.closed = False
+
+    async def __aenter__(self) -> Client:
+        if self.cookie is None:  # a browser of its own, as a tab that loaded the page has
+            self.cookie = await asyncio.to_thread(self.server.session_cookie)
+        self.ws = await websockets.connect(self.server.ws_url, additional_headers={"cookie": self.cookie},
+                                           max_size=None)
+        self.reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.reader.cancel()
+        await self.ws.close()
+
+    async def _read(self) -> None:
+        try:
+            async for frame in self.ws:
+                event = json.loads(frame)
+                if event.get("id") in self.events:
+                    self.events[event["id"]].append(event)
+        except websockets.ConnectionClosed:
+            pass
+        self.closed = True
+
+    async def run(self, code: str, **fields: Any) -> str:
+        run_id = uuid.uuid4().hex[:10]
+        self.events[run_id] = []
+        await self.ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True, **fields}))
+        return run_id
+
+    def done(self, run_id: str) -> dict[str, Any] | None:
+        return next((e for e in self.events[run_id] if e["type"] == "done"), None)
+
+    async def all_done(self, run_ids: list[str], timeout_s: float) -> dict[str, dict[str, Any]]:
+        async with asyncio.timeout(timeout_s):
+            while not all(self.done(r) for r in run_ids):
+                await asyncio.sleep(0.05)
+        return {r: self.done(r) for r in run_ids}
+
+    async def started(self, run_id: str, timeout_s: float = 60) -> dict[str, Any]:
+        async with asyncio.timeout(timeout_s):
+            while True:
+                event = next((e for e in self.events[run_id] if e["type"] in ("started", "done")), None)
+                if event is not None:
+                    return event
+                await asyncio.sleep(0.05)
+
+
+def check_run_contract(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every accepted run owes its browser: ``queued`` first, exactly one ``done``, last."""
+    kinds = [e["type"] for e in events]
+    assert kinds.count("done") == 1 and kinds[-1] == "done", kinds
+    done = events[-1]
+    if done["status"] != "rejected":
+        assert kinds[0] == "queued", kinds  # sent on acceptance, also when the run starts at once
+    return done
