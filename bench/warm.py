@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -194,8 +195,9 @@ def report(figures: Figures, burst_count: int, warm: list[float], fresh: list[fl
         print(line(f"{burst_count} distinct small snippets at once", figures.burst)
               + f"  {sum(figures.rates) / len(figures.rates):.1f} runs/s")
         print(f"CPU per distinct small snippet (burst, spares and teardown included): "
-              f"{sum(figures.sandbox_cpu_ms) / len(figures.sandbox_cpu_ms):.0f} ms in the sandboxes, "
-              f"{sum(figures.cpu_ms) / len(figures.cpu_ms):.0f} ms with the server and worker")
+              f"{statistics.median(figures.sandbox_cpu_ms):.0f} ms in the sandboxes, "
+              f"{statistics.median(figures.cpu_ms):.0f} ms with the server and worker (median of "
+              f"{len(figures.cpu_ms)} bursts)")
     rerun, first, warm50 = (percentile(s, 0.5) for s in (figures.reruns, figures.firsts, warm))
     print(f"re-run / in-process re-exec (p50): {rerun / warm50:.2f}x" +
           (f"   first run / fresh python (p50): {first / percentile(fresh, 0.5):.2f}x" if fresh else ""))
@@ -203,7 +205,7 @@ def report(figures: Figures, burst_count: int, warm: list[float], fresh: list[fl
                f"re-run <= 2.5x in-process [{verdict(rerun <= 2.5 * warm50)}]",
                f"first run p50 <= 200 ms [{verdict(first <= 200)}]"]
     if figures.burst:
-        cpu = sum(figures.sandbox_cpu_ms) / len(figures.sandbox_cpu_ms)
+        cpu = statistics.median(figures.sandbox_cpu_ms)
         targets += [f"CPU per snippet <= 100 ms [{verdict(cpu <= 100)}]",
                     f"burst p95 <= 5 s [{verdict(percentile(figures.burst, 0.95) <= 5000)}]"]
     targets += [f"print(1) back-to-back p50 <= 15 ms [{verdict(percentile(figures.print1_back_to_back, 0.5) <= 15)}]",
@@ -220,8 +222,8 @@ def compare(checkouts: list[Path], rounds: int, runs: int, burst_count: int) -> 
         for checkout, server in started.items():
             wait_for_shared_cache(server)
             asyncio.run(timed_runs(server, ["print(0)"] * 3 + [DEFAULT] * 2, cookies[checkout]))
-        for _ in range(rounds):
-            for checkout, server in started.items():
+        for round_number in range(rounds):  # in turn, each round in the other order
+            for checkout, server in list(started.items())[::-1 if round_number % 2 else 1]:
                 measure_round(server, cookies[checkout], runs, burst_count, figures[checkout])
     first = figures[next(iter(started))]
     for checkout, measured in figures.items():

@@ -37,6 +37,7 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from jaxplay.sandbox.engine import library_preload
@@ -66,16 +67,41 @@ def preload() -> dict[str, str]:
     return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
 
 
+# MLIR contexts made ahead for a run's lowerings: JAX makes a fresh context for every module it lowers
+# (~4 ms each, loading and registering every dialect: the default example lowers 22 modules). Each
+# costs ~1.1 MB of the zygote's memory, shared by every fork until written.
+IR_CONTEXTS_MADE_AHEAD = 32
+
+
 def preload_lowering() -> None:
     """JAX makes its first MLIR context lazily, importing the MLIR dialects: ~150 ms of every run's
-    first operation (half a small program's time). Making one here starts no backend, so each
-    fork inherits the imports without the threads that would deadlock it."""
+    first operation (half a small program's time). Making contexts here starts no backend, so each
+    fork inherits them without the threads that would deadlock it (``contexts_made_ahead``)."""
     try:
         from jax._src.interpreters import mlir
 
-        mlir.make_ir_context()
+        mlir.make_ir_context = contexts_made_ahead(mlir.make_ir_context, IR_CONTEXTS_MADE_AHEAD)
     except (ImportError, AttributeError):
         pass  # another JAX version: the run makes its own
+
+
+def contexts_made_ahead(make: Callable[[], Any], count: int) -> Callable[[], Any]:
+    """``make`` as JAX calls it, but the first ``count`` calls in each fork get a context made here.
+
+    Each context is handed out once, never used before: a module lowered in it is the module a fresh
+    context gives (the same text, locations and executable). Trusted code made them before any run
+    existed, so they hold nothing of anyone's. Past ``count`` a run makes its own, as JAX does.
+    """
+    made = [make() for _ in range(count)]
+
+    def make_ir_context() -> Any:
+        try:
+            return made.pop()
+        except IndexError:
+            return make()
+
+    make_ir_context.__doc__ = make.__doc__
+    return make_ir_context
 
 
 def preload_rich_display() -> None:
