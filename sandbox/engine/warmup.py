@@ -84,6 +84,7 @@ def prepare(initialize_backend: bool) -> threading.Thread | None:
     wait, so a run that arrives first starts at once and a burst of runs is not slowed."""
     configure_compile_cache()
     if not initialize_backend:
+        forget_plugin_search()
         return None
     import jax
 
@@ -91,6 +92,17 @@ def prepare(initialize_backend: bool) -> threading.Thread | None:
     thread = threading.Thread(target=_warm_when_idle, name="jaxplay-warmup", daemon=True)
     thread.start()
     return thread
+
+
+def forget_plugin_search() -> None:
+    """The program starts this spare's backend itself, and may first point JAX at a plugin (its
+    environment): the search the zygote did ahead of time is done again then, as plain Python does."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:
+        return
+    if hasattr(xla_bridge, "_plugins_registered"):
+        xla_bridge._plugins_registered = False
 
 
 def _warm_when_idle() -> None:

@@ -64,6 +64,7 @@ def preload() -> dict[str, str]:
     preload_rich_display()
     library_preload.preload_libraries()
     preload_lowering()
+    preload_plugin_search()
     return {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
 
 
@@ -102,6 +103,28 @@ def contexts_made_ahead(make: Callable[[], Any], count: int) -> Callable[[], Any
 
     make_ir_context.__doc__ = make.__doc__
     return make_ir_context
+
+
+def preload_plugin_search() -> None:
+    """JAX looks for PJRT plugins when a backend first starts, reading every installed distribution's
+    entry points: ~7 ms of each spare's ~13 ms backend start. Where none is installed, the search
+    is done here, once: it finds nothing, loads nothing and starts no backend. Where one is (a GPU
+    or TPU plugin), or plugins come from the environment, each spare searches as before: loading a
+    plugin is its backend's business. A spare whose backend the program starts searches again
+    (``warmup.forget_plugin_search``), as plain Python would at that moment."""
+    if os.environ.get("PJRT_NAMES_AND_LIBRARY_PATHS"):
+        return
+    try:
+        from importlib.metadata import entry_points
+
+        from jax._src import xla_bridge
+
+        if xla_bridge.jax_plugins is not None or list(entry_points(group="jax_plugins")):
+            return
+        if hasattr(xla_bridge, "_plugins_registered"):
+            xla_bridge._discover_and_register_pjrt_plugins()
+    except (ImportError, AttributeError):
+        pass  # another JAX version: each spare searches
 
 
 def preload_rich_display() -> None:
