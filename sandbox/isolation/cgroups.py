@@ -32,7 +32,8 @@ log = logging.getLogger("jaxplay.sandbox")
 
 ROOT = Path("/sys/fs/cgroup")
 AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
-# Room for the zygote (~150 MB) and the spare prepared beside the run (~250 MB) on top of the run's limit.
+# Room for the zygote (~200 MB, its MLIR contexts made ahead included) and the spare prepared beside the run
+# (~250 MB) on top of the run's limit.
 ZYGOTE_HEADROOM_BYTES = 512 << 20
 # The zygote, a run and its prepared spare, each with JAX's per-core threads.
 MAX_PIDS = max(1024, 192 * (os.cpu_count() or 1))
