@@ -216,7 +216,8 @@ class WorkerAgent:
                 except TokenRefused:
                     raise
                 except (OSError, websockets.WebSocketException) as exc:
-                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc)
+                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc,
+                             exc_info=log.isEnabledFor(logging.DEBUG))
                 await self.abandon_runs()
                 await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
                 attempt += 1

@@ -163,6 +163,10 @@ class Slot:
             self._spare[1].close()
             self._spare = None
         if self.control:
+            # Unwatched before it is closed: the cancelled reader runs its cleanup only later, when the fd
+            # number may already be another socket's (a restarted slot's), which the loop would then
+            # believe watched while epoll had dropped it (a start that waits forever for "ready").
+            asyncio.get_running_loop().remove_reader(self.control.fileno())
             self.control.close()
             self.control = None
         if self.process and self.process.returncode is None:
@@ -378,6 +382,7 @@ class Slot:
         cancel_wait = asyncio.create_task(cancelled.wait())
         pipes_closed = asyncio.create_task(relay.closed()) if relay is not None else None
         ended = _next_word(door) if door is not None else None
+        next_message: asyncio.Task[dict[str, Any]] | None = None
         try:
             while True:
                 if ended_by is None and pipes_closed is not None and pipes_closed.done() and ended is not None \
@@ -405,7 +410,7 @@ class Slot:
                 ended_by = RunStatus.CANCELLED if cancel_wait in done else RunStatus.TIMEOUT
                 zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
         finally:
-            for task in (cancel_wait, pipes_closed, ended):
+            for task in (cancel_wait, pipes_closed, ended, next_message):  # none left to fail unheard
                 if task is not None:
                     task.cancel()
             if door is not None and door.fileno() >= 0:
