@@ -138,6 +138,14 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
                         "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
 
 
+def max_frame_bytes(max_code_bytes: int) -> int:
+    """The largest frame a browser may send on ``/ws``: a run or ``room_edit`` whose code is at the limit with
+    every byte escaped (a control character is six bytes of JSON, ``\\u0001``), plus room for the other
+    fields. A frame just over the code limit is still read and refused by its id; a larger one closes the
+    socket unread (1009, "message too big"), so no client makes the server hold a frame bigger than this."""
+    return 6 * max_code_bytes + (64 << 10)
+
+
 RUN_MESSAGE_TYPES = ("run", "passes")  # the messages that start a run, each ended by its ``done``
 
 

@@ -1,0 +1,66 @@
+"""A hostile web client's crafted requests and frames against a real server (no worker needed).
+
+Each test is one class: frames far larger than any message, other sites spending an address's
+budgets through the visitor's browser, and request bodies built to break the parser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+
+import pytest
+import websockets
+
+from tests.live_server import LiveServer
+from tests.security.test_client_attacks import http, rss_mib, server
+
+MAX_CODE_BYTES = 256 * 1024  # the shipped --max-code-bytes
+
+
+@pytest.fixture(scope="module")
+def bare() -> Iterator[LiveServer]:
+    """As shipped, without a worker: everything here is answered before a run would be queued."""
+    with server(["--new-sessions-per-address-per-hour", "5"], workers=0) as live:
+        yield live
+
+
+# --- oversized frames --------------------------------------------------------------------------
+
+@pytest.mark.attack("exhaust the server")
+def test_a_frame_far_larger_than_any_message_is_refused_before_it_is_held(bare):
+    """Three sockets each send a 48 MiB run frame (the largest legal frame is ~1.5 MiB)."""
+    huge = json.dumps({"type": "run", "id": "huge", "code": "#" * (48 << 20)})
+    # Just over the code limit, every byte escaped (six bytes of frame each): still answered by its id.
+    escaped = json.dumps({"type": "run", "id": "escaped", "code": "\x01" * (MAX_CODE_BYTES + 1)})
+
+    async def scenario() -> tuple[list[int | None], dict, float]:
+        before = rss_mib(bare.process.pid)
+        grown = 0.0
+        sockets = [await websockets.connect(bare.ws_url, max_size=None, write_limit=1 << 30) for _ in range(3)]
+        closes: list[int | None] = []
+
+        async def send_huge(ws: websockets.ClientConnection) -> None:
+            try:
+                await ws.send(huge)
+                closes.append(json.loads(await asyncio.wait_for(ws.recv(), 60)).get("type"))
+            except websockets.ConnectionClosed as closed:
+                closes.append(closed.rcvd.code if closed.rcvd else None)
+
+        sending = asyncio.gather(*(send_huge(ws) for ws in sockets))
+        while not sending.done():
+            grown = max(grown, rss_mib(bare.process.pid) - before)
+            await asyncio.sleep(0.05)
+        await sending
+        async with websockets.connect(bare.ws_url, max_size=None) as ws:
+            await ws.send(escaped)
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        return closes, answer, grown
+
+    closes, answer, grown = asyncio.run(scenario())
+    print(f"server RSS grew {grown:.1f} MiB while three sockets sent 48 MiB frames")
+    assert closes == [1009] * 3, closes  # "message too big": closed unread
+    assert grown < 64, grown  # held in full, three frames cost ~150 MiB of text, and as much again parsed
+    assert (answer["type"], answer["id"], answer["status"]) == ("done", "escaped", "rejected"), answer
+    assert "Shorten the program" in answer["message"]
