@@ -64,3 +64,28 @@ def test_a_frame_far_larger_than_any_message_is_refused_before_it_is_held(bare):
     assert grown < 64, grown  # held in full, three frames cost ~150 MiB of text, and as much again parsed
     assert (answer["type"], answer["id"], answer["status"]) == ("done", "escaped", "rejected"), answer
     assert "Shorten the program" in answer["message"]
+
+
+# --- other sites spending a network's budgets ------------------------------------------------------
+
+@pytest.mark.attack("cross-site requests")
+def test_another_sites_images_and_frames_do_not_spend_the_networks_new_sessions():
+    """A page elsewhere, open in one browser of a classroom, loads the playground as images and frames: a
+    script does that a thousand times a second. The class's newcomers must still get sessions of their own."""
+    with server(["--new-sessions-per-address-per-hour", "5"], workers=0) as live:
+        own_host = f"127.0.0.1:{live.port}"
+        foreign = [
+            {"sec-fetch-site": "cross-site", "sec-fetch-mode": "no-cors", "sec-fetch-dest": "image"},
+            {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "iframe"},
+            {"sec-fetch-site": "cross-site", "sec-fetch-mode": "cors", "sec-fetch-dest": "empty"},
+        ]
+        given = [http(live, "GET", "/", headers={"host": own_host, **headers})[1].get("set-cookie")
+                 for headers in foreign * 3]
+        cookies = []
+        for visit in ({"sec-fetch-site": "none", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"},
+                      {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document"},
+                      {}):  # typed in, a link followed from elsewhere, a browser that sends no Sec-Fetch-*
+            _, answer, _ = http(live, "GET", "/", headers={"host": own_host, **visit})
+            cookies.append(answer.get("set-cookie", ""))
+    assert all(c.startswith("jaxplay_session=") for c in cookies), cookies
+    assert given == [None] * 9, given  # a cookie in such an answer never comes back (SameSite=Lax) anyway
