@@ -42,6 +42,16 @@ class ProtocolError(ValueError):
         self.reason = reason
 
 
+def text_bytes(text: str, field: str, run_id: str | None = None) -> int:
+    """Bytes of ``text`` in UTF-8. A lone surrogate (``"\\ud800"``: valid JSON, but half a character, so no
+    text, and no database stores it) is refused here, at the boundary, with what to change."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"Field '{field}' holds half of a UTF-16 surrogate pair (\\u{ord(text[exc.start]):04x} "
+                            f"at character {exc.start}), which is not text: send valid Unicode.", run_id) from None
+
+
 @dataclass(frozen=True)
 class ClientRun:
     id: str
@@ -179,7 +189,7 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
         if code is not None:
             if not isinstance(code, str):
                 raise ProtocolError("'room_edit': field 'code' must be the editor's text, or left out.")
-            if len(code.encode("utf-8", "surrogatepass")) > max_code_bytes:
+            if text_bytes(code, "code") > max_code_bytes:
                 raise ProtocolError(f"'room_edit': the code is over the limit of {max_code_bytes} bytes.")
         selection = raw.get("selection")
         if selection is not None:
@@ -225,7 +235,7 @@ def _code_and_backend(raw: dict[str, Any], rid: str, max_code_bytes: int) -> tup
     code = raw.get("code")
     if not isinstance(code, str):
         raise ProtocolError("Field 'code' is required and must be a string.", rid)
-    size = len(code.encode("utf-8", "surrogatepass"))
+    size = text_bytes(code, "code", rid)
     if size > max_code_bytes:
         raise ProtocolError(
             f"Code is {size} bytes; the limit is {max_code_bytes} bytes ({max_code_bytes // 1024} KiB). "

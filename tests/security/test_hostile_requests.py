@@ -89,3 +89,40 @@ def test_another_sites_images_and_frames_do_not_spend_the_networks_new_sessions(
             cookies.append(answer.get("set-cookie", ""))
     assert all(c.startswith("jaxplay_session=") for c in cookies), cookies
     assert given == [None] * 9, given  # a cookie in such an answer never comes back (SameSite=Lax) anyway
+
+
+# --- bodies built to break the parser ----------------------------------------------------------------
+
+@pytest.mark.attack("malformed input")
+def test_bodies_nested_deep_or_holding_half_a_character_get_a_clear_answer(bare):
+    """Nesting past any parser's stack, and a lone UTF-16 surrogate (``\\ud800``: valid JSON, no text: no
+    database stores it) in a room's program, a run's code and a presenter's edit. (A snippet keeps what it
+    is given, surrogates included: a run's recorded output may hold them.)"""
+    own = {"host": f"127.0.0.1:{bare.port}", "content-type": "application/json"}
+    deep = b'{"program": "x", "deck": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    half = rb'"print(\"\ud800\")"'
+    for path, body in (("/api/rooms", deep), ("/api/rooms", b'{"program": ' + half + b"}")):
+        status, _, answer = http(bare, "POST", path, body, own)
+        assert status == 400, (path, body[:40], status, answer[:200])
+        assert json.loads(answer)["message"], answer
+    room = json.loads(http(bare, "POST", "/api/rooms", b'{"program": "print(1)"}', own)[2])
+
+    async def scenario() -> tuple[dict, dict, dict]:
+        async with websockets.connect(bare.ws_url) as ws:
+            await ws.send('{"type": "run", "id": "half", "code": ' + half.decode() + "}")
+            run = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            await ws.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] == "room_state"
+            await ws.send('{"type": "room_edit", "code": ' + half.decode() + "}")
+            edit = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        async with websockets.connect(bare.ws_url) as ws:
+            await ws.send(json.dumps({"type": "room_join", "room": room["room"]}))
+            seen = json.loads(await asyncio.wait_for(ws.recv(), 30))
+        return run, edit, seen
+
+    run, edit, seen = asyncio.run(scenario())
+    assert (run["type"], run["id"], run["status"]) == ("done", "half", "rejected"), run
+    assert "surrogate" in run["message"], run
+    assert edit["type"] == "notice" and "surrogate" in edit["message"], edit
+    assert seen["code"] == "print(1)", seen  # the room kept what it could store
+    assert "saving a room failed" not in bare.log_path.read_text()
