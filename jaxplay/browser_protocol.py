@@ -124,7 +124,8 @@ ClientMessage = ClientRun | ClientCancel | ClientPasses | RoomMessage
 
 def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> ClientMessage:
     if not isinstance(text, str):
-        raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.")
+        raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.",
+                            readable_run_id(frame_text(text)))
     try:
         raw = json_input.loads(text)
     except json.JSONDecodeError as exc:
@@ -159,14 +160,23 @@ def max_frame_bytes(max_code_bytes: int) -> int:
 RUN_MESSAGE_TYPES = ("run", "passes")  # the messages that start a run, each ended by its ``done``
 
 
-def readable_run_id(text: str) -> str | None:
-    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run" or "passes", a valid
-    ``id``): the reply is then that run's ``done``, so the client's run ends."""
+def frame_text(data: bytes | None) -> str | None:
+    """A binary frame read as the text it would have been (a script's), so that a run in it can be answered."""
+    try:
+        return data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
+
+
+def readable_run_id(text: str | None) -> str | None:
+    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run" or "passes", an ``id``
+    that is a non-empty string, even an overlong one): the reply is then that run's ``done``, so the client's
+    run ends. (Echoing an overlong id once costs no more than the frame that carried it.)"""
+    if text is None:
+        return None
     fields = json_input.top_level_strings(text, ("type", "id"))
     run_id = fields.get("id")
-    if fields.get("type") not in RUN_MESSAGE_TYPES or run_id is None or not 0 < len(run_id) <= MAX_RUN_ID_CHARS:
-        return None
-    return run_id
+    return run_id if fields.get("type") in RUN_MESSAGE_TYPES and run_id else None
 
 
 def _short_string(raw: dict[str, Any], name: str, kind: str, required: bool) -> str | None:
@@ -226,8 +236,8 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
 def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
     if run_id is None:
         raise ProtocolError("Field 'id' is required and must be a string chosen by the client.")
-    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
-        raise ProtocolError(f"Field 'id' must be 1 to {MAX_RUN_ID_CHARS} characters.", None)
+    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:  # an overlong id is still answered, so its run ends
+        raise ProtocolError(f"Field 'id' must be 1 to {MAX_RUN_ID_CHARS} characters.", run_id or None)
     return run_id
 
 

@@ -126,3 +126,29 @@ def test_bodies_nested_deep_or_holding_half_a_character_get_a_clear_answer(bare)
     assert edit["type"] == "notice" and "surrogate" in edit["message"], edit
     assert seen["code"] == "print(1)", seen  # the room kept what it could store
     assert "saving a room failed" not in bare.log_path.read_text()
+
+
+# --- run frames whose run must still end ----------------------------------------------------------------
+
+@pytest.mark.attack("malformed input")
+def test_a_run_frame_with_an_overlong_id_or_in_binary_is_still_answered_by_its_id(bare):
+    """The id can be read, so the client's run must end: a ``done`` (rejected) for that id, not an id-less notice."""
+    overlong, other = "L" * 129, "M" * 300
+    frames: list[str | bytes] = [
+        json.dumps({"type": "run", "id": overlong, "code": "print(1)"}),
+        '{"type": "run", "id": "%s", "code": "print(1)", "timeout_s": NaN}' % other,
+        json.dumps({"type": "passes", "id": "binary", "code": "print(1)", "key": "1.0", "fn": "f"}).encode(),
+    ]
+
+    async def exchange() -> list[dict]:
+        async with websockets.connect(bare.ws_url) as ws:
+            replies = []
+            for frame in frames:
+                await ws.send(frame)
+                replies.append(json.loads(await asyncio.wait_for(ws.recv(), 30)))
+            return replies
+
+    replies = asyncio.run(exchange())
+    assert [(r["type"], r.get("id"), r.get("status")) for r in replies] == [
+        ("done", overlong, "rejected"), ("done", other, "rejected"), ("done", "binary", "rejected")], replies
+    assert "must be 1 to 128 characters" in replies[0]["message"] and "Binary frames" in replies[2]["message"]
