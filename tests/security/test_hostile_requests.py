@@ -136,7 +136,7 @@ def test_a_run_frame_with_an_overlong_id_or_in_binary_is_still_answered_by_its_i
     overlong, other = "L" * 129, "M" * 300
     frames: list[str | bytes] = [
         json.dumps({"type": "run", "id": overlong, "code": "print(1)"}),
-        '{"type": "run", "id": "%s", "code": "print(1)", "timeout_s": NaN}' % other,
+        '{"type": "run", "id": "' + other + '", "code": "print(1)", "timeout_s": NaN}',
         json.dumps({"type": "passes", "id": "binary", "code": "print(1)", "key": "1.0", "fn": "f"}).encode(),
     ]
 
