@@ -7,6 +7,7 @@ budgets through the visitor's browser, and request bodies built to break the par
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Iterator
 
@@ -152,3 +153,44 @@ def test_a_run_frame_with_an_overlong_id_or_in_binary_is_still_answered_by_its_i
     assert [(r["type"], r.get("id"), r.get("status")) for r in replies] == [
         ("done", overlong, "rejected"), ("done", other, "rejected"), ("done", "binary", "rejected")], replies
     assert "must be 1 to 128 characters" in replies[0]["message"] and "Binary frames" in replies[2]["message"]
+
+
+# --- a room filled by one network ----------------------------------------------------------------------
+
+@pytest.mark.attack("clients multiplied")
+def test_one_network_filling_a_room_locks_out_neither_its_presenter_nor_another_network():
+    """A room's code is public (it is on the projector). One network fills the room's places with sockets before
+    the class arrives; the presenter and the attendees of another network must still get in."""
+    with server(["--trusted-proxies", "127.0.0.1", "--max-room-followers", "6"], workers=0) as live:
+        _, _, body = http(live, "POST", "/api/rooms", b'{"program": "print(1)"}',
+                          {"host": f"127.0.0.1:{live.port}", "content-type": "application/json"})
+        room = json.loads(body)
+
+        async def join(network: str, secret: str | None = None) -> tuple[websockets.ClientConnection, dict]:
+            ws = await websockets.connect(live.ws_url, additional_headers={"x-forwarded-for": network})
+            await ws.send(json.dumps({"type": "room_join", "room": room["room"], "secret": secret}))
+            return ws, json.loads(await asyncio.wait_for(ws.recv(), 30))
+
+        async def scenario() -> tuple[list[dict], dict, dict, dict, list[dict]]:
+            flood = [await join("198.51.100.7") for _ in range(6)]
+            presenter = await join("203.0.113.9", room["secret"])
+            attendee = await join("203.0.113.5")
+            more = await join("198.51.100.7")  # the flooding network, now holding the most: no place for it
+            let_go = []
+            for ws, _ in flood:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.5):
+                        while True:
+                            event = json.loads(await ws.recv())
+                            if event["type"] == "notice":
+                                let_go.append(event)
+            for ws, _ in [*flood, presenter, attendee, more]:
+                await ws.close()
+            return [answer for _, answer in flood], presenter[1], attendee[1], more[1], let_go
+
+        flood, presenter, attendee, more, let_go = asyncio.run(scenario())
+    assert all(a["type"] == "room_state" for a in flood), flood
+    assert (presenter["type"], presenter.get("role")) == ("room_state", "presenter"), presenter
+    assert attendee["type"] == "room_state", attendee
+    assert more["type"] == "notice" and "is full" in more["message"], more
+    assert len(let_go) == 2 and all("is full" in n["message"] for n in let_go), let_go
