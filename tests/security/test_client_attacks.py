@@ -95,6 +95,19 @@ class RawSocket:
         self.sock.close()
 
 
+async def waiting_events(sockets: list[Any], kind: str, wait_s: float) -> list[dict[str, Any]]:
+    """The events of ``kind`` that ``sockets`` have waiting, reading each one for ``wait_s``."""
+    found = []
+    for ws in sockets:
+        with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
+            async with asyncio.timeout(wait_s):
+                while True:
+                    event = json.loads(await ws.recv())
+                    if event["type"] == kind:
+                        found.append(event)
+    return found
+
+
 def rss_mib(pid: int) -> float:
     for row in Path(f"/proc/{pid}/status").read_text().splitlines():
         if row.startswith("VmRSS:"):
@@ -127,14 +140,7 @@ def test_cookieless_sockets_are_one_client_and_a_flood_delays_another_browser_by
         async with websockets.connect(plain.ws_url, additional_headers=plain.browser_headers()) as browser:
             await browser.send(json.dumps({"type": "run", "id": "mine", "code": "print(1)", "fresh": True}))
             mine = await collect(browser, "mine", 240)
-        flood_dones = []
-        for ws in flood:
-            with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
-                async with asyncio.timeout(1.0):
-                    while True:
-                        event = json.loads(await ws.recv())
-                        if event["type"] == "done":
-                            flood_dones.append(event)
+        flood_dones = await waiting_events(flood, "done", 1.0)
         await asyncio.gather(*(ws.close() for ws in flood))
         return refused, mine, flood_dones
 
@@ -198,15 +204,7 @@ def test_one_sites_ipv6_prefixes_are_one_network_and_cannot_fill_the_queue_again
                         **live.browser_headers(), "x-forwarded-for": "203.0.113.5"}) as ws:
                     await ws.send(json.dumps({"type": "run", "id": "mine", "code": "print(1)", "fresh": True}))
                     mine = await collect(ws, "mine", 240)
-                shed = []
-                for ws in flood:
-                    with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
-                        async with asyncio.timeout(0.2):
-                            while True:
-                                event = json.loads(await ws.recv())
-                                if event["type"] == "done":
-                                    shed.append(event.get("message") or "")
-                return mine, shed
+                return mine, [e.get("message") or "" for e in await waiting_events(flood, "done", 0.2)]
             finally:
                 await asyncio.gather(*(ws.close() for ws in flood))
 

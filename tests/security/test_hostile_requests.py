@@ -7,7 +7,6 @@ budgets through the visitor's browser, and request bodies built to break the par
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from collections.abc import Iterator
 
@@ -15,7 +14,7 @@ import pytest
 import websockets
 
 from tests.live_server import LiveServer
-from tests.security.test_client_attacks import http, rss_mib, server
+from tests.security.test_client_attacks import http, rss_mib, server, waiting_events
 
 MAX_CODE_BYTES = 256 * 1024  # the shipped --max-code-bytes
 
@@ -176,14 +175,7 @@ def test_one_network_filling_a_room_locks_out_neither_its_presenter_nor_another_
             presenter = await join("203.0.113.9", room["secret"])
             attendee = await join("203.0.113.5")
             more = await join("198.51.100.7")  # the flooding network, now holding the most: no place for it
-            let_go = []
-            for ws, _ in flood:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(0.5):
-                        while True:
-                            event = json.loads(await ws.recv())
-                            if event["type"] == "notice":
-                                let_go.append(event)
+            let_go = await waiting_events([ws for ws, _ in flood], "notice", 0.5)
             for ws, _ in [*flood, presenter, attendee, more]:
                 await ws.close()
             return [answer for _, answer in flood], presenter[1], attendee[1], more[1], let_go
