@@ -186,3 +186,28 @@ def test_one_network_filling_a_room_locks_out_neither_its_presenter_nor_another_
     assert attendee["type"] == "room_state", attendee
     assert more["type"] == "notice" and "is full" in more["message"], more
     assert len(let_go) == 2 and all("is full" in n["message"] for n in let_go), let_go
+
+
+# --- the workers' listener, from a web page ------------------------------------------------------------
+
+@pytest.mark.attack("cross-site requests")
+def test_a_web_page_cannot_open_the_workers_listener(bare):
+    """Websockets have no CORS: any page open in a browser on the server's host reaches the workers' loopback
+    listener, whose frames may be 256 MiB before the token is read. Browsers always send ``Origin``; workers
+    never do."""
+    async def scenario() -> tuple[int | None, float]:
+        before = rss_mib(bare.process.pid)
+        try:
+            async with websockets.connect(bare.worker_url, max_size=None, write_limit=1 << 30,
+                                          additional_headers={"origin": "http://evil.example"}) as ws:
+                await ws.send(json.dumps({"type": "hello", "token": "guess", "padding": "#" * (48 << 20)}))
+                await asyncio.wait_for(ws.recv(), 60)
+        except websockets.InvalidStatus as refused:
+            return refused.response.status_code, rss_mib(bare.process.pid) - before
+        except websockets.ConnectionClosed:
+            pass
+        return None, rss_mib(bare.process.pid) - before
+
+    status, grown = asyncio.run(scenario())
+    print(f"server RSS grew {grown:.1f} MiB")
+    assert status == 403, (status, grown)
