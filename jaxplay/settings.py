@@ -54,7 +54,7 @@ class Settings:
                                                  "is one client).")
     max_runs_per_client: int = setting(8, "Runs one client (browser session) may have waiting or running, over all "
                                           "its connections.")
-    max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /64) "
+    max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /48) "
                                                      "over all its browsers: room for a classroom behind one NAT.")
     new_sessions_per_address_per_hour: int = setting(1000, "Browser sessions one network address may start an hour "
                                                            "(all at once if need be: a workshop behind one NAT); "

@@ -159,7 +159,7 @@ class BrowserConnection:
             message = bp.parse_client_message(text if data is None else data,
                                               max_code_bytes=self.settings.max_code_bytes)
         except bp.ProtocolError as exc:
-            self.refuse(exc, is_run=_looks_like_run(text))
+            self.refuse(exc, is_run=_looks_like_run(text if data is None else bp.frame_text(data)))
             return
         if isinstance(message, bp.RoomMessage):
             if self.rooms is None:
