@@ -34,7 +34,7 @@ from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, Seats, SlotFactory
 from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
-from jaxplay.sandbox.isolation import bwrap, gpu
+from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.worker")
@@ -94,6 +94,8 @@ class WorkerAgent:
     async def start_slots(self) -> None:
         """Start the worker's own JAX on every seat and probe the devices; a host this worker must not
         serve from as configured raises ``WorkerCannotStart`` naming the cause (its sandboxes closed)."""
+        if self.settings.cgroups != "off" and (removed := await asyncio.to_thread(cgroups.remove_abandoned_groups)):
+            log.info("worker %s: removed %d empty cgroups of workers that are gone", self.name, removed)
         devices = self.seat_devices = gpu.slot_devices(self.settings)
         own = await self.start_own_runtime(devices)
         if devices[0] and self.description.get("backend") == "cpu":

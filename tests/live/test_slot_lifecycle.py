@@ -53,3 +53,22 @@ def test_closing_a_slot_leaves_no_task_failing_unheard() -> None:
     asyncio.run(scenario())
     gc.collect()
     assert not [c for c in unheard if "exception" in c], unheard
+
+
+def test_a_closed_slots_cgroups_are_removed() -> None:
+    async def scenario() -> tuple[bool, list]:
+        slot = Slot(0, Settings.from_env(), "lifecycle-groups")
+        await asyncio.wait_for(slot.start(), 60)
+        group = slot.cgroup
+        await slot.close()
+        if group is None:
+            pytest.skip("this host gives slots no cgroup")
+        for _ in range(40):  # the sandbox's last processes leave within moments; then its groups go
+            left = [p.parent for p in group.procs_files() if p.parent.exists()]
+            if not left:
+                return True, []
+            await asyncio.sleep(0.25)
+        return False, left
+
+    removed, left = asyncio.run(scenario())
+    assert removed, left
