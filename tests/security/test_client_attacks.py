@@ -234,6 +234,12 @@ def test_a_trusted_proxy_names_the_client_and_its_https():
         assert "; Secure" in headers["set-cookie"]
         status, room = create_room(live, {"x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.44"})
         assert status == 201 and room["presenter_url"].startswith("https://")
+        # Over https, a page of the same host served over http (anyone on the visitor's network can
+        # write one) is another site.
+        here = f"127.0.0.1:{live.port}"
+        downgraded = {"x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.45", "origin": f"http://{here}"}
+        assert create_room(live, downgraded)[0] == 403
+        assert create_room(live, downgraded | {"origin": f"https://{here}"})[0] == 201
 
 
 # --- 2. room codes: right codes always work; guessing is bounded -------------------------------
