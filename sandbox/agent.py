@@ -96,7 +96,10 @@ class WorkerAgent:
         serve from as configured raises ``WorkerCannotStart`` naming the cause (its sandboxes closed)."""
         if self.settings.cgroups != "off" and (removed := await asyncio.to_thread(cgroups.remove_abandoned_groups)):
             log.info("worker %s: removed %d empty cgroups of workers that are gone", self.name, removed)
-        devices = self.seat_devices = gpu.slot_devices(self.settings)
+        try:
+            devices = self.seat_devices = gpu.slot_devices(self.settings)
+        except ValueError as exc:  # a setting that cannot work here: say which
+            raise WorkerCannotStart(str(exc)) from exc
         own = await self.start_own_runtime(devices)
         if devices[0] and self.description.get("backend") == "cpu":
             # --allow-cpu-fallback on an accelerator host: CPU runs on --slots sandboxes, not one per GPU node.

@@ -19,7 +19,7 @@ from jaxplay.settings import ENV_PREFIX, Settings
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
                  "compile_cache_session_files", "compile_cache_total_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups",
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "runs_per_gpu", "allow_cpu_fallback", "cgroups",
                  "runtimes", "runtimes_dir", "runtime_idle_s")
 PURGE_FIELDS = ("data_dir", "database_url", "log_level")
 CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
