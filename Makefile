@@ -36,6 +36,9 @@ run-runtimes: $(VENV)/.installed
 bench: $(VENV)/.installed-test frontend runtimes
 	$(BIN)/python bench/latency.py
 	$(BIN)/python bench/timing_fidelity.py
+	$(BIN)/python bench/warm.py
+	$(BIN)/python bench/cpu_fairness.py
+	$(BIN)/python bench/perf_views.py
 	$(BIN)/python bench/inspect_overhead.py
 	$(BIN)/python bench/sharing.py
 	$(BIN)/python bench/scale.py

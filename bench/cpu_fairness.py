@@ -7,7 +7,7 @@ start-up do not count):
 - beside a neighbour: the other slot runs a program that forks 15 children (each in a session of its
   own, as a hostile program would, so the kernel's autogroup cannot pool them) and spins in all 16.
 
-Target (issue 21): beside the neighbour the run is at most 2x slower than alone. With ``--checkout
+Target: beside the neighbour the run is at most 2x slower than alone. With ``--checkout
 DIR`` (repeatable) the same is measured for other checkouts (each with its own ``.venv``), their
 servers started side by side and measured in turn, round after round. Figures taken on a busy
 host are slower alone too: compare the ratios, measured side by side.

@@ -7,7 +7,8 @@ operator starts it, every run naming ``backend: gpu``):
   median, interleaved (bare, playground, bare, ...) so drift hits both alike; the ratio of
   their medians (target: within 10%);
 - ``print(1)`` back-to-back on one GPU slot (p50 <= 50 ms) and trivial runs per second,
-  16 sent at once (>= 10 runs/s per GPU);
+  16 sent at once (>= 10 runs/s per GPU); both again on a second server whose runs share
+  each GPU (``--runs-per-gpu``, 4 unless ``--shared`` says otherwise), side by side;
 - the first jnp operation of code never seen before, a new session each, 1.5 s apart as a
   person presses Run (p50 <= 150 ms);
 - a final-expression array's display against ``print`` of the same array (<= 50 ms over);
@@ -96,6 +97,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--matmul-rounds", type=int, default=5)
+    parser.add_argument("--shared", type=int, default=4, help="--runs-per-gpu of the second server (1: none)")
     args = parser.parse_args()
     if not gpu.nvidia_gpus():
         print("no NVIDIA GPU on this host: nothing to measure")
@@ -114,6 +116,11 @@ def main() -> None:
         shown = asyncio.run(timed(server, [ARRAY.format(n=1000 + 10 * i) + "x" for i in range(10)], field="elapsed"))
         printed = asyncio.run(timed(server, [ARRAY.format(n=1000 + 10 * i) + "print(x)" for i in range(10)],
                                     field="elapsed"))
+    shared_figures = None
+    if args.shared > 1:
+        with running_server(["--memory-limit-mb", "16384", "--runs-per-gpu", str(args.shared)]) as shared:
+            wait_for_shared_cache(shared)
+            shared_figures = (asyncio.run(timed(shared, ["print(1)"] * args.runs)), asyncio.run(at_once(shared, 16)))
     ratio = statistics.median(played) / statistics.median(bare)
     print(f"bf16 8192x8192 matmul, {len(bare)} interleaved rounds: bare median {statistics.median(bare):.3f} ms, "
           f"playground median {statistics.median(played):.3f} ms, ratio {ratio:.3f} "
@@ -121,6 +128,12 @@ def main() -> None:
     print(line("print(1) back-to-back, one GPU slot", back_to_back),
           verdict(percentile(back_to_back, 0.5) <= 50, "p50 <= 50 ms"))
     print(f"{'16 trivial runs at once':<40} {per_second:.1f} runs/s", verdict(per_second >= 10, ">= 10 runs/s"))
+    if shared_figures is not None:
+        shared_back_to_back, shared_per_second = shared_figures
+        print(line(f"print(1) back-to-back, {args.shared} runs per GPU", shared_back_to_back),
+              verdict(percentile(shared_back_to_back, 0.5) <= 50, "p50 <= 50 ms"))
+        print(f"{f'16 trivial runs at once, {args.shared} per GPU':<40} {shared_per_second:.1f} runs/s",
+              verdict(shared_per_second >= 10 * len(gpu.nvidia_gpus()), ">= 10 runs/s per GPU"))
     print(line("first jnp op, never-seen code, 1.5 s apart", first_op),
           verdict(percentile(first_op, 0.5) <= 150, "p50 <= 150 ms"))
     over = percentile(shown, 0.5) - percentile(printed, 0.5)

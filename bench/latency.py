@@ -6,7 +6,7 @@ Measures, in one run on this machine:
 - naive: a fresh ``python -c "import jax; print(jax.numpy.ones(3).sum())"``
   inside the same bubblewrap sandbox, from spawn to exit.
 
-Targets (issue 2): warm p50 <= 50 ms, and at least 10x faster than naive.
+Targets: warm p50 <= 50 ms, and at least 10x faster than naive.
 Usage: python bench/latency.py [--runs 50] [--naive-runs 10]
 """
 

@@ -16,7 +16,7 @@ Also, in the cross set-up: what each replica's /metrics reports as jaxplay_queue
 backlog of sleeping runs drains, against the Redis list's own length (LLEN) read at the same
 moment. The autoscaler scales on that metric, so it must follow the real backlog.
 
-Target (issue 14): Redis adds at most 3 ms to the p50 latency.
+Target: Redis adds at most 3 ms to the p50 latency.
 Usage: python bench/scale.py [--runs 60] [--seconds 10]
 """
 

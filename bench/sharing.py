@@ -10,7 +10,7 @@ Measures, in one run on this machine:
   received over /ws, and the cache's own answer time inside the server
   (from its debug log).
 
-Targets (issue 6): a cached answer under 20 ms server side.
+Targets: a cached answer under 20 ms server side.
 Usage: python bench/sharing.py [--snippets 1000] [--runs 20]
 """
 

@@ -42,6 +42,16 @@ class ProtocolError(ValueError):
         self.reason = reason
 
 
+def text_bytes(text: str, field: str, run_id: str | None = None) -> int:
+    """Bytes of ``text`` in UTF-8. A lone surrogate (``"\\ud800"``: valid JSON, but half a character, so no
+    text, and no database stores it) is refused here, at the boundary, with what to change."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ProtocolError(f"Field '{field}' holds half of a UTF-16 surrogate pair (\\u{ord(text[exc.start]):04x} "
+                            f"at character {exc.start}), which is not text: send valid Unicode.", run_id) from None
+
+
 @dataclass(frozen=True)
 class ClientRun:
     id: str
@@ -114,7 +124,8 @@ ClientMessage = ClientRun | ClientCancel | ClientPasses | RoomMessage
 
 def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> ClientMessage:
     if not isinstance(text, str):
-        raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.")
+        raise ProtocolError("Binary frames are not accepted: send each message as a JSON text frame.",
+                            readable_run_id(frame_text(text)))
     try:
         raw = json_input.loads(text)
     except json.JSONDecodeError as exc:
@@ -138,17 +149,34 @@ def parse_client_message(text: str | bytes | None, *, max_code_bytes: int) -> Cl
                         "'room_join', 'room_leave', 'room_edit', 'room_deck').", run_id)
 
 
+def max_frame_bytes(max_code_bytes: int) -> int:
+    """The largest frame a browser may send on ``/ws``: a run or ``room_edit`` whose code is at the limit with
+    every byte escaped (a control character is six bytes of JSON, ``\\u0001``), plus room for the other
+    fields. A frame just over the code limit is still read and refused by its id; a larger one closes the
+    socket unread (1009, "message too big"), so no client makes the server hold a frame bigger than this."""
+    return 6 * max_code_bytes + (64 << 10)
+
+
 RUN_MESSAGE_TYPES = ("run", "passes")  # the messages that start a run, each ended by its ``done``
 
 
-def readable_run_id(text: str) -> str | None:
-    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run" or "passes", a valid
-    ``id``): the reply is then that run's ``done``, so the client's run ends."""
+def frame_text(data: bytes | None) -> str | None:
+    """A binary frame read as the text it would have been (a script's), so that a run in it can be answered."""
+    try:
+        return data.decode("utf-8") if data is not None else None
+    except UnicodeDecodeError:
+        return None
+
+
+def readable_run_id(text: str | None) -> str | None:
+    """The id of a frame that cannot be parsed, if it reads as a run's (``type`` "run" or "passes", an ``id``
+    that is a non-empty string, even an overlong one): the reply is then that run's ``done``, so the client's
+    run ends. (Echoing an overlong id once costs no more than the frame that carried it.)"""
+    if text is None:
+        return None
     fields = json_input.top_level_strings(text, ("type", "id"))
     run_id = fields.get("id")
-    if fields.get("type") not in RUN_MESSAGE_TYPES or run_id is None or not 0 < len(run_id) <= MAX_RUN_ID_CHARS:
-        return None
-    return run_id
+    return run_id if fields.get("type") in RUN_MESSAGE_TYPES and run_id else None
 
 
 def _short_string(raw: dict[str, Any], name: str, kind: str, required: bool) -> str | None:
@@ -171,7 +199,7 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
         if code is not None:
             if not isinstance(code, str):
                 raise ProtocolError("'room_edit': field 'code' must be the editor's text, or left out.")
-            if len(code.encode("utf-8", "surrogatepass")) > max_code_bytes:
+            if text_bytes(code, "code") > max_code_bytes:
                 raise ProtocolError(f"'room_edit': the code is over the limit of {max_code_bytes} bytes.")
         selection = raw.get("selection")
         if selection is not None:
@@ -208,8 +236,8 @@ def _parse_room(kind: str, raw: dict[str, Any], max_code_bytes: int) -> RoomMess
 def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
     if run_id is None:
         raise ProtocolError("Field 'id' is required and must be a string chosen by the client.")
-    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:
-        raise ProtocolError(f"Field 'id' must be 1 to {MAX_RUN_ID_CHARS} characters.", None)
+    if not run_id or len(run_id) > MAX_RUN_ID_CHARS:  # an overlong id is still answered, so its run ends
+        raise ProtocolError(f"Field 'id' must be 1 to {MAX_RUN_ID_CHARS} characters.", run_id or None)
     return run_id
 
 
@@ -217,7 +245,7 @@ def _code_and_backend(raw: dict[str, Any], rid: str, max_code_bytes: int) -> tup
     code = raw.get("code")
     if not isinstance(code, str):
         raise ProtocolError("Field 'code' is required and must be a string.", rid)
-    size = len(code.encode("utf-8", "surrogatepass"))
+    size = text_bytes(code, "code", rid)
     if size > max_code_bytes:
         raise ProtocolError(
             f"Code is {size} bytes; the limit is {max_code_bytes} bytes ({max_code_bytes // 1024} KiB). "

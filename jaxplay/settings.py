@@ -54,7 +54,7 @@ class Settings:
                                                  "is one client).")
     max_runs_per_client: int = setting(8, "Runs one client (browser session) may have waiting or running, over all "
                                           "its connections.")
-    max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /64) "
+    max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /48) "
                                                      "over all its browsers: room for a classroom behind one NAT.")
     new_sessions_per_address_per_hour: int = setting(1000, "Browser sessions one network address may start an hour "
                                                            "(all at once if need be: a workshop behind one NAT); "
@@ -91,7 +91,9 @@ class Settings:
                                                       "seconds without a run.")
     gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "
                                         "that owns every GPU of the host.")
-    gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory one run may use.")
+    gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory the runs on one GPU may use together.")
+    runs_per_gpu: int = setting(1, "Runs that share one GPU at once, each in a slot and sandbox of its own with an "
+                                   "equal part of --gpu-memory-fraction: more trivial runs a second, less memory each.")
     cgroups: str = setting("auto", "'auto': cap each slot's memory and processes with a cgroup where the host "
                                    "allows; 'off': use the rlimit fallback only.")
     trust_remote_results: bool = setting(False, "Let remote workers' results fill the result cache that answers "

@@ -34,7 +34,7 @@ from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, Seats, SlotFactory
 from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
-from jaxplay.sandbox.isolation import bwrap, gpu
+from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.worker")
@@ -94,7 +94,12 @@ class WorkerAgent:
     async def start_slots(self) -> None:
         """Start the worker's own JAX on every seat and probe the devices; a host this worker must not
         serve from as configured raises ``WorkerCannotStart`` naming the cause (its sandboxes closed)."""
-        devices = self.seat_devices = gpu.slot_devices(self.settings)
+        if self.settings.cgroups != "off" and (removed := await asyncio.to_thread(cgroups.remove_abandoned_groups)):
+            log.info("worker %s: removed %d empty cgroups of workers that are gone", self.name, removed)
+        try:
+            devices = self.seat_devices = gpu.slot_devices(self.settings)
+        except ValueError as exc:  # a setting that cannot work here: say which
+            raise WorkerCannotStart(str(exc)) from exc
         own = await self.start_own_runtime(devices)
         if devices[0] and self.description.get("backend") == "cpu":
             # --allow-cpu-fallback on an accelerator host: CPU runs on --slots sandboxes, not one per GPU node.
@@ -216,7 +221,8 @@ class WorkerAgent:
                 except TokenRefused:
                     raise
                 except (OSError, websockets.WebSocketException) as exc:
-                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc)
+                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc,
+                             exc_info=log.isEnabledFor(logging.DEBUG))
                 await self.abandon_runs()
                 await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
                 attempt += 1

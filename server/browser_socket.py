@@ -159,7 +159,7 @@ class BrowserConnection:
             message = bp.parse_client_message(text if data is None else data,
                                               max_code_bytes=self.settings.max_code_bytes)
         except bp.ProtocolError as exc:
-            self.refuse(exc, is_run=_looks_like_run(text))
+            self.refuse(exc, is_run=_looks_like_run(text if data is None else bp.frame_text(data)))
             return
         if isinstance(message, bp.RoomMessage):
             if self.rooms is None:
@@ -279,7 +279,7 @@ def _looks_like_run(text: str | None) -> bool:
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
                                 interceptors: list[RunInterceptor], rooms: RoomHub | None = None,
                                 hooks: BrowserHooks | None = None) -> None:
-    if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host")):
+    if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host"), websocket.url.scheme == "wss"):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return

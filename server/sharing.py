@@ -1,4 +1,4 @@
-"""Everything issue 6 adds to the server, built in one place: storage, snippets, pages, result cache.
+"""Sharing on the server, built in one place: storage, snippets, pages, result cache.
 
 ``server/app.py`` creates one ``Sharing``, adds ``routes()`` to its routes and
 ``cache.intercept`` to the browser socket's interceptors, and calls ``open``

@@ -57,8 +57,17 @@ export class RuntimePicker {
   /** Told the chosen runtime whenever the list or the choice changes. */
   onSelect: ((runtime: RuntimeInfo | undefined) => void) | null = null;
 
+  /** On a phone the closed picker has room for "JAX 0.10.2" only: "(default)" is left to the option's title. */
+  private readonly narrow = window.matchMedia("(max-width: 600px)");
+
   constructor() {
     this.preferred = localStorage.getItem(STORAGE_KEY);
+    this.narrow.addEventListener("change", () => {
+      for (const option of this.select.options) {
+        const r = this.runtimes.find((x) => x.name === option.value);
+        if (r) option.textContent = this.label(r);
+      }
+    });
     this.select.addEventListener("change", () => {
       this.preferred = this.select.value || null;
       if (this.preferred) localStorage.setItem(STORAGE_KEY, this.preferred);
@@ -115,7 +124,7 @@ export class RuntimePicker {
         el(
           "option",
           { value: r.name, disabled: Boolean(r.problem), title: r.problem ?? describeRuntime(r) },
-          `JAX ${r.name}${r.default ? " (default)" : ""}${r.problem ? " — unavailable" : ""}`,
+          this.label(r),
         ),
       ),
     );
@@ -123,6 +132,11 @@ export class RuntimePicker {
     this.select.disabled = ready.length < 2;
     this.describe();
     this.onSelect?.(this.selected);
+  }
+
+  private label(r: RuntimeInfo): string {
+    const note = r.problem ? " — unavailable" : r.default && !this.narrow.matches ? " (default)" : "";
+    return `JAX ${r.name}${note}`;
   }
 
   private describe(): void {

@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from jaxplay import __version__
+from jaxplay import browser_protocol as bp
 from jaxplay.cli import runtimes
 from jaxplay.settings import ENV_PREFIX, Settings
 
 WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
                  "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
                  "compile_cache_session_files", "compile_cache_total_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "allow_cpu_fallback", "cgroups",
+                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "runs_per_gpu", "allow_cpu_fallback", "cgroups",
                  "runtimes", "runtimes_dir", "runtime_idle_s")
 PURGE_FIELDS = ("data_dir", "database_url", "log_level")
 CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
@@ -123,12 +124,15 @@ async def serve_both(app: Any, settings: Settings) -> None:
 
     # proxy_headers off: uvicorn would believe X-Forwarded-For from any loopback peer; the app judges
     # forwarded headers itself, from --trusted-proxies only (server/clients/proxies.py).
-    options = {"log_level": "warning", "ws_max_size": 256 << 20, "ws_ping_interval": 20,
-               "timeout_graceful_shutdown": 5, "proxy_headers": False}
-    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port, **options),
+    options = {"log_level": "warning", "ws_ping_interval": 20, "timeout_graceful_shutdown": 5, "proxy_headers": False}
+    # Browsers send programs, never more than a program's worth (anyone may connect); workers, who are
+    # authenticated and on their own listener, send a run's events (up to 16 MiB each).
+    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port,
+                                         ws_max_size=bp.max_frame_bytes(settings.max_code_bytes), **options),
                           app.state.playground, settings.shutdown_grace_s)
     listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,
-                                             port=settings.worker_listen_port, lifespan="off", **options))
+                                             port=settings.worker_listen_port, lifespan="off",
+                                             ws_max_size=256 << 20, **options))
     listening = asyncio.create_task(listener.serve())
 
     async def close_listener() -> None:

@@ -111,7 +111,10 @@ def execute(code: str, options: dict[str, Any]) -> int:
             display.show_result(value)
     except SystemExit as exc:
         if exc.code not in (None, 0):
-            print(f"SystemExit: {exc.code}", file=sys.stderr)
+            # The program's own way to fail, not a crash: an error (status 1 with an error event) naming it.
+            event = error_event(exc, memory_limit)
+            event["message"] = f"The program called sys.exit({exc.code!r}) and ended with that status."
+            events.emit(event)
             status = 1
     except BaseException as exc:  # noqa: BLE001 - user code may raise anything
         events.emit(error_event(exc, memory_limit))

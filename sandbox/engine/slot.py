@@ -24,6 +24,7 @@ result (``RunResult.read_session_cache``).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import select
@@ -38,7 +39,7 @@ from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.engine.run_outcome import RunResult
-from jaxplay.sandbox.isolation import bwrap, gpu
+from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.sandbox.isolation.cgroups import SlotCgroup, no_cgroup_cpu_fairness
 from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.isolation.numeric_settings import numerical_library_settings
@@ -50,6 +51,8 @@ log = logging.getLogger("jaxplay.sandbox")
 START_TIMEOUT_S = 120.0
 KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
+CGROUP_REMOVE_TRIES = 20  # 0.5 s apart
+_GROUP_NUMBERS = itertools.count()  # each start's cgroups are its own
 EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the rest: gone within this
 
 
@@ -104,7 +107,9 @@ class Slot:
         inner = bwrap.zygote_command(child_end.fileno(), isolated, interpreter)
         env = self.zygote_environment()
         if isolated:
-            self.cgroup = SlotCgroup.create(f"{os.getpid()}-{self.name}", self.memory_limit_bytes, self.settings.cgroups)
+            # A group of its own each start: the last start's may still be emptying (removed below, later).
+            name = cgroups.group_name(os.getpid(), self.name, next(_GROUP_NUMBERS))
+            self.cgroup = SlotCgroup.create(name, self.memory_limit_bytes, self.settings.cgroups)
             if self.cgroup is None:
                 log.info("slot %s: CPU shared between slots by %s", self.name, no_cgroup_cpu_fairness())
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
@@ -163,6 +168,10 @@ class Slot:
             self._spare[1].close()
             self._spare = None
         if self.control:
+            # Unwatched before it is closed: the cancelled reader runs its cleanup only later, when the fd
+            # number may already be another socket's (a restarted slot's), which the loop would then
+            # believe watched while epoll had dropped it (a start that waits forever for "ready").
+            asyncio.get_running_loop().remove_reader(self.control.fileno())
             self.control.close()
             self.control = None
         if self.process and self.process.returncode is None:
@@ -172,7 +181,9 @@ class Slot:
                 pass
             await self.process.wait()
         if self.cgroup:
-            self.cgroup.remove()
+            group, self.cgroup = self.cgroup, None
+            if not group.remove():
+                asyncio.create_task(_remove_when_empty(group))
 
     async def restart(self) -> None:
         await self.close()
@@ -378,6 +389,7 @@ class Slot:
         cancel_wait = asyncio.create_task(cancelled.wait())
         pipes_closed = asyncio.create_task(relay.closed()) if relay is not None else None
         ended = _next_word(door) if door is not None else None
+        next_message: asyncio.Task[dict[str, Any]] | None = None
         try:
             while True:
                 if ended_by is None and pipes_closed is not None and pipes_closed.done() and ended is not None \
@@ -405,7 +417,7 @@ class Slot:
                 ended_by = RunStatus.CANCELLED if cancel_wait in done else RunStatus.TIMEOUT
                 zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
         finally:
-            for task in (cancel_wait, pipes_closed, ended):
+            for task in (cancel_wait, pipes_closed, ended, next_message):  # none left to fail unheard
                 if task is not None:
                     task.cancel()
             if door is not None and door.fileno() >= 0:
@@ -433,6 +445,16 @@ class Slot:
         waiting, self._exit_wait = self._exit_wait, None
         if waiting is not None:
             await waiting
+
+
+async def _remove_when_empty(group: SlotCgroup) -> None:
+    """A closed sandbox's processes leave their groups within moments of its init's death."""
+    for _ in range(CGROUP_REMOVE_TRIES):
+        await asyncio.sleep(0.5)
+        if group.remove():
+            return
+    log.warning("cgroups %s still hold processes; the next worker start removes them once empty",
+                ", ".join(str(p.parent) for p in group.procs_files()))
 
 
 def _next_word(sock: socket.socket) -> asyncio.Future[dict[str, Any] | None]:

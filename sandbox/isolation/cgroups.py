@@ -19,6 +19,10 @@ kernel's autogroup is the fallback where it is on
 its own (``sandbox/engine/spare.py``), and the scheduler shares the CPU
 between sessions first; a run that starts new sessions itself escapes it.
 ``cpu_fairness()`` names which of these a slot has.
+
+Groups are named for their worker's pid (``group_name``), so a worker at its
+start removes the empty groups of workers that are gone
+(``remove_abandoned_groups``): a killed worker cannot remove its own.
 """
 
 from __future__ import annotations
@@ -122,12 +126,63 @@ class SlotCgroup:
             pass
         return 0
 
-    def remove(self) -> None:
+    def remove(self) -> bool:
+        """Remove the groups; False while one still holds a process (the sandbox's last ones exiting)."""
+        gone = True
         for d in {d for d in (self.memory_dir, self.pids_dir, self.cpu_dir) if d is not None}:
             try:
                 d.rmdir()
+            except FileNotFoundError:
+                pass
             except OSError:
-                pass  # still has processes for a moment; removed on the next start
+                gone = False
+        return gone
+
+
+def group_name(worker_pid: int, slot: str, number: int) -> str:
+    """A slot group's name: it starts with its worker's pid, so a later worker knows whose it was."""
+    return f"{worker_pid}-{slot}-{number}"
+
+
+def remove_abandoned_groups() -> int:
+    """Remove the empty groups of workers that are gone (killed before they could): each worker made
+    a few per slot start, and a host that restarts workers would otherwise gather them by thousands.
+    A group of a live worker, or one still holding a process, is left. Returns how many were removed."""
+    candidates = [*_children(ROOT / "memory" / "jaxplay"), *_children(ROOT / "pids" / "jaxplay"),
+                  *_children(ROOT / "cpu", "jaxplay-")]
+    try:
+        own = Path("/proc/self/cgroup").read_text().strip().split("::", 1)[-1]
+        candidates += _children(ROOT / own.lstrip("/"), "jaxplay-") if (ROOT / "cgroup.controllers").exists() else []
+    except OSError:
+        pass
+    removed = 0
+    for group in candidates:
+        owner = group.name.removeprefix("jaxplay-").split("-", 1)[0]
+        if not owner.isdigit() or _alive(int(owner)):
+            continue
+        try:
+            group.rmdir()  # refused while it holds a process
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def _children(folder: Path, prefix: str = "") -> list[Path]:
+    try:
+        return [d for d in folder.iterdir() if d.is_dir() and d.name.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _cpu_group_v1(cpu_root: Path, name: str) -> Path | None:

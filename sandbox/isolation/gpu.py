@@ -27,6 +27,7 @@ from jaxplay.settings import Settings
 NVIDIA_SHARED_NODES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 TPU_SHARED_NODES = ("/dev/vfio/vfio",)
 # CUDA and the TPU runtime enumerate PCI devices through sysfs; exposed read-only to accelerator slots.
+MAX_RUNS_PER_GPU = 16
 ACCELERATOR_SYSFS = ("/sys/devices", "/sys/bus", "/sys/class")
 
 
@@ -44,13 +45,21 @@ def slot_devices(settings: Settings, dev: Path = Path("/dev"),
     """
     gpus = visible_nvidia_gpus(dev, environ)
     if gpus is None:
-        return [tuple(nvidia_gpus(dev))]
+        return [tuple(nvidia_gpus(dev))] * runs_per_accelerator(settings)
     nodes = gpus + tpu_chips(dev)
     if not nodes:
         return [() for _ in range(max(1, settings.slots))]
+    sharing = runs_per_accelerator(settings)
     if settings.gpu_slots == "all":
-        return [tuple(nodes)]
-    return [(node,) for node in nodes]
+        return [tuple(nodes)] * (1 if tpu_chips(dev) else sharing)
+    return [(node,) for node in nodes for _ in range(sharing if "nvidia" in node else 1)]
+
+
+def runs_per_accelerator(settings: Settings) -> int:
+    """``--runs-per-gpu``: slots that share each GPU (TPU chips are never shared: one process owns a chip)."""
+    if not 1 <= settings.runs_per_gpu <= MAX_RUNS_PER_GPU:
+        raise ValueError(f"--runs-per-gpu must be between 1 and {MAX_RUNS_PER_GPU}; it is {settings.runs_per_gpu}")
+    return settings.runs_per_gpu
 
 
 def device_nodes(devices: tuple[str, ...]) -> list[str]:
@@ -73,7 +82,7 @@ def gpu_environment(devices: tuple[str, ...], settings: Settings,
         # Allocator warnings and XLA's error-level log lines (an out-of-memory's autotuner trace) are not a
         # result: the exception the program sees carries the cause.
         env |= {"CUDA_VISIBLE_DEVICES": passed_on or ",".join(nvidia), "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
-                "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{settings.gpu_memory_fraction:g}",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION": f"{settings.gpu_memory_fraction / settings.runs_per_gpu:.4g}",
                 "TF_CPP_MIN_LOG_LEVEL": "3"}
     if tpu:
         env |= {"TPU_VISIBLE_CHIPS": ",".join(tpu)}

@@ -48,7 +48,13 @@ EVENT_BURST = 10000
 
 
 class EventRefused(ValueError):
-    """An event line the worker will not pass on; the message says why, for the one notice."""
+    """An event line the worker will not pass on. ``reason`` is one of a few fixed phrases: the relay sends one
+    notice per reason, so nothing the run chooses (a type's name, a size) may vary it; ``detail`` says more."""
+
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        super().__init__(f"{reason} ({detail})" if detail else reason)
+        self.reason = reason
+        self.detail = detail
 
 
 def _no_constants(name: str) -> Any:
@@ -84,20 +90,20 @@ class EventGate:
     def admit(self, line: bytes) -> dict[str, Any]:
         size = len(line)
         if size > MAX_EVENT_BYTES:
-            raise EventRefused(f"an event of {size} bytes (the limit is {MAX_EVENT_BYTES})")
+            raise EventRefused("an event over the size limit", f"{size} bytes; the limit is {MAX_EVENT_BYTES}")
         self._take_token()
         try:
             event = json.loads(line, parse_constant=_no_constants)
         except RecursionError:
             raise EventRefused("an event nested too deeply") from None
         except ValueError as exc:
-            raise EventRefused(f"an unreadable event ({exc})") from None
+            raise EventRefused("an unreadable event", str(exc)) from None
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             raise EventRefused("an event without a type")
         kind = event["type"]
         budget = RUN_EVENT_BUDGETS.get(kind)
         if budget is None or (kind == "probe" and not self.allow_probe):
-            raise EventRefused(f"an event of type {kind[:40]!r}, which a run may not send")
+            raise EventRefused("an event of a type a run may not send", repr(kind[:40]))
         problem = _problem(event, MAX_DEPTH)
         if problem:
             raise EventRefused(problem)

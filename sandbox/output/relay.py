@@ -184,10 +184,12 @@ class OutputRelay:
         self.send(event)
 
     def _refuse(self, refused: event_channel.EventRefused) -> None:
-        reason = str(refused).split(" (")[0]
-        if reason in self._refusals:
+        """One notice per reason, the first refusal's detail in it: a notice is no output (the output cap
+        does not hold it, and a room relays it to every follower), so a run must not make them by the thousand."""
+        if refused.reason in self._refusals:
             return
-        self._refusals.add(reason)
+        self._refusals.add(refused.reason)
         log.debug("run event refused: %s", refused)
+        detail = f" ({refused.detail})" if refused.detail else ""
         self.send({"type": "notice", "level": "warning",
-                   "message": f"The run sent {reason}; it was dropped."})
+                   "message": f"The run sent {refused.reason}{detail}; it was dropped, and any more like it."})

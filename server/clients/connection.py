@@ -18,7 +18,7 @@ class Client(Protocol):
     """A browser connection: who it counts as, and how to send it something."""
 
     session_id: str  # the client it counts against (fairness, limits, room counts): server/clients/identity.py
-    network: str  # the client's address (an IPv6 /64), for per-address limits
+    network: str  # the client's address (an IPv6 /48), for per-address limits
     outbox: Outbox  # frames not yet written, bounded; shutdown waits for it to empty
 
     def emit(self, event: dict[str, Any]) -> None:

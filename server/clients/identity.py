@@ -10,9 +10,12 @@ mint sessions faster than its network's budget (``new_sessions_per_address_per_h
 
 The *network* is the unit per-address limits count, and the first level of
 the run queue's fairness (server/runs/fair_queue.py): an IPv4 address, or
-the /64 prefix of an IPv6 address (one host is usually given a whole /64,
-so counting single IPv6 addresses would let it be a million clients). The
-address is the client's as the trusted proxies report it
+the /48 prefix of an IPv6 address. A site (a home, an office, anyone with a
+free tunnel-broker account) is given a /48 or a /56 of one, so counting /64s
+would let it be 65,536 networks, each with its own turn and budgets: enough to
+fill the queue with one run apiece, which no other network's run could then
+displace. A /48 is what one IPv4 address behind NAT is: a site, its people
+its clients. The address is the client's as the trusted proxies report it
 (server/clients/proxies.py), never what an untrusted client claims.
 """
 
@@ -25,13 +28,13 @@ from typing import Any
 
 SCOPE_KEY = "jaxplay.client"
 ADDRESS_CLIENT_PREFIX = "address:"
-IPV6_NETWORK_BITS = 64
+IPV6_NETWORK_BITS = 48
 
 
 @dataclass(frozen=True)
 class ClientIdentity:
     key: str  # a browser session id, or "address:<network>" for a request without a session cookie
-    network: str  # the client's IPv4 address or IPv6 /64: what per-address limits count
+    network: str  # the client's IPv4 address or IPv6 /48: what per-address limits count
 
     @property
     def browser_session(self) -> bool:
@@ -44,7 +47,7 @@ def is_browser_session(key: str) -> bool:
 
 
 def network_of(host: str | None) -> str:
-    """``203.0.113.7`` -> itself; ``2001:db8:1:2:a:b:c:d`` -> ``2001:db8:1:2::/64``; anything else as given."""
+    """``203.0.113.7`` -> itself; ``2001:db8:1:2:a:b:c:d`` -> ``2001:db8:1::/48``; anything else as given."""
     if not host:
         return "unknown"
     try:

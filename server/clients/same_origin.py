@@ -34,19 +34,23 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JSON_TYPE = "application/json"
 
 
-def origin_allowed(origin: str | None, host: str | None) -> bool:
+def origin_allowed(origin: str | None, host: str | None, secure: bool = False) -> bool:
     """Pages of this server only (or clients that send no Origin: no browser's request).
 
     A sandboxed frame showing user HTML has the origin "null": refusing it is a
-    second wall behind the frame's own isolation.
+    second wall behind the frame's own isolation. A request known to come over https
+    (``secure``, from the connection or a trusted proxy) refuses an ``http://`` page of
+    the same host: anyone on the visitor's network can write such a page. The other way
+    round is allowed: behind a proxy nobody said is trusted, every request looks like http.
     """
     if origin is None:
         return True
     parts = urlsplit(origin)
-    return parts.scheme in ("http", "https") and host is not None and parts.netloc.lower() == host.lower()
+    schemes = ("https",) if secure else ("http", "https")
+    return parts.scheme in schemes and host is not None and parts.netloc.lower() == host.lower()
 
 
-def write_refusal(method: str, headers: dict[str, str]) -> tuple[int, str] | None:
+def write_refusal(method: str, headers: dict[str, str], secure: bool = False) -> tuple[int, str] | None:
     """(status, message) refusing a write from another site, or None if it may go on."""
     if method in SAFE_METHODS:
         return None
@@ -56,7 +60,7 @@ def write_refusal(method: str, headers: dict[str, str]) -> tuple[int, str] | Non
         return 415, (f"Send the body as JSON with 'Content-Type: {JSON_TYPE}' (this request's type is {shown}); "
                      "forms and plain text are not accepted, so other sites cannot post them here.")
     origin = headers.get("origin")
-    if not origin_allowed(origin, headers.get("host")):
+    if not origin_allowed(origin, headers.get("host"), secure):
         return 403, (f"This request came from the page {origin!r}, not from this server's own pages: other sites "
                      "may not create snippets or rooms here.")
     fetch_site = headers.get("sec-fetch-site")
@@ -73,7 +77,7 @@ class SameOriginWritesMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            refused = write_refusal(scope["method"], headers)
+            refused = write_refusal(scope["method"], headers, scope.get("scheme") == "https")
             if refused is not None:
                 status, message = refused
                 log.info("refused a %s %s: %s", scope["method"], scope["path"], message)

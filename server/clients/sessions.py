@@ -11,7 +11,8 @@ one.
 (server/clients/identity.py) in ``scope["jaxplay.client"]``:
 
 - a valid cookie: that session;
-- no valid cookie on a page (an HTML answer): a new session, and its cookie,
+- no valid cookie on a page (an HTML answer) the browser was sent to (not an
+  image, frame or fetch of another site's page): a new session, and its cookie,
   while the network has budget left (``new_sessions_per_address_per_hour``,
   generous enough for a classroom behind one NAT); beyond it, no cookie:
   the browser counts as its network's address client until budget returns;
@@ -117,7 +118,7 @@ class SessionMiddleware:
             scope[SCOPE_KEY] = ClientIdentity(key=session_id, network=network)
             await self.app(scope, receive, send)
             return
-        if scope["type"] != "http" or not self.minting.allows(network):
+        if scope["type"] != "http" or not self.minting.allows(network) or _loaded_by_another_site(scope):
             scope[SCOPE_KEY] = address_client(network)
             await self.app(scope, receive, send)
             return
@@ -134,6 +135,20 @@ class SessionMiddleware:
             await send(message)
 
         await self.app(scope, receive, send_with_cookie)
+
+
+def _loaded_by_another_site(scope: Scope) -> bool:
+    """A request another site's page made the visitor's browser send (an image, a frame, a fetch), not a visit.
+
+    Such a request starts no session: the SameSite=Lax cookie of its answer never comes back from there, and
+    a page elsewhere could load the playground a thousand times to spend its visitors' network's budget of new
+    sessions (a classroom's newcomers would then share one client). A visit, typed in or a link followed from
+    elsewhere, is a top-level navigation to a document; browsers without ``Sec-Fetch-*`` headers are believed.
+    """
+    headers = dict(scope.get("headers", []))
+    if headers.get(b"sec-fetch-site") != b"cross-site":
+        return False
+    return headers.get(b"sec-fetch-mode") != b"navigate" or headers.get(b"sec-fetch-dest") != b"document"
 
 
 def _is_html(message: Message) -> bool:

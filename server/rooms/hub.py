@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
@@ -167,7 +168,7 @@ class RoomHub:
             # Already there: answering again would resend the whole state (up to MAX_KEPT_RUN_BYTES).
             raise RoomError(f"This connection already follows room {room.code}; its state was sent when it joined.")
         if connection not in room.members and len(room.members) >= self.settings.max_room_followers:
-            raise RoomError(f"Room {room.code} is full ({self.settings.max_room_followers} people).")
+            self._make_place(room, connection, presenter)
         self.leave(connection)
         room.members[connection] = presenter
         self.joined[connection] = room
@@ -177,6 +178,33 @@ class RoomHub:
             room.broadcast({"type": "room_presence", "room": room.code, "presenter_online": True},
                            skip=connection, followers_only=True)
         self._members_changed(room)
+
+    def _make_place(self, room: Room, newcomer: Client, presenter: bool) -> None:
+        """A full room lets in its presenter always, and anyone whose network holds fewer of its places than
+        the network holding the most (within one network: whose client holds fewer than its heaviest client):
+        that one's newest follower is let go, with a notice. A room's code is public, so one network's sockets
+        may fill the room, but never lock its presenter or another network's attendees out (as a full run
+        queue sheds: server/runs/scheduler.py)."""
+        full = f"Room {room.code} is full ({self.settings.max_room_followers} people)."
+        followers = [member for member, presents in room.members.items() if not presents]  # in order of joining
+        if not followers:
+            raise RoomError(full)
+        networks = Counter(member.network for member in followers)
+        heaviest, holds = networks.most_common(1)[0]
+        would_hold = networks[newcomer.network] + 1
+        if heaviest == newcomer.network:
+            clients = Counter(member.session_id for member in followers if member.network == heaviest)
+            heaviest_client, holds = clients.most_common(1)[0]
+            would_hold = clients[newcomer.session_id] + 1
+            candidates = [m for m in followers if m.network == heaviest and m.session_id == heaviest_client]
+        else:
+            candidates = [m for m in followers if m.network == heaviest]
+        if not presenter and holds <= would_hold:
+            raise RoomError(full)
+        let_go = candidates[-1]
+        self.leave(let_go)
+        let_go.emit(bp.notice_event(f"{full} Your network held the most places in it, so this connection was let "
+                                    "go to make room for someone else's."))
 
     def leave(self, connection: Client) -> None:
         room = self.joined.pop(connection, None)

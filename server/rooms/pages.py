@@ -8,12 +8,13 @@ Referer headers. The page reads it and presents it over /ws.
 from __future__ import annotations
 
 import html
-import json
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from jaxplay import browser_protocol as bp
+from jaxplay import json_input
 from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
@@ -48,7 +49,7 @@ def room_routes(hub: RoomHub) -> list[Route]:
                                             "from one address; wait a minute."}, status_code=429)
         try:
             raw = await read_body(request, MAX_BODY_BYTES)
-            body = json.loads(raw) if raw.strip() else {}
+            body = json_input.loads(raw) if raw.strip() else {}  # bounded nesting: no RecursionError
         except SnippetError as exc:
             return JSONResponse({"message": str(exc)}, status_code=exc.status)
         except ValueError as exc:
@@ -101,8 +102,13 @@ def _body_problem(body: object, max_code_bytes: int) -> str | None:
     if unknown:
         return f"Unknown field(s) {', '.join(map(repr, unknown))}: a room takes 'program', 'deck', 'attendee_timeout_s'."
     program = body.get("program", "")
-    if not isinstance(program, str) or len(program.encode("utf-8", "surrogatepass")) > max_code_bytes:
+    if not isinstance(program, str):
         return f"Field 'program' must be the starting code, at most {max_code_bytes} bytes."
+    try:
+        if bp.text_bytes(program, "program") > max_code_bytes:
+            return f"Field 'program' must be the starting code, at most {max_code_bytes} bytes."
+    except bp.ProtocolError as exc:
+        return str(exc)
     deck = body.get("deck", [])
     if not isinstance(deck, list) or len(deck) > 200 or not all(isinstance(s, str) and s for s in deck):
         return "Field 'deck' must be a list of at most 200 snippet ids."

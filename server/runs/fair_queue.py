@@ -9,7 +9,7 @@ Order of service::
 
 A client is a browser session, or the address client of a network's
 connections without one (``Run.session_id``, server/clients/identity.py);
-a network is its IPv4 address or IPv6 /64 (``Run.network``). A client that
+a network is its IPv4 address or IPv6 /48 (``Run.network``). A client that
 queues a hundred runs therefore gets one in turn like everyone else, and so
 does a network whatever number of sessions a script there has minted: a run
 queued behind such a flood waits for at most one more run of the flooding

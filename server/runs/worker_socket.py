@@ -1,6 +1,7 @@
 """The workers' websocket, ``/worker``: authenticate, register, relay events.
 
-A worker speaks first (``hello`` with its token); a wrong token gets a
+A web page may not connect (a handshake with ``Origin`` is refused). A
+worker speaks first (``hello`` with its token); a wrong token gets a
 ``refused`` message naming what to change and the socket is closed with
 ``REFUSED_CLOSE_CODE``. After ``welcome`` every frame is an ``event`` or a
 ``finished`` for a run the scheduler gave this worker.
@@ -46,6 +47,12 @@ async def _receive_text(websocket: WebSocket) -> str:
 
 async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, local_token: str,
                                settings: Settings) -> None:
+    if "origin" in websocket.headers:
+        # A web page (browsers always send Origin; workers never do). Websockets have no CORS, so any page
+        # open in a browser on this host reaches the loopback listener, where frames may be 256 MiB.
+        log.info("refused a /worker connection from the page %r", websocket.headers["origin"])
+        await websocket.close(code=1008)  # before accept: the handshake is answered 403
+        return
     await websocket.accept()
     try:
         hello = wp.decode(await _receive_text(websocket))

@@ -1,4 +1,4 @@
-"""The page for every person and screen (issue: phones, outages, output order, links, where output goes,
+"""The page for every person and screen (phones, outages, output order, links, where output goes,
 the small things), in Chromium against the real server, worker and sandbox."""
 
 from __future__ import annotations

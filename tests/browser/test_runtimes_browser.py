@@ -178,3 +178,13 @@ def test_without_version_data_the_versions_api_indexes_decide_which_to_offer(ope
     button.click()
     assert wait_for_status(page, "ok", timeout_ms=120_000) == "ok"
     assert "device_put_replicated" in output_text(page)
+
+
+def test_on_a_phone_the_closed_picker_shows_the_whole_version(open_page, server: LiveServer) -> None:
+    page = open_page("/", viewport={"width": 390, "height": 844})
+    chosen = page.locator("[data-testid=runtime] option:checked").inner_text()
+    assert chosen == f"JAX {default_version(server)}"  # "(default)" would be cut at this width
+    fits = page.eval_on_selector("[data-testid=runtime]", "s => s.getBoundingClientRect().right <= window.innerWidth")
+    assert fits
+    page.set_viewport_size({"width": 1440, "height": 900})  # wider again: the note comes back
+    page.wait_for_function("() => document.querySelector('[data-testid=runtime] option:checked').textContent.endsWith('(default)')")

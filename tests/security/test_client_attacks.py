@@ -95,6 +95,19 @@ class RawSocket:
         self.sock.close()
 
 
+async def waiting_events(sockets: list[Any], kind: str, wait_s: float) -> list[dict[str, Any]]:
+    """The events of ``kind`` that ``sockets`` have waiting, reading each one for ``wait_s``."""
+    found = []
+    for ws in sockets:
+        with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
+            async with asyncio.timeout(wait_s):
+                while True:
+                    event = json.loads(await ws.recv())
+                    if event["type"] == kind:
+                        found.append(event)
+    return found
+
+
 def rss_mib(pid: int) -> float:
     for row in Path(f"/proc/{pid}/status").read_text().splitlines():
         if row.startswith("VmRSS:"):
@@ -127,14 +140,7 @@ def test_cookieless_sockets_are_one_client_and_a_flood_delays_another_browser_by
         async with websockets.connect(plain.ws_url, additional_headers=plain.browser_headers()) as browser:
             await browser.send(json.dumps({"type": "run", "id": "mine", "code": "print(1)", "fresh": True}))
             mine = await collect(browser, "mine", 240)
-        flood_dones = []
-        for ws in flood:
-            with contextlib.suppress(TimeoutError, websockets.ConnectionClosed):
-                async with asyncio.timeout(1.0):
-                    while True:
-                        event = json.loads(await ws.recv())
-                        if event["type"] == "done":
-                            flood_dones.append(event)
+        flood_dones = await waiting_events(flood, "done", 1.0)
         await asyncio.gather(*(ws.close() for ws in flood))
         return refused, mine, flood_dones
 
@@ -182,6 +188,34 @@ def test_sessions_minted_in_bulk_on_one_network_delay_another_network_by_at_most
 
 
 @pytest.mark.attack("clients multiplied")
+def test_one_sites_ipv6_prefixes_are_one_network_and_cannot_fill_the_queue_against_another():
+    """A home, an office or a free tunnel is given a /48 (or a /56 of it): 65,536 /64s. One such site sends
+    one run from each of eight /64s of its /48 into a queue of six places; another network's run must get in."""
+    with server(["--trusted-proxies", "127.0.0.1", "--queue-limit", "6"]) as live:
+        async def scenario() -> tuple[list[dict], list[str]]:
+            flood = [await websockets.connect(live.ws_url, additional_headers={
+                         "x-forwarded-for": f"2001:db8:aaaa:{i:x}::1"}) for i in range(8)]
+            try:
+                for i, ws in enumerate(flood):
+                    await ws.send(json.dumps({"type": "run", "id": f"v6-{i}", "fresh": True,
+                                              "code": f"import time\ntime.sleep(3)\nprint({i})"}))
+                await asyncio.sleep(1.5)  # two run, six wait: the queue is full
+                async with websockets.connect(live.ws_url, additional_headers={
+                        **live.browser_headers(), "x-forwarded-for": "203.0.113.5"}) as ws:
+                    await ws.send(json.dumps({"type": "run", "id": "mine", "code": "print(1)", "fresh": True}))
+                    mine = await collect(ws, "mine", 240)
+                return mine, [e.get("message") or "" for e in await waiting_events(flood, "done", 0.2)]
+            finally:
+                await asyncio.gather(*(ws.close() for ws in flood))
+
+        mine, shed = asyncio.run(scenario())
+    assert done_of(mine)["status"] == "ok", done_of(mine).get("message")
+    positions = [e["position"] for e in mine if e["type"] == "queued"]
+    assert not positions or positions[0] <= 2, positions  # one site's turn at most, not eight networks' turns
+    assert any("to let another user's run in" in m for m in shed), shed
+
+
+@pytest.mark.attack("clients multiplied")
 def test_a_forged_x_forwarded_for_is_not_another_address():
     with server([], workers=0) as live:
         answers = [create_room(live, {"x-forwarded-for": f"198.51.100.{i}", "forwarded": f"for=198.51.100.{i}"})
@@ -200,6 +234,12 @@ def test_a_trusted_proxy_names_the_client_and_its_https():
         assert "; Secure" in headers["set-cookie"]
         status, room = create_room(live, {"x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.44"})
         assert status == 201 and room["presenter_url"].startswith("https://")
+        # Over https, a page of the same host served over http (anyone on the visitor's network can
+        # write one) is another site.
+        here = f"127.0.0.1:{live.port}"
+        downgraded = {"x-forwarded-proto": "https", "x-forwarded-for": "192.0.2.45", "origin": f"http://{here}"}
+        assert create_room(live, downgraded)[0] == 403
+        assert create_room(live, downgraded | {"origin": f"https://{here}"})[0] == 201
 
 
 # --- 2. room codes: right codes always work; guessing is bounded -------------------------------

@@ -236,3 +236,25 @@ def test_junk_on_the_event_channel_costs_nothing_that_follows(live):
     assert output_text(events) == "after the junk\n"
     errors = [e for e in events if e["type"] == "error"]
     assert len(errors) == 1 and errors[0]["message"] == "a legitimate error" and errors[0]["line"] == 8
+
+
+MANY_REFUSED_KINDS = r"""
+import os, time
+from jaxplay.sandbox.output import events
+os.write(events._fd, b"".join(b'{"type":"t%06d"}\n' % i for i in range(5000)))  # a kind nobody may send, each new
+os.write(events._fd, b"".join(b'{"type":"error","x":[%s]}\n' % (b"1," * i + b"1e999") for i in range(2000)))
+time.sleep(0.5)
+print("after the refusals", flush=True)
+"""
+
+
+@pytest.mark.attack("forged events")
+def test_refused_events_cost_one_notice_per_reason_however_they_vary(live):
+    """A notice is not output: it bypasses the output cap and reaches a room's every follower. A run that varies
+    what it sends (a new type name each line, numbers of new sizes) must still get one notice per reason."""
+    events = live.run(MANY_REFUSED_KINDS, timeout=120)
+    assert done_of(events)["status"] == "ok"
+    assert output_text(events) == "after the refusals\n"
+    notices = [e["message"] for e in events if e["type"] == "notice"]
+    assert len(notices) <= 3, (len(notices), notices[:3])
+    assert any("may not send" in n for n in notices) and any("non-finite" in n for n in notices), notices

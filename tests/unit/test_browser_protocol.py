@@ -33,7 +33,7 @@ def test_defaults():
     ({"type": "nope", "id": "x"}, "'run', 'cancel' or 'passes'", "x"),
     ({"type": "run", "code": "1"}, "'id' is required", None),
     ({"type": "run", "id": 3, "code": "1"}, "'id' is required", None),
-    ({"type": "run", "id": "x" * 129, "code": "1"}, "1 to 128", None),
+    ({"type": "run", "id": "x" * 129, "code": "1"}, "1 to 128", "x" * 129),  # readable, so answered
     ({"type": "run", "id": "a"}, "'code' is required", "a"),
     ({"type": "run", "id": "a", "code": "#" * (LIMIT + 1)}, "256 KiB", "a"),
     ({"type": "run", "id": "a", "code": "1", "backend": 7}, "'backend'", "a"),
@@ -48,7 +48,9 @@ def test_defaults():
     ('{"type":"run","x":["]\\"",{"id":"inner"}],"id":"s","y":NaN}', "NaN", "s"),
     ('{"type":"run","id":"t","code":"print(', "Malformed JSON", "t"),
     ('{"type":"cancel","id":"c","x":NaN}', "NaN", None),  # not a run: a notice names it
-    ('{"type":"run","id":"' + "x" * 129 + '","x":NaN}', "NaN", None),
+    ('{"type":"run","id":"' + "x" * 129 + '","x":NaN}', "NaN", "x" * 129),
+    (b'{"type":"run","id":"b","code":"1"}', "Binary frames", "b"),  # a script's binary frame: its run ends too
+    ('{"type":"run","id":"","x":NaN}', "NaN", None),  # no id to answer
 ])
 def test_bad_input_names_the_problem(raw, fragment, run_id):
     with pytest.raises(bp.ProtocolError) as info:

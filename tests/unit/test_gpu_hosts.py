@@ -33,6 +33,20 @@ def test_one_slot_owning_every_gpu_when_asked(tmp_path):
     assert env["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
+def test_runs_may_share_a_gpu_with_its_memory_split_between_them(tmp_path):
+    dev = _host(tmp_path, "nvidia0", "nvidia1")
+    shared = Settings(runs_per_gpu=3, gpu_memory_fraction=0.9)
+    slots = gpu.slot_devices(shared, dev)
+    assert slots == [(str(dev / "nvidia0"),)] * 3 + [(str(dev / "nvidia1"),)] * 3
+    assert gpu.gpu_environment(("/dev/nvidia1",), shared)["XLA_PYTHON_CLIENT_MEM_FRACTION"] == "0.3"
+    assert gpu.slot_devices(Settings(runs_per_gpu=2, gpu_slots="all"), dev) == [slots[0] + slots[3]] * 2
+    (tmp_path / "tpu").mkdir()
+    tpu = _host(tmp_path / "tpu", "accel0")
+    assert gpu.slot_devices(shared, tpu) == [(str(tpu / "accel0"),)]  # one process owns a TPU chip
+    with pytest.raises(ValueError, match="--runs-per-gpu must be between 1 and 16; it is 0"):
+        gpu.slot_devices(Settings(runs_per_gpu=0), dev)
+
+
 def test_a_cpu_host_gets_its_configured_slots(tmp_path):
     assert gpu.slot_devices(Settings(slots=3), tmp_path) == [(), (), ()]
 

@@ -81,9 +81,18 @@ def test_writes_from_other_sites_are_refused_and_the_pages_own_are_not():
     assert origin_allowed(None, "h") and origin_allowed("https://h:1", "h:1") and not origin_allowed("null", "h")
 
 
-def test_networks_group_ipv6_by_64_and_address_clients_are_no_sessions():
+def test_over_https_an_http_page_of_the_same_host_is_another_site():
+    own = {"host": "play.example", "content-type": "application/json"}
+    assert write_refusal("POST", own | {"origin": "http://play.example"}, secure=True)[0] == 403
+    assert write_refusal("POST", own | {"origin": "https://play.example"}, secure=True) is None
+    # Seen as http (a proxy nobody said is trusted): an https page of the host still writes.
+    assert write_refusal("POST", own | {"origin": "https://play.example"}) is None
+    assert not origin_allowed("http://play.example", "play.example", secure=True)
+
+
+def test_networks_group_ipv6_by_48_and_address_clients_are_no_sessions():
     assert network_of("203.0.113.7") == "203.0.113.7"
-    assert network_of("2001:db8:1:2:a:b:c:d") == network_of("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+    assert network_of("2001:db8:1:2:a:b:c:d") == network_of("2001:db8:1:ff::1") == "2001:db8:1::/48"
     assert network_of("::ffff:203.0.113.7") == "203.0.113.7" and network_of(None) == "unknown"
     assert is_browser_session("0123456789abcdef0123456789abcdef")
     assert not is_browser_session("address:203.0.113.7") and not is_browser_session("")

@@ -81,12 +81,12 @@ async def test_only_a_page_starts_a_session_and_within_its_networks_budget(tmp_p
             client.cookies.clear()
     assert ["set-cookie" in p.headers for p in pages] == [True, True, True, False]  # the fourth: over budget
     assert pages[3].text == "address:203.0.113.9"  # its visitor counts as the address's one client
-    # Another network has its own budget; an IPv6 network is its /64, not each of its addresses.
-    for host in ("2001:db8:7:7::1", "2001:db8:7:7::2", "2001:db8:7:7::3", "2001:db8:7:7:ffff::9"):
+    # Another network has its own budget; an IPv6 network is its /48 (a site), not each of its addresses or /64s.
+    for host in ("2001:db8:7:7::1", "2001:db8:7:8::2", "2001:db8:7:ffff::3", "2001:db8:7:7:ffff::9"):
         transport = httpx.ASGITransport(app=app, client=(host, 1234))
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
             last = await client.get("/")
-    assert "set-cookie" not in last.headers and last.text == "address:2001:db8:7:7::/64"
+    assert "set-cookie" not in last.headers and last.text == "address:2001:db8:7::/48"
 
 
 def test_a_websocket_never_starts_a_session(tmp_path):
