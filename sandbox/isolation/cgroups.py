@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,7 @@ ZYGOTE_HEADROOM_BYTES = 512 << 20
 # The zygote, a run and its prepared spare, each with JAX's per-core threads.
 MAX_PIDS = max(1024, 192 * (os.cpu_count() or 1))
 CORES = os.cpu_count() or 1
+ABANDONED_AFTER_S = 60.0  # a dead worker's group is removed only once this old
 CPU_SHARES_V1 = min(1024 * CORES, 262144)  # an ordinary process weighs 1024
 CPU_WEIGHT_V2 = min(100 * CORES, 10000)  # an ordinary process weighs 100
 
@@ -158,8 +160,8 @@ def remove_abandoned_groups() -> int:
     removed = 0
     for group in candidates:
         owner = group.name.removeprefix("jaxplay-").split("-", 1)[0]
-        if not owner.isdigit() or _alive(int(owner)):
-            continue
+        if not owner.isdigit() or _alive(int(owner)) or _younger_than(group, ABANDONED_AFTER_S):
+            continue  # a worker in another pid namespace may be between making a group and joining it
         try:
             group.rmdir()  # refused while it holds a process
             removed += 1
@@ -173,6 +175,13 @@ def _children(folder: Path, prefix: str = "") -> list[Path]:
         return [d for d in folder.iterdir() if d.is_dir() and d.name.startswith(prefix)]
     except OSError:
         return []
+
+
+def _younger_than(path: Path, seconds: float) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < seconds
+    except OSError:
+        return True
 
 
 def _alive(pid: int) -> bool:
