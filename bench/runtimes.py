@@ -62,7 +62,9 @@ async def main() -> None:
         print(f"load average before: {open('/proc/loadavg').read().split()[:3]} ({len(os.sched_getaffinity(0))} cores)")
         old = TEST_RUNTIMES[0]
         every: list[str | None] = [None, *TEST_RUNTIMES]
-        async with websockets.connect(server.ws_url, max_size=None) as ws:
+        # A browser session, as a person's page has: a socket without the cookie keeps no compile cache.
+        cookie = {"cookie": server.session_cookie()}
+        async with websockets.connect(server.ws_url, max_size=None, additional_headers=cookie) as ws:
             for label, code in (("print(1)", "print(1)"), ("default example", EXAMPLE)):
                 default_ms = await median(ws, code, None)
                 for other in TEST_RUNTIMES:

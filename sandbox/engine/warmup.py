@@ -46,10 +46,41 @@ def use_persistent_cache(path: str) -> None:
     """
     import jax
 
+    read_only_entries_are_hits()
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+def read_only_entries_are_hits() -> None:
+    """JAX before 0.5 stamps an entry's ``-atime`` file on every read, even with eviction off, and
+    counts a failed stamp as a failed read: in a run, where the shared cache's entries are read-only,
+    every hit became a compile. Newer JAX stamps only when it evicts; older JAX here does the same."""
+    try:
+        from jax._src import lru_cache
+    except ImportError:
+        return
+    if jax_version() >= (0, 5) or getattr(lru_cache.LRUCache.get, "read_only_hits", False):
+        return
+    stamped_get = lru_cache.LRUCache.get
+
+    def get(self: lru_cache.LRUCache, key: str) -> bytes | None:
+        if self.eviction_enabled or not key:
+            return stamped_get(self, key)
+        try:
+            return (self.path / f"{key}{lru_cache._CACHE_SUFFIX}").read_bytes()
+        except FileNotFoundError:
+            return None
+
+    get.read_only_hits = True  # type: ignore[attr-defined]
+    lru_cache.LRUCache.get = get  # type: ignore[method-assign]
+
+
+def jax_version() -> tuple[int, ...]:
+    import jax
+
+    return tuple(int(part) for part in jax.__version__.split(".")[:2] if part.isdigit())
 
 
 def common_operations(stop: threading.Event | None = None) -> None:
