@@ -161,11 +161,9 @@ RUN_MESSAGE_TYPES = ("run", "passes")  # the messages that start a run, each end
 
 
 def frame_text(data: bytes | None) -> str | None:
-    """A binary frame read as the text it would have been (a script's), so that a run in it can be answered."""
-    try:
-        return data.decode("utf-8") if data is not None else None
-    except UnicodeDecodeError:
-        return None
+    """A binary frame read as the text it would have been (a script's), so that a run in it can be answered.
+    Bytes that are not UTF-8 read as U+FFFD: one stray byte elsewhere must not hide a readable id."""
+    return data.decode("utf-8", errors="replace") if data is not None else None
 
 
 def readable_run_id(text: str | None) -> str | None:

@@ -47,7 +47,7 @@ def top_level_strings(text: str, names: tuple[str, ...]) -> dict[str, str]:
     reply needs to name the message it refuses. Linear in the text; nested values are skipped unread.
     Reading stops at the first thing that is not a member; a name given twice counts as json.loads does."""
     found: dict[str, str] = {}
-    at = _skip_space(text, 0)
+    at = _skip_space(text, 1 if text.startswith("\ufeff") else 0)  # a byte-order mark, as parsers may ignore it
     if not text.startswith("{", at):
         return found
     at += 1

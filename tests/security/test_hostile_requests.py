@@ -138,6 +138,8 @@ def test_a_run_frame_with_an_overlong_id_or_in_binary_is_still_answered_by_its_i
         json.dumps({"type": "run", "id": overlong, "code": "print(1)"}),
         '{"type": "run", "id": "' + other + '", "code": "print(1)", "timeout_s": NaN}',
         json.dumps({"type": "passes", "id": "binary", "code": "print(1)", "key": "1.0", "fn": "f"}).encode(),
+        b'{"type": "run", "id": "not-utf-8", "code": "print(\xe9)"}',  # a byte of latin-1, outside the id
+        '\ufeff{"type": "run", "id": "bom", "code": "print(1)"}',  # a byte-order mark before the object
     ]
 
     async def exchange() -> list[dict]:
@@ -150,7 +152,8 @@ def test_a_run_frame_with_an_overlong_id_or_in_binary_is_still_answered_by_its_i
 
     replies = asyncio.run(exchange())
     assert [(r["type"], r.get("id"), r.get("status")) for r in replies] == [
-        ("done", overlong, "rejected"), ("done", other, "rejected"), ("done", "binary", "rejected")], replies
+        ("done", overlong, "rejected"), ("done", other, "rejected"), ("done", "binary", "rejected"),
+        ("done", "not-utf-8", "rejected"), ("done", "bom", "rejected")], replies
     assert "must be 1 to 128 characters" in replies[0]["message"] and "Binary frames" in replies[2]["message"]
 
 
