@@ -39,7 +39,9 @@ def status_of(ended: dict[str, Any] | None) -> dict[str, int | None] | None:
 
 
 def outcome(exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float, timeout_s: float,
-            out_of_memory: bool, relay: OutputRelay, memory_limit_bytes: int) -> RunResult:
+            out_of_memory: bool, relay: OutputRelay, memory_limit_bytes: int, oom_counted: bool) -> RunResult:
+    """How a run ended. ``oom_counted``: the slot's cgroup counts OOM kills, so a SIGKILL it did not count
+    came from elsewhere (the run itself, say) and is not blamed on memory."""
     if ended_by is RunStatus.TIMEOUT:
         return RunResult(ended_by, elapsed_ms, f"The run exceeded its time limit of {timeout_s:g} s and was stopped.")
     if ended_by is RunStatus.CANCELLED:
@@ -58,7 +60,7 @@ def outcome(exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: floa
     if code == 1 and relay.error_sent:
         return RunResult(RunStatus.ERROR, elapsed_ms)
     how = f"signal {signal_number}" if signal_number else f"exit code {code}"
-    hint = " It was killed, most likely for running out of memory." if signal_number == 9 else ""
+    hint = " It was killed, most likely for running out of memory." if signal_number == 9 and not oom_counted else ""
     return RunResult(RunStatus.CRASHED, elapsed_ms, f"The Python process ended abruptly ({how}).{hint}")
 
 

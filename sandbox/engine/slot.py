@@ -328,14 +328,17 @@ class Slot:
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        oom_counted = self.cgroup is not None and self.cgroup.memory_dir is not None
         if exited.get("before_exit"):
             self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, options.get("compile_cache")))
-            return run_outcome.outcome(exited, None, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes)
+            return run_outcome.outcome(exited, None, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes,
+                                       oom_counted)
         if self.caches is not None:
             await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
         if exited.get("unsaved_entries"):
             relay.send(run_outcome.unsaved_notice(exited["unsaved_entries"]))
-        return run_outcome.outcome(exited, ended_by, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes)
+        return run_outcome.outcome(exited, ended_by, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes,
+                                       oom_counted)
 
     async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int], deadline: float,
                          cancelled: asyncio.Event) -> tuple[socket.socket | None, dict[str, Any] | None]:

@@ -86,6 +86,8 @@ def test_the_scrape_counts_runs_cache_snippets_rejections_and_sandbox_faults(ser
     assert grew("jaxplay_sandbox_crashes_total", backend="cpu") == 1
     # The OOM killer ends the run where the memory cgroup is available; elsewhere an rlimit raises MemoryError.
     killed = oom.get("message", "").startswith("Out of memory")
+    if killed:  # the slot counts OOM kills: the run's own SIGKILL, which it did not count, is not blamed on memory
+        assert crash["message"] == "The Python process ended abruptly (signal 9).", crash
     assert grew("jaxplay_sandbox_oom_kills_total", backend="cpu") == (1 if killed else 0)
     # Four runs reached a worker (the cached and the rejected ones did not): each waited and each ran.
     assert grew("jaxplay_queue_wait_seconds_count", backend="cpu") == 4
