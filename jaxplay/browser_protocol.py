@@ -236,6 +236,7 @@ def _run_id(raw: dict[str, Any], run_id: str | None) -> str:
         raise ProtocolError("Field 'id' is required and must be a string chosen by the client.")
     if not run_id or len(run_id) > MAX_RUN_ID_CHARS:  # an overlong id is still answered, so its run ends
         raise ProtocolError(f"Field 'id' must be 1 to {MAX_RUN_ID_CHARS} characters.", run_id or None)
+    text_bytes(run_id, "id", run_id)  # it travels on, to Redis and rooms: text only
     return run_id
 
 

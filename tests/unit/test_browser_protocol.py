@@ -35,6 +35,7 @@ def test_defaults():
     ({"type": "run", "id": 3, "code": "1"}, "'id' is required", None),
     ({"type": "run", "id": "x" * 129, "code": "1"}, "1 to 128", "x" * 129),  # readable, so answered
     ({"type": "run", "id": "a"}, "'code' is required", "a"),
+    ('{"type": "run", "id": "h\\ud800", "code": "1"}', "surrogate", "h\ud800"),  # no text, but answered by it
     ({"type": "run", "id": "a", "code": "#" * (LIMIT + 1)}, "256 KiB", "a"),
     ({"type": "run", "id": "a", "code": "1", "backend": 7}, "'backend'", "a"),
     ({"type": "run", "id": "a", "code": "1", "timeout_s": -1}, "positive", "a"),
