@@ -69,6 +69,8 @@ class RoomHub:
         self.snippets = snippets
         self.rooms: dict[str, Room] = {}
         self.joined: dict[Client, Room] = {}
+        # Presenters' runs in the priority lane or running from it, by network (``_may_go_first``).
+        self.first_in_line: dict[str, Run] = {}
         # Unknown codes tried, per client and per network (server/rooms/codes.py has the arithmetic).
         self.misses_per_client = Budgets(per_hour=settings.room_code_misses_per_client_per_hour)
         self.misses_per_network = Budgets(per_hour=settings.room_code_misses_per_address_per_hour)
@@ -282,9 +284,7 @@ class RoomHub:
         if room is None:
             return
         if room.members.get(connection):
-            if room.priority_run is None or room.priority_run.state == "done":
-                run.priority = True
-                room.priority_run = run
+            run.priority = self._may_go_first(run)
             room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
@@ -294,6 +294,15 @@ class RoomHub:
         else:
             run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
             run.observers.append(lambda r, event: self._attendee_event(room, r, event))
+
+    def _may_go_first(self, run: Run) -> bool:
+        """One presenter's run per network at a time goes ahead of the queue, whatever rooms that network
+        presents: rooms cost nothing to create, so a lane per room let one network hold every slot."""
+        self.first_in_line = {network: r for network, r in self.first_in_line.items() if r.state != "done"}
+        if run.network in self.first_in_line:
+            return False
+        self.first_in_line[run.network] = run
+        return True
 
     def _presenter_event(self, room: Room, origin: Client, run: Run, event: dict[str, Any]) -> None:
         if room.run_id != run.client_id:

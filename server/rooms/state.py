@@ -16,7 +16,6 @@ from jaxplay.server.rooms.store import RoomRecord
 
 if TYPE_CHECKING:
     from jaxplay.server.clients.connection import Client
-    from jaxplay.server.runs.scheduler import Run
 
 # The presenter's last run kept for late joiners; beyond this its events are sent live only.
 MAX_KEPT_RUN_BYTES = 4 << 20
@@ -37,8 +36,6 @@ class Room:
     run_events: list[dict[str, Any]] = field(default_factory=list)
     run_bytes: int = 0
     run_id: str | None = None
-    # The presenter's run that holds the priority lane; one at a time, so a room is no way around fairness.
-    priority_run: Run | None = None
     # Attendees' latest run status since the presenter last ran or changed slide, by session.
     round_statuses: dict[str, str] = field(default_factory=dict)
     save_pending: bool = False

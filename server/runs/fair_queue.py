@@ -2,7 +2,8 @@
 
 Order of service::
 
-    priority lane (room presenters), first come first served
+    priority lane (room presenters: one run per network at a time, server/rooms/hub.py),
+    first come first served
     then every network in turn: one run from each network that has runs
     waiting, in the order the networks first queued, then round again;
     within a network, its clients in turn the same way

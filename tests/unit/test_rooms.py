@@ -285,6 +285,34 @@ def test_the_priority_lane_holds_one_presenter_run_at_a_time(with_storage):
     with_storage(scenario)
 
 
+def test_one_network_presenting_many_rooms_holds_one_place_in_the_priority_lane(with_storage):
+    """Rooms cost nothing to create: a lane per room would let one network put a run ahead of everyone
+    for each room it presents, and hold every slot. Another network's presenter still goes first."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        runs = []
+        for i in range(4):
+            room, secret = await hub.create("", [], None)
+            presenter = await join(hub, room.code, secret, session_id="flood", network="10.0.0.9")
+            run = Run(client_id=f"r{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+                      session_id="flood", network="10.0.0.9")
+            hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+            runs.append(run)
+        assert [r.priority for r in runs] == [True, False, False, False]
+        room, secret = await hub.create("", [], None)
+        teacher = await join(hub, room.code, secret, session_id="teacher", network="10.0.0.1")
+        theirs = Run(client_id="t", code="", backend="cpu", timeout_s=30.0, options={}, emit=teacher.emit,
+                     session_id="teacher", network="10.0.0.1")
+        hub.prepare_run(teacher, theirs)  # type: ignore[arg-type]
+        assert theirs.priority
+        runs[0].state = "done"
+        again = Run(client_id="r4", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+                    session_id="flood", network="10.0.0.9")
+        hub.prepare_run(presenter, again)  # type: ignore[arg-type]
+        assert again.priority
+    with_storage(scenario)
+
+
 def test_joining_twice_does_not_resend_the_state(with_storage):
     async def scenario(storage):
         hub = make_hub(storage)
