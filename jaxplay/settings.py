@@ -56,6 +56,10 @@ class Settings:
                                           "its connections.")
     max_connections_per_address: int = setting(1000, "Open /ws connections from one network address (an IPv6 /48) "
                                                      "over all its browsers: room for a classroom behind one NAT.")
+    max_outbox_mb_per_address: int = setting(256, "MiB that the /ws connections of one network address may have "
+                                                  "waiting to be sent, or being sent, over all of them (a "
+                                                  "connection that would pass it is closed, and a page reconnects); "
+                                                  "each connection alone may have 40.")
     new_sessions_per_address_per_hour: int = setting(1000, "Browser sessions one network address may start an hour "
                                                            "(all at once if need be: a workshop behind one NAT); "
                                                            "beyond it, its new visitors share one client.")

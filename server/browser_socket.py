@@ -74,7 +74,9 @@ class BrowserConnection:
         self.settings = scheduler.settings
         self.interceptors = interceptors
         self.rooms = rooms
-        self.outbox = Outbox(OUTBOX_LIMIT_BYTES, OUTBOX_HEADROOM_BYTES)
+        # Its own bound, and its network's share with every other connection of that network.
+        self.outbox = Outbox(OUTBOX_LIMIT_BYTES, OUTBOX_HEADROOM_BYTES, self.hooks.network_bytes.take(
+            self.network, self.settings.max_outbox_mb_per_address << 20))
         self.overflowed = asyncio.Event()
         self.runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
@@ -111,7 +113,7 @@ class BrowserConnection:
             self.overflowed.set()
 
     async def write_loop(self) -> None:
-        while (text := await self.outbox.get()) is not None:
+        while (text := await self.outbox.get()) is not None:  # the frame counts until the next get
             await self.websocket.send_text(text)
 
     def spawn(self, work: Awaitable[Any]) -> None:
@@ -286,12 +288,16 @@ async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
     await websocket.accept()
     connection = BrowserConnection(websocket, scheduler, interceptors, rooms, hooks)
     try:
-        scheduler.attach_client(connection.session_id, connection.network)
-    except bp.ProtocolError as exc:
-        await websocket.send_text(json.dumps(bp.notice_event(str(exc))))
-        await websocket.close(code=1008)
-        return
-    try:
-        await connection.serve()
+        try:
+            scheduler.attach_client(connection.session_id, connection.network)
+        except bp.ProtocolError as exc:
+            await websocket.send_text(json.dumps(bp.notice_event(str(exc))))
+            await websocket.close(code=1008)
+            return
+        try:
+            await connection.serve()
+        finally:
+            scheduler.detach_client(connection.session_id, connection.network)
     finally:
-        scheduler.detach_client(connection.session_id, connection.network)
+        connection.outbox.close()
+        connection.hooks.network_bytes.give_back(connection.network)

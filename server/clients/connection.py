@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jaxplay.server.clients.outbox import Outbox
+from jaxplay.server.clients.outbox import NetworkBytesByNetwork, Outbox
 
 
 class Client(Protocol):
@@ -41,3 +41,5 @@ class BrowserHooks:
     open: set[Client] = field(default_factory=set)
     run_rejected: list[Callable[[str], None]] = field(default_factory=list)
     connected: list[Callable[[Client], None]] = field(default_factory=list)
+    # What each network's connections have waiting or being written, against one limit (clients/outbox.py).
+    network_bytes: NetworkBytesByNetwork = field(default_factory=NetworkBytesByNetwork)

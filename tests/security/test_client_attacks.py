@@ -307,6 +307,39 @@ def test_a_never_reading_socket_that_rejoins_a_room_cannot_grow_the_server(plain
     assert grown < 48, grown
 
 
+@pytest.mark.attack("exhaust the server")
+def test_many_never_reading_sockets_of_one_network_share_one_bound():
+    """Each socket's own bound holds, but a network may open many: together they hold no more than the
+    network's outbox budget, whatever the number of sockets (the rest are closed, to resync)."""
+    with server(["--output-limit-bytes", str(8 << 20), "--max-connections-per-client", "100",
+                 "--max-outbox-mb-per-address", "16"]) as live:
+        status, room = create_room(live)
+        assert status == 201
+
+        async def presenter_run() -> None:
+            async with websockets.connect(live.ws_url, max_size=None, additional_headers=live.browser_headers()) as ws:
+                await ws.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
+                await ws.send(json.dumps({"type": "run", "id": "big", "fresh": True,
+                                          "code": "for i in range(4000):\n    print('x' * 999)"}))
+                assert done_of(await collect(ws, "big", 240))["status"] == "ok"
+
+        asyncio.run(presenter_run())
+        before = rss_mib(live.process.pid)
+        hostile = [RawSocket(live) for _ in range(40)]
+        try:
+            assert all(socket_.status == 101 for socket_ in hostile)
+            for socket_ in hostile:  # each join queues the room's ~4 MiB state for a socket that never reads
+                socket_.send({"type": "room_join", "room": room["room"]})
+            time.sleep(3.0)
+            grown = rss_mib(live.process.pid) - before
+        finally:
+            for socket_ in hostile:
+                socket_.close()
+    print(f"server RSS grew {grown:.1f} MiB under 40 never-reading sockets of one network in a 4 MiB room")
+    # Unbounded by network, 40 sockets held ~40 copies (~160 MiB); the network's budget is 16 MiB.
+    assert grown < 48, grown
+
+
 # --- 4. other sites' posts -----------------------------------------------------------------------
 
 @pytest.mark.attack("cross-site requests")

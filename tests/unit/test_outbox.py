@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.clients.outbox import Outbox
+from jaxplay.server.clients.outbox import NetworkBytesByNetwork, Outbox
 from jaxplay.server.rooms.hub import RoomHub
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES
 from jaxplay.server.rooms.store import RoomStore
@@ -32,6 +32,25 @@ def test_a_frame_past_the_headroom_overflows_and_releases_everything():
         assert outbox.overflowed and outbox.empty() and outbox.bytes == 0
         assert not outbox.put("c", droppable=False)  # closed: nothing more is held
         assert await outbox.get() is None
+    asyncio.run(scenario())
+
+
+def test_a_networks_connections_share_one_bound_counting_the_frame_being_written():
+    async def scenario():
+        networks = NetworkBytesByNetwork()
+        first, second = (Outbox(100, 50, networks.take("10.0.0.1", 120)) for _ in range(2))
+        other = Outbox(100, 50, networks.take("10.0.0.2", 120))
+        assert first.put("a" * 80, droppable=False)
+        assert await first.get() == "a" * 80  # taken, not yet written: its socket may never read it
+        assert not second.put("b" * 60, droppable=True) and second.dropped == 1  # output: dropped
+        assert not second.put("c" * 60, droppable=False) and second.overflowed  # the rest: closed, to resync
+        assert other.put("d" * 80, droppable=False)  # another network has its own bound
+        first.written()
+        third = Outbox(100, 50, networks.take("10.0.0.1", 120))
+        assert third.put("e" * 100, droppable=False)
+        first.close(), third.close()
+        networks.give_back("10.0.0.1"), networks.give_back("10.0.0.1"), networks.give_back("10.0.0.1")
+        assert "10.0.0.1" not in networks.networks and networks.networks["10.0.0.2"].bytes == 80
     asyncio.run(scenario())
 
 
