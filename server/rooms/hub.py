@@ -103,9 +103,7 @@ class RoomHub:
         limit = self.settings.room_attendee_timeout_s
         if attendee_timeout_s is not None and not 0 < attendee_timeout_s <= limit:
             raise RoomError(f"Field 'attendee_timeout_s' must be more than 0 and at most {limit:g} seconds.")
-        for snippet_id in deck:
-            if await self.snippets.load(snippet_id) is None:
-                raise RoomError(f"The deck names {snippet_id!r}, which is no snippet on this server; share it first.")
+        await self._check_deck(deck)
         code = new_code()
         while code in self.rooms or await self.store.exists(code):
             code = new_code()
@@ -120,6 +118,11 @@ class RoomHub:
         show_slide_run(room, slide)
         log.info("room %s created (%d slides)", code, len(deck))
         return room, secret
+
+    async def _check_deck(self, deck: list[str]) -> None:
+        missing = await self.snippets.missing(deck)
+        if missing:
+            raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
 
     async def find(self, text: str, client: str, network: str) -> Room:
         """The room a code names. A right code always finds it; an unknown one spends the client's and its
@@ -252,9 +255,7 @@ class RoomHub:
         record = room.record
         if message.action == "set":
             deck = list(message.snippets or ())
-            missing = [s for s in deck if await self.snippets.load(s) is None]
-            if missing:
-                raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
+            await self._check_deck(deck)
             position = min(message.position or 0, max(len(deck) - 1, 0))
             on_screen = record.deck[record.position] if record.position < len(record.deck) else None
             reload = bool(deck) and deck[position] != on_screen

@@ -157,11 +157,14 @@ def _recorded_at(value: Any, has_run: bool) -> str | None:
         moment = datetime.fromisoformat(value) if isinstance(value, str) else None
     except ValueError:
         moment = None
-    if moment is None:
-        raise SnippetError(400, "Field 'recorded_at' must be an ISO 8601 time such as '2025-05-01T12:00:00Z'.")
-    if moment.tzinfo is None:
+    if moment is not None and moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        if moment is not None:
+            return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except OverflowError:  # a time whose UTC equivalent falls outside years 1 to 9999
+        pass
+    raise SnippetError(400, "Field 'recorded_at' must be an ISO 8601 time such as '2025-05-01T12:00:00Z'.")
 
 
 class SnippetStore:
@@ -208,6 +211,17 @@ class SnippetStore:
             return None
         row = await self.storage.fetch_one("SELECT document FROM snippets WHERE id = ?", (snippet_id,))
         return zlib.decompress(row["document"]) if row is not None else None
+
+    async def missing(self, snippet_ids: list[str]) -> list[str]:
+        """Those of ``snippet_ids`` that name no snippet, in their order: one query, nothing loaded or parsed
+        (a deck may name one large snippet many times)."""
+        wanted = [s for s in dict.fromkeys(snippet_ids) if ID_PATTERN.fullmatch(s)]
+        found: set[str] = set()
+        if wanted:
+            marks = ", ".join("?" * len(wanted))
+            rows = await self.storage.fetch_all(f"SELECT id FROM snippets WHERE id IN ({marks})", tuple(wanted))
+            found = {row["id"] for row in rows}
+        return [s for s in dict.fromkeys(snippet_ids) if s not in found]
 
     async def load(self, snippet_id: str) -> dict[str, Any] | None:
         document = await self.document(snippet_id)

@@ -215,6 +215,38 @@ def test_deck_moves_load_the_slide_and_reset_the_round(with_storage):
     with_storage(scenario)
 
 
+def test_a_deck_is_checked_without_loading_its_slides_and_loads_only_the_one_shown(with_storage):
+    """A deck may name one heavy snippet 200 times: loading (and parsing) each entry to check that it
+    exists held the server's event loop for a minute, and a deck ending in an unknown id did all that
+    before it was refused."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        snippets = SnippetStore(storage)
+        heavy = (await snippets.create(parse_content(recorded("# heavy", "x" * 100_000), Settings())))[0]
+        light = (await snippets.create(parse_content(json.dumps({"code": "print(1)"}).encode(), Settings())))[0]
+        loads: list[str] = []
+        real_load = hub.snippets.load
+
+        async def counted_load(snippet_id: str):
+            loads.append(snippet_id)
+            return await real_load(snippet_id)
+
+        hub.snippets.load = counted_load  # type: ignore[method-assign]
+        with pytest.raises(RoomError, match="zzzzzzzz"):
+            await hub.create("", [heavy] * 199 + ["zzzzzzzz"], None)
+        assert loads == []
+        room, secret = await hub.create("", [heavy] * 199 + [light], None)
+        assert loads == [heavy] and room.record.program == "# heavy"
+        presenter = await join(hub, room.code, secret)
+        loads.clear()
+        with pytest.raises(RoomError, match="zzzzzzzz"):
+            await hub.move(room, bp.RoomDeck(action="set", snippets=(light, *[heavy] * 198, "zzzzzzzz")))
+        await hub.handle(presenter, bp.RoomDeck(action="set", snippets=(light, *[heavy] * 199)))
+        assert loads == [light] and room.record.program == "print(1)"
+        await hub.stop()
+    with_storage(scenario)
+
+
 def recorded(code: str, text: str) -> bytes:
     events = [{"type": "stdout", "text": text}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]
     return json.dumps({"code": code, "recorded_run": events}).encode()

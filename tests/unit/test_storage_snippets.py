@@ -144,6 +144,11 @@ def test_two_replicas_sharing_the_same_content_at_once_make_one_link(postgres):
     (b'{"code": "1", "recorded_run": [{"type": "done"}, {"type": "done"}]}', 400, "more than one 'done'"),
     (b'{"code": "1", "recorded_at": "2025-01-01T00:00:00Z"}', 400, "only meaningful with"),
     (b'{"code": "1", "recorded_run": [{"type": "done"}], "recorded_at": "yesterday"}', 400, "ISO 8601"),
+    # Times that exist but have no UTC equivalent inside the calendar: a 500 (OverflowError) before.
+    (b'{"code": "1", "recorded_run": [{"type": "done"}], "recorded_at": "9999-12-31T23:59:59-23:59"}', 400,
+     "ISO 8601"),
+    (b'{"code": "1", "recorded_run": [{"type": "done"}], "recorded_at": "0001-01-01T00:00:00+23:59"}', 400,
+     "ISO 8601"),
     (b'{"code": "1", "forked_from": "../x"}', 400, "'forked_from'"),
 ])
 def test_bad_bodies_name_what_to_change(body, status, words):
