@@ -69,6 +69,10 @@ class Settings:
                                                            "(with X-Forwarded-Proto) or 'forwarded' (RFC 7239).")
     allowed_hosts: str = setting("", "Host names the server answers to (comma-separated; '*.example.org' covers "
                                      "subdomains, '*' any); IP addresses always work. Empty: --host and localhost.")
+    snippets_per_address_per_hour: int = setting(1000, "Shared links one network address may create an hour "
+                                                       "(all at once if need be: a workshop behind one NAT).")
+    snippet_mb_per_address_per_hour: int = setting(256, "MiB of shared links (code and recorded runs) one network "
+                                                        "address may create an hour.")
     room_attendee_timeout_s: float = setting(10.0, "Wall-clock limit of a run an attendee starts in a workshop room, "
                                                    "in seconds (a room may set less).")
     room_idle_expiry_s: float = setting(6 * 3600.0, "A workshop room nobody used for this many seconds is deleted.")

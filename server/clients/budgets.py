@@ -1,7 +1,8 @@
 """Budgets per key (a network, a browser session): token buckets that refill at a steady rate.
 
 Each key starts with ``capacity`` tokens and regains ``per_hour`` an hour,
-never above ``capacity``; an event spends one. A bucket costs one small
+never above ``capacity``; an event spends one (or its size, for a budget of
+bytes). A bucket costs one small
 entry, whatever the rate, so a budget of a thousand an hour needs no list of
 a thousand timestamps. At most ``max_keys`` keys are remembered; the one
 unused longest is forgotten first (it starts full again if it comes back),
@@ -35,15 +36,15 @@ class Budgets:
         tokens, counted_at = entry
         return min(self.capacity, tokens + (self.clock() - counted_at) * self.per_hour / HOUR_S)
 
-    def allows(self, key: str) -> bool:
-        return self.left(key) >= 1.0
+    def allows(self, key: str, amount: float = 1.0) -> bool:
+        return self.left(key) >= amount
 
-    def spend(self, key: str) -> bool:
-        """Spend one token of ``key``'s budget; False (and nothing spent) if it has none left."""
+    def spend(self, key: str, amount: float = 1.0) -> bool:
+        """Spend ``amount`` tokens of ``key``'s budget; False (and nothing spent) if it has fewer left."""
         tokens = self.left(key)
-        if tokens < 1.0:
+        if tokens < amount:
             return False
-        self._buckets[key] = (tokens - 1.0, self.clock())
+        self._buckets[key] = (tokens - amount, self.clock())
         self._buckets.move_to_end(key)
         while len(self._buckets) > self.max_keys:
             self._buckets.popitem(last=False)

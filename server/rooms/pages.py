@@ -57,12 +57,12 @@ def room_routes(hub: RoomHub) -> list[Route]:
         problem = _body_problem(body, hub.settings.max_code_bytes)
         if problem:
             return JSONResponse({"message": problem}, status_code=400)
+        creations.record(address)  # before the deck is looked up: a room that fails costs a lookup too
         try:
             room, secret = await hub.create(body.get("program", ""), body.get("deck", []),
                                             body.get("attendee_timeout_s"))
         except RoomError as exc:
             return JSONResponse({"message": str(exc)}, status_code=400)
-        creations.record(address)
         base = str(request.base_url).rstrip("/")
         return JSONResponse({"room": room.code, "secret": secret, "url": f"{base}/r/{room.code}",
                              "presenter_url": f"{base}/r/{room.code}#presenter={secret}",

@@ -29,6 +29,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from jaxplay import json_input
+from jaxplay.server.clients.budgets import Budgets
+from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 from jaxplay.settings import Settings
 
@@ -246,10 +248,24 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
     body_limit = JSON_ESCAPE_FACTOR * settings.max_code_bytes + 2 * settings.max_recorded_run_bytes + (1 << 20)
+    # Links are kept forever and a large one costs a second of parsing: both are budgeted per network.
+    links = Budgets(per_hour=settings.snippets_per_address_per_hour)
+    mib = Budgets(per_hour=settings.snippet_mb_per_address_per_hour)
 
     async def create_snippet(request: Request) -> Response:
+        network = identity_of(request.scope).network
         try:
-            content = parse_content(await read_body(request, body_limit), settings)
+            raw = await read_body(request, body_limit)
+            size_mib = len(raw) / 2**20
+            if not links.allows(network):
+                raise SnippetError(429, f"This address has created {settings.snippets_per_address_per_hour} links in "
+                                        "the last hour, the most it may; wait a few minutes.")
+            if not mib.allows(network, size_mib):
+                raise SnippetError(429, f"This link is {size_mib:.1f} MiB, and this address has shared nearly "
+                                        f"{settings.snippet_mb_per_address_per_hour} MiB in the last hour, the most it "
+                                        "may; wait a few minutes, or share without the recorded run.")
+            links.spend(network), mib.spend(network, size_mib)
+            content = parse_content(raw, settings)
             snippet_id, created = await store.create(content)
         except SnippetError as exc:
             return error_response(exc.status, str(exc))

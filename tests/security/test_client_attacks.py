@@ -365,6 +365,32 @@ def test_other_sites_cannot_create_snippets_or_rooms(plain):
     assert status == 201, answer
 
 
+@pytest.mark.attack("exhaust the server")
+def test_links_and_rooms_are_budgeted_per_network_attempts_included():
+    """Links are kept forever and a large one costs a second of the server's parsing: one address could
+    store gigabytes and stall the server. Rooms that fail still count (they cost a lookup of their deck)."""
+    with server(["--snippets-per-address-per-hour", "3", "--snippet-mb-per-address-per-hour", "1"],
+                workers=0) as live:
+        own = {"host": f"127.0.0.1:{live.port}", "content-type": "application/json"}
+        statuses = [http(live, "POST", "/api/snippets", json.dumps({"code": f"print({i})"}).encode(), own)[0]
+                    for i in range(4)]
+        assert statuses == [201, 201, 201, 429], statuses
+        status, _, answer = http(live, "POST", "/api/snippets", b'{"code": "print(9)"}',
+                                 {**own, "x-forwarded-for": "192.0.2.1"})  # not a trusted proxy's word
+        assert status == 429 and "3 links" in json.loads(answer)["message"]
+
+    with server(["--snippet-mb-per-address-per-hour", "1"], workers=0) as live:
+        own = {"host": f"127.0.0.1:{live.port}", "content-type": "application/json"}
+        big = json.dumps({"code": "print(1)", "recorded_run": [{"type": "stdout", "text": "x" * 700_000},
+                                                                {"type": "done", "status": "ok"}]})
+        assert http(live, "POST", "/api/snippets", big.encode(), own)[0] == 201
+        status, _, answer = http(live, "POST", "/api/snippets", big.replace("print(1)", "print(2)").encode(), own)
+        assert status == 429 and "MiB" in json.loads(answer)["message"], answer
+        # A room whose deck names an unknown snippet fails, and counts against the minute's rooms all the same.
+        failed = [http(live, "POST", "/api/rooms", b'{"deck": ["zzzzzzzz"]}', own)[0] for _ in range(12)]
+        assert failed[0] == 400 and failed[-1] == 429, failed
+
+
 # --- 5. DNS rebinding --------------------------------------------------------------------------
 
 @pytest.mark.attack("dns rebinding")
