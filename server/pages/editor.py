@@ -32,16 +32,25 @@ FRAMEABLE_PREFIXES = ("/e/",)
 FRAME_SRC = "frame-src 'none'"
 
 
+NOT_BUILT_VERSION = "0"
+
+
 def asset_version() -> str:
+    """The built page's version (its script's time), or ``NOT_BUILT_VERSION``."""
     app_js = ASSETS_DIR / "app.js"
-    return str(int(app_js.stat().st_mtime)) if app_js.exists() else "0"
+    return str(int(app_js.stat().st_mtime)) if app_js.exists() else NOT_BUILT_VERSION
+
+
+def page_html(boot: dict[str, Any]) -> str | None:
+    """The page with ``boot`` in it; None while the frontend is not built."""
+    if not (ASSETS_DIR / "app.js").exists():
+        return None
+    return TEMPLATES.get_template("page.html").render(boot=boot, asset_version=asset_version())
 
 
 def render_page(boot: dict[str, Any], status_code: int = 200) -> Response:
-    if not (ASSETS_DIR / "app.js").exists():
-        return HTMLResponse(NOT_BUILT, status_code=503)
-    html = TEMPLATES.get_template("page.html").render(boot=boot, asset_version=asset_version())
-    return HTMLResponse(html, status_code=status_code)
+    html = page_html(boot)
+    return HTMLResponse(NOT_BUILT, status_code=503) if html is None else HTMLResponse(html, status_code=status_code)
 
 
 async def editor_page(request: Request) -> Response:
