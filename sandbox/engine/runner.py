@@ -63,6 +63,21 @@ def user_frames(tb: types.TracebackType | None) -> list[traceback.FrameSummary]:
     return [frame for frame in traceback.extract_tb(tb) if frame.filename == USER_FILENAME]
 
 
+# An error's text is cut to fit the run's budget for errors (sandbox/output/event_channel.py) even when
+# escaped six times over in JSON: a line of control characters, or an exception holding a huge string,
+# would otherwise be dropped whole, and the run reported as crashed.
+MAX_ERROR_LINE_CHARS = 2000
+MAX_ERROR_TEXT_CHARS = 32 << 10
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, or its head and tail around a note of what was cut, within about ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}… ({len(text) - 2 * keep} characters cut) …{text[-keep:]}"
+
+
 def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     frames = user_frames(exc.__traceback__)
     line: int | None = frames[-1].lineno if frames else None
@@ -81,7 +96,9 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     tb_text = "".join(traceback.format_list(frames)) if frames else ""
     tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
     tb_text += "".join(traceback.format_exception_only(type(exc), exc))
-    event = {"type": "error", "ename": ename, "message": message, "line": line, "traceback": tb_text}
+    tb_text = "".join(cut(row, MAX_ERROR_LINE_CHARS) for row in tb_text.splitlines(keepends=True))
+    event = {"type": "error", "ename": ename, "message": cut(message, MAX_ERROR_TEXT_CHARS), "line": line,
+             "traceback": cut(tb_text, MAX_ERROR_TEXT_CHARS)}
     return error_hints.refine(event, exc)
 
 
