@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
 
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -26,15 +27,19 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 log = logging.getLogger("jaxplay.server")
 
 LOCAL_NAMES = ("localhost", "localhost.")
+PORT = re.compile(r":[0-9]{1,5}")
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
 def split_host(host_header: str) -> str:
-    """``Example.org:8000`` -> ``example.org``; ``[::1]:80`` -> ``::1``."""
+    """``Example.org:8000`` -> ``example.org``; ``[::1]:80`` -> ``::1``. Anything after the host that is not
+    a port (``127.0.0.1:80@evil.example``: no browser's) is kept, so the whole matches no allowed name."""
     text = host_header.strip().lower()
     if text.startswith("["):
-        return text[1:].split("]", 1)[0]
-    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+        address, _, rest = text[1:].partition("]")
+        return address if rest == "" or PORT.fullmatch(rest) else text
+    host, colon, port = text.rpartition(":")
+    return host if colon and text.count(":") == 1 and port.isdigit() else text
 
 
 def is_ip_address(host: str) -> bool:

@@ -23,6 +23,7 @@ there is nobody to protect, and it may write as any client may.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from urllib.parse import urlsplit
 
 from starlette.responses import JSONResponse
@@ -50,10 +51,15 @@ def origin_allowed(origin: str | None, host: str | None, secure: bool = False) -
     return parts.scheme in schemes and host is not None and parts.netloc.lower() == host.lower()
 
 
-def write_refusal(method: str, headers: dict[str, str], secure: bool = False) -> tuple[int, str] | None:
-    """(status, message) refusing a write from another site, or None if it may go on."""
+def write_refusal(method: str, headers: dict[str, str], secure: bool = False,
+                  repeated: set[str] | frozenset[str] = frozenset()) -> tuple[int, str] | None:
+    """(status, message) refusing a write from another site, or None if it may go on. ``repeated``: the
+    headers the request sent more than once (no browser sends these twice: which would count?)."""
     if method in SAFE_METHODS:
         return None
+    twice = sorted(repeated & {"origin", "sec-fetch-site", "content-type", "host"})
+    if twice:
+        return 403, f"This request sends the {twice[0]!r} header more than once; send it once."
     media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type != JSON_TYPE:
         shown = media_type or "none"
@@ -77,7 +83,9 @@ class SameOriginWritesMiddleware:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] not in SAFE_METHODS:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            refused = write_refusal(scope["method"], headers, scope.get("scheme") == "https")
+            counts = Counter(k.decode("latin-1").lower() for k, _ in scope.get("headers", []))
+            repeated = {name for name, count in counts.items() if count > 1}
+            refused = write_refusal(scope["method"], headers, scope.get("scheme") == "https", repeated)
             if refused is not None:
                 status, message = refused
                 log.info("refused a %s %s: %s", scope["method"], scope["path"], message)

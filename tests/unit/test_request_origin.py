@@ -53,7 +53,8 @@ def test_allowed_hosts_default_to_the_bound_host_and_localhost_and_always_take_a
     default = AllowedHosts("", "127.0.0.1")
     for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "10.2.3.4:8000"):
         assert default.allows(host), host
-    for host in ("evil.example", "evil.example:8000", "localhost.evil.example", None, ""):
+    for host in ("evil.example", "evil.example:8000", "localhost.evil.example", None, "",
+                 "127.0.0.1:8000@evil.example", "127.0.0.1:evil", "localhost:80/x", "127.0.0.1 evil.example"):
         assert not default.allows(host), host
     assert AllowedHosts("", "play.internal").allows("play.internal:8000")
     named = AllowedHosts("play.example.org, *.example.net", "0.0.0.0")
@@ -79,6 +80,13 @@ def test_writes_from_other_sites_are_refused_and_the_pages_own_are_not():
         refused = write_refusal("POST", own | changed)
         assert refused is not None and refused[0] == status, changed
     assert origin_allowed(None, "h") and origin_allowed("https://h:1", "h:1") and not origin_allowed("null", "h")
+
+
+def test_a_write_that_names_its_origin_twice_is_no_browsers_and_is_refused():
+    own = {"host": "h", "content-type": "application/json", "origin": "http://h"}
+    assert write_refusal("POST", own, repeated={"origin"})[0] == 403
+    assert write_refusal("POST", own, repeated={"sec-fetch-site"})[0] == 403
+    assert write_refusal("POST", own, repeated=set()) is None
 
 
 def test_over_https_an_http_page_of_the_same_host_is_another_site():
