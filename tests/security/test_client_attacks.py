@@ -277,19 +277,25 @@ def test_a_guesser_behind_a_classrooms_address_locks_nobody_out(plain):
 
 # --- 3. joins that would amplify memory ----------------------------------------------------------
 
-@pytest.mark.attack("exhaust the server")
-def test_a_never_reading_socket_that_rejoins_a_room_cannot_grow_the_server(plain):
-    status, room = create_room(plain)
+def room_with_a_big_run(live: LiveServer, lines: int) -> dict[str, Any]:
+    """A new room whose presenter ran a program printing ``lines`` KB: what every join is sent."""
+    status, room = create_room(live)
     assert status == 201
 
     async def presenter_run() -> None:
-        async with websockets.connect(plain.ws_url, max_size=None, additional_headers=plain.browser_headers()) as ws:
+        async with websockets.connect(live.ws_url, max_size=None, additional_headers=live.browser_headers()) as ws:
             await ws.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
             await ws.send(json.dumps({"type": "run", "id": "big", "fresh": True,
-                                      "code": "for i in range(5000):\n    print('x' * 999)"}))
+                                      "code": f"for i in range({lines}):\n    print('x' * 999)"}))
             assert done_of(await collect(ws, "big", 240))["status"] == "ok"
 
     asyncio.run(presenter_run())
+    return room
+
+
+@pytest.mark.attack("exhaust the server")
+def test_a_never_reading_socket_that_rejoins_a_room_cannot_grow_the_server(plain):
+    room = room_with_a_big_run(plain, lines=5000)
     before = rss_mib(plain.process.pid)
     hostile = RawSocket(plain)
     assert hostile.status == 101
@@ -313,17 +319,7 @@ def test_many_never_reading_sockets_of_one_network_share_one_bound():
     network's outbox budget, whatever the number of sockets (the rest are closed, to resync)."""
     with server(["--output-limit-bytes", str(8 << 20), "--max-connections-per-client", "100",
                  "--max-outbox-mb-per-address", "16"]) as live:
-        status, room = create_room(live)
-        assert status == 201
-
-        async def presenter_run() -> None:
-            async with websockets.connect(live.ws_url, max_size=None, additional_headers=live.browser_headers()) as ws:
-                await ws.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
-                await ws.send(json.dumps({"type": "run", "id": "big", "fresh": True,
-                                          "code": "for i in range(4000):\n    print('x' * 999)"}))
-                assert done_of(await collect(ws, "big", 240))["status"] == "ok"
-
-        asyncio.run(presenter_run())
+        room = room_with_a_big_run(live, lines=4000)
         before = rss_mib(live.process.pid)
         hostile = [RawSocket(live) for _ in range(40)]
         try:
