@@ -23,21 +23,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
-
-import websockets
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.stats import percentile  # noqa: E402
-from bench.warm import DEFAULT, session_cookie, wait_for_shared_cache  # noqa: E402
+from bench.warm import DEFAULT, session_cookie, timed_runs, wait_for_shared_cache  # noqa: E402
 from jaxplay.sandbox.isolation import gpu  # noqa: E402
 from tests.gpu.test_gpu_host import BARE, MATMUL  # noqa: E402
 from tests.live_server import LiveServer, running_server  # noqa: E402
@@ -47,24 +43,8 @@ ARRAY = "import jax.numpy as jnp\nx = jnp.arange({n}.0).reshape(10, -1)\n"
 
 async def timed(server: LiveServer, codes: list[str], cookie: str | None = None, gap_s: float = 0.0,
                 field: str = "wall") -> list[float]:
-    """Each program's time, run one after another on one connection: ``wall`` from send to ``done``,
-    or ``elapsed`` as the worker measured the run."""
-    samples = []
-    headers = {"Cookie": cookie} if cookie else {}
-    async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
-        for code in codes:
-            await asyncio.sleep(gap_s)
-            run_id = uuid.uuid4().hex[:12]
-            start = time.perf_counter()
-            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True, "backend": "gpu"}))
-            while True:
-                event = json.loads(await ws.recv())
-                if event.get("id") == run_id and event["type"] == "done":
-                    assert event["status"] == "ok", event
-                    break
-            wall = (time.perf_counter() - start) * 1000
-            samples.append(wall if field == "wall" else event["elapsed_ms"])
-    return samples
+    """``timed_runs`` on the GPU backend, named explicitly (a host may offer cpu too)."""
+    return await timed_runs(server, codes, cookie, gap_s, backend="gpu", field=field)
 
 
 async def at_once(server: LiveServer, count: int) -> float:

@@ -77,7 +77,10 @@ def session_cookie(server: LiveServer) -> str:
         return response.headers["set-cookie"].split(";")[0]
 
 
-async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None, gap_s: float = 0.0) -> list[float]:
+async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None, gap_s: float = 0.0,
+                     backend: str | None = None, field: str = "wall") -> list[float]:
+    """Each program's time, run one after another on one connection: ``wall`` from send to ``done``,
+    or ``elapsed`` as the worker measured the run."""
     samples = []
     headers = {"Cookie": cookie} if cookie else {}
     async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
@@ -85,13 +88,15 @@ async def timed_runs(server: LiveServer, codes: list[str], cookie: str | None, g
             await asyncio.sleep(gap_s)
             run_id = uuid.uuid4().hex[:12]
             start = time.perf_counter()
-            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True}))
+            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True,
+                                      **({"backend": backend} if backend else {})}))
             while True:
                 event = json.loads(await ws.recv())
                 if event.get("id") == run_id and event["type"] == "done":
                     assert event["status"] == "ok", event
                     break
-            samples.append((time.perf_counter() - start) * 1000)
+            wall = (time.perf_counter() - start) * 1000
+            samples.append(wall if field == "wall" else event["elapsed_ms"])
     return samples
 
 
