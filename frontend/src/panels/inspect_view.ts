@@ -38,6 +38,9 @@ const irTheme = EditorView.theme({
   ".cm-gutters": { backgroundColor: "var(--surface-2)", color: "var(--text-faint)", border: "none" },
   ".cm-activeLine": { backgroundColor: "var(--hover-line)" },
   ".cm-ir-linked": { cursor: "pointer" },
+  // A diff's folded lines: the merge view's own marks (U+299A) are missing from common fonts and draw as boxes.
+  ".cm-collapsedLines:before": { content: '"\\2195"' },
+  ".cm-collapsedLines:after": { content: '"\\2195"' },
 });
 
 /** Everything an IR view has except its language and wrapping. */
