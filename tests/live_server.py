@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,10 +31,44 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LIVE_MEMORY_LIMIT_MB = 1024
 
 
+# Ports handed out by this process: a server may take a while to bind the one it was given.
+_HANDED_OUT: set[int] = set()
+LISTEN_PORTS_FROM = 20000
+
+
+def _outgoing_port_range() -> tuple[int, int]:
+    """The ports the kernel gives outgoing connections (and ``bind(0)``)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on for a server to bind, never handed out twice in this process.
+
+    Chosen below the kernel's range for outgoing connections: a port from ``bind(0)`` could be taken, in
+    the moment before the server binds it, by any client socket of the tests (a websocket, a Redis or
+    PostgreSQL connection), and the server then failed with "address already in use".
+    """
+    low, _ = _outgoing_port_range()
+    if low - LISTEN_PORTS_FROM < 1000:  # an unusual host: no room below its range
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    for _ in range(1000):
+        port = random.randrange(LISTEN_PORTS_FROM, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port between {LISTEN_PORTS_FROM} and {low}")
 
 
 class LiveServer:
