@@ -78,6 +78,7 @@ class BrowserConnection:
         self.outbox = Outbox(OUTBOX_LIMIT_BYTES, OUTBOX_HEADROOM_BYTES, self.hooks.network_bytes.take(
             self.network, self.settings.max_outbox_mb_per_address << 20))
         self.overflowed = asyncio.Event()
+        self.outbox.on_overflow = self._overflowed  # also when another connection of its network needs room
         self.runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
 
@@ -107,9 +108,11 @@ class BrowserConnection:
 
     def _put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False) -> None:
         self.outbox.put(text, droppable=droppable, room=room, snapshot=snapshot)
-        if self.outbox.overflowed and not self.overflowed.is_set():
-            log.info("closing a /ws connection of %s: it let %d bytes wait unread", self.network,
-                     self.outbox.hard_limit_bytes)
+
+    def _overflowed(self) -> None:
+        if not self.overflowed.is_set():
+            log.info("closing a /ws connection of %s: it let more wait unread than it or its network may",
+                     self.network)
             self.overflowed.set()
 
     async def write_loop(self) -> None:

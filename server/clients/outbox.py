@@ -21,29 +21,49 @@ So a connection holds at most ``limit_bytes + headroom_bytes`` of waiting
 frames, plus the one frame its writer is sending. A network may open many
 connections, so they also share one ``NetworkBytes``: what all of them have
 waiting *or being written* (a socket nobody reads keeps its frame in the
-server's buffers) counts against one limit, and a frame that would pass it
-is dropped or overflows its connection as above.
+server's buffers) counts against one limit. When a frame would pass it,
+the connection of that network whose frame has been in flight longest (at
+least ``STUCK_S``: a socket that does not read) is overflowed first, so one
+member of a classroom's network cannot hold the budget against the rest;
+if none is stuck, the frame is dropped or overflows its own connection as
+above.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
+from collections.abc import Callable
 
 # A frame's text, until the writer takes it or a snapshot voids it (then None).
 Entry = list[str | None]
+# A frame in flight this long, while its network is out of budget, marks a socket that does not read.
+STUCK_S = 5.0
 
 
 class NetworkBytes:
     """Bytes the connections of one network have waiting or being written, against one limit."""
 
-    def __init__(self, limit_bytes: int) -> None:
+    def __init__(self, limit_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit_bytes = limit_bytes
+        self.clock = clock
         self.bytes = 0
         self.connections = 0
+        self.outboxes: set[Outbox] = set()
 
     def full(self, size: int) -> bool:
         return self.bytes + size > self.limit_bytes
+
+    def make_room(self, size: int, asking: Outbox) -> bool:
+        """Overflow the connections stuck longest until ``size`` more fits; False if it still does not."""
+        while self.full(size):
+            stuck = [o for o in self.outboxes if o is not asking and o.writing_since is not None
+                     and self.clock() - o.writing_since >= STUCK_S]
+            if not stuck:
+                return False
+            min(stuck, key=lambda o: o.writing_since or 0.0).overflow()
+        return True
 
 
 class NetworkBytesByNetwork:
@@ -70,7 +90,10 @@ class Outbox:
         self.limit_bytes = limit_bytes
         self.hard_limit_bytes = limit_bytes + headroom_bytes
         self.network = network or NetworkBytes(1 << 62)
+        self.network.outboxes.add(self)
         self.writing = 0  # bytes of the frame the writer took and has not finished writing
+        self.writing_since: float | None = None  # when the writer took it
+        self.on_overflow: Callable[[], None] = lambda: None  # the connection ends itself
         self.bytes = 0
         self.dropped = 0  # droppable frames dropped since the page was last told
         self.overflowed = False
@@ -90,13 +113,12 @@ class Outbox:
         if snapshot:
             self._void_room_frames()
         size = len(text)  # frames are json.dumps output: ASCII, one byte a character
-        network_full = self.network.full(size)
+        network_full = not self.network.make_room(size, self)
         if droppable and (self.bytes + size > self.limit_bytes or network_full):
             self.dropped += 1
             return False
         if self.bytes + size > self.hard_limit_bytes or network_full:
-            self.overflowed = True
-            self.close()
+            self.overflow()
             return False
         entry: Entry = [text]
         self._entries.append(entry)
@@ -132,7 +154,7 @@ class Outbox:
                     continue  # voided by a later snapshot
                 self.bytes -= len(text)
                 self._live -= 1
-                self.writing = len(text)
+                self.writing, self.writing_since = len(text), self.network.clock()
                 return text
             if self._closed:
                 return None
@@ -142,7 +164,14 @@ class Outbox:
     def written(self) -> None:
         """The frame ``get`` gave has been written (or will never be): the network no longer holds it."""
         self.network.bytes -= self.writing
-        self.writing = 0
+        self.writing, self.writing_since = 0, None
+
+    def overflow(self) -> None:
+        """Too much waits: release everything and tell the connection, which closes (a page reconnects)."""
+        if not self._closed:
+            self.overflowed = True
+            self.close()
+            self.on_overflow()
 
     def close(self) -> None:
         """Release everything waiting; ``get`` answers None from now on."""
@@ -152,6 +181,7 @@ class Outbox:
         self._entries.clear()
         self._room_entries.clear()
         self.network.bytes -= self.bytes
+        self.network.outboxes.discard(self)
         self.written()
         self.bytes = self._live = 0
         self._ready.set()

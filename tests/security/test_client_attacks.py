@@ -332,8 +332,9 @@ def test_many_never_reading_sockets_of_one_network_share_one_bound():
             for socket_ in hostile:
                 socket_.close()
     print(f"server RSS grew {grown:.1f} MiB under 40 never-reading sockets of one network in a 4 MiB room")
-    # Unbounded by network, 40 sockets held ~40 copies (~160 MiB); the network's budget is 16 MiB.
-    assert grown < 48, grown
+    # Unbounded by network, 40 sockets held ~40 copies (211 MiB here); the network's budget is 16 MiB, and the
+    # states made and refused on the way leave the allocator's high-water mark 6-31 MiB above the start.
+    assert grown < 64, grown
 
 
 # --- 4. other sites' posts -----------------------------------------------------------------------

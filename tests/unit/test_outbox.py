@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.clients.outbox import NetworkBytesByNetwork, Outbox
+from jaxplay.server.clients.outbox import STUCK_S, NetworkBytes, NetworkBytesByNetwork, Outbox
 from jaxplay.server.rooms.hub import RoomHub
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES
 from jaxplay.server.rooms.store import RoomStore
@@ -51,6 +51,24 @@ def test_a_networks_connections_share_one_bound_counting_the_frame_being_written
         first.close(), third.close()
         networks.give_back("10.0.0.1"), networks.give_back("10.0.0.1"), networks.give_back("10.0.0.1")
         assert "10.0.0.1" not in networks.networks and networks.networks["10.0.0.2"].bytes == 80
+    asyncio.run(scenario())
+
+
+def test_a_socket_stuck_on_its_frame_gives_way_to_its_networks_others():
+    """One member of a classroom's network that never reads cannot hold the network's budget against the
+    rest: once its frame has been in flight for STUCK_S, a classmate's frame that needs room overflows it."""
+    async def scenario():
+        now = [0.0]
+        network = NetworkBytes(100, clock=lambda: now[0])
+        hostile, classmate = Outbox(100, 50, network), Outbox(100, 50, network)
+        told: list[str] = []
+        hostile.on_overflow = lambda: told.append("hostile")
+        assert hostile.put("h" * 80, droppable=False) and await hostile.get() == "h" * 80
+        now[0] = STUCK_S / 2  # writing for a moment: any socket may be
+        assert not classmate.put("a" * 60, droppable=True)  # not yet given way: dropped as before
+        now[0] = STUCK_S + 1
+        assert classmate.put("b" * 60, droppable=False)
+        assert told == ["hostile"] and hostile.overflowed and network.bytes == 60
     asyncio.run(scenario())
 
 
