@@ -216,11 +216,15 @@ class BrowserConnection:
                   options={"inspect": True, "passes": {"key": message.key, "fn": message.fn}}, emit=emit,
                   session_id=self.session_id, network=self.network, runtime=runtime)
         self.runs[message.id] = run
+        self._submit(run)
+
+    def _submit(self, run: Run) -> None:
         try:
             self.scheduler.submit(run)
         except bp.ProtocolError as exc:
-            del self.runs[message.id]
-            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
+            del self.runs[run.client_id]
+            run.state = "done"  # refused: it will never run, and holds nothing (a presenter's place in line)
+            raise bp.ProtocolError(str(exc), run.client_id, exc.reason) from None
 
     def _check_room_for_run(self, run_id: str, timeout_s: float | None) -> None:
         if run_id in self.runs:
@@ -269,11 +273,7 @@ class BrowserConnection:
                     return
             except Exception:  # a hook (the cache, metrics) that fails must never cost the run its done
                 log.exception("run %s: a run hook failed; the run goes on without it", run.key)
-        try:
-            self.scheduler.submit(run)
-        except bp.ProtocolError as exc:
-            del self.runs[message.id]
-            raise bp.ProtocolError(str(exc), message.id, exc.reason) from None
+        self._submit(run)
 
 
 def _looks_like_run(text: str | None) -> bool:

@@ -345,6 +345,32 @@ def test_one_network_presenting_many_rooms_holds_one_place_in_the_priority_lane(
     with_storage(scenario)
 
 
+def test_a_presenter_run_the_scheduler_refuses_gives_the_priority_lane_back(with_storage):
+    """The lane is taken before the run is submitted: one refused (its browser at its limit) held it for
+    good, and its whole network's presenters queued like anyone from then on."""
+    from jaxplay.server.browser_socket import BrowserConnection
+    from jaxplay.server.runs.scheduler import Scheduler
+
+    class Socket:
+        scope: dict = {"client": ("10.0.0.7", 1)}
+        headers: dict = {}
+
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        scheduler = Scheduler(Settings(local_workers=0, max_runs_per_client=0, expected_backends="cpu"))
+        presenter = BrowserConnection(Socket(), scheduler, [], hub)  # type: ignore[arg-type]
+        await hub.handle(presenter, bp.RoomJoin(room=room.code, secret=secret))
+        with pytest.raises(bp.ProtocolError, match="runs waiting or running"):
+            await presenter.start_run(bp.ClientRun(id="refused", code="print(1)"))
+        again = Run(client_id="again", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+                    session_id=presenter.session_id, network=presenter.network)
+        hub.prepare_run(presenter, again)
+        assert again.priority
+        presenter.outbox.close()
+    with_storage(scenario)
+
+
 def test_joining_twice_does_not_resend_the_state(with_storage):
     async def scenario(storage):
         hub = make_hub(storage)
