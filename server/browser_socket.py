@@ -37,6 +37,7 @@ from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
+from jaxplay.server.clients.socket_transport import transport_of
 from jaxplay.server.runs.scheduler import Run, Scheduler
 from jaxplay.server.storage.interface import StorageUnavailable
 from jaxplay.server.storage.outage import outage_message
@@ -74,9 +75,12 @@ class BrowserConnection:
         self.settings = scheduler.settings
         self.interceptors = interceptors
         self.rooms = rooms
-        # Its own bound, and its network's share with every other connection of that network.
+        # Its own bound, and its network's share with every other connection of that network, counting
+        # what the socket was given and has not sent.
+        self.transport = transport_of(websocket.scope)
         self.outbox = Outbox(OUTBOX_LIMIT_BYTES, OUTBOX_HEADROOM_BYTES, self.hooks.network_bytes.take(
-            self.network, self.settings.max_outbox_mb_per_address << 20))
+            self.network, self.settings.max_outbox_mb_per_address << 20),
+            self.transport.get_write_buffer_size if self.transport is not None else None)
         self.overflowed = asyncio.Event()
         self.outbox.on_overflow = self._overflowed  # also when another connection of its network needs room
         self.runs: dict[str, Run] = {}
@@ -146,10 +150,19 @@ class BrowserConnection:
             for task in (writer, receiver, overflowed):
                 task.cancel()
         if self.overflowed.is_set():
-            # The writer may be stuck on a socket nobody reads; a reader that does read gets the close.
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(OVERFLOW_CLOSE_S):
-                    await self.websocket.close(code=1013, reason="this connection could not keep up; reconnect")
+            await self._close_overflowed()
+
+    async def _close_overflowed(self) -> None:
+        """The writer may be stuck on a socket nobody reads; a reader that does read gets the close. A
+        closed transport keeps its send buffer until the peer reads it: one that is not read is dropped."""
+        deadline = asyncio.get_running_loop().time() + OVERFLOW_CLOSE_S
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout_at(deadline):
+                await self.websocket.close(code=1013, reason="this connection could not keep up; reconnect")
+                while self.transport is not None and self.transport.get_write_buffer_size() > 0:
+                    await asyncio.sleep(0.1)
+        if self.transport is not None and self.transport.get_write_buffer_size() > 0:
+            self.transport.abort()
 
     async def receive_loop(self) -> None:
         with contextlib.suppress(WebSocketDisconnect):

@@ -116,6 +116,7 @@ async def serve_both(app: Any, settings: Settings) -> None:
 
     import uvicorn
 
+    from jaxplay.server.clients.socket_transport import TransportInScope
     from jaxplay.server.ops.shutdown import PhasedServer
 
     class WorkerListener(uvicorn.Server):
@@ -127,7 +128,8 @@ async def serve_both(app: Any, settings: Settings) -> None:
     options = {"log_level": "warning", "ws_ping_interval": 20, "timeout_graceful_shutdown": 5, "proxy_headers": False}
     # Browsers send programs, never more than a program's worth (anyone may connect); workers, who are
     # authenticated and on their own listener, send a run's events (up to 16 MiB each).
-    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port,
+    # TransportInScope: the browser socket counts what each peer has not read (server/clients/socket_transport.py).
+    public = PhasedServer(uvicorn.Config(app, host=settings.host, port=settings.port, ws=TransportInScope,
                                          ws_max_size=bp.max_frame_bytes(settings.max_code_bytes), **options),
                           app.state.playground, settings.shutdown_grace_s)
     listener = WorkerListener(uvicorn.Config(app.state.worker_app, host=settings.worker_host,

@@ -18,15 +18,16 @@ more than the bound:
   room, which is the resync.
 
 So a connection holds at most ``limit_bytes + headroom_bytes`` of waiting
-frames, plus the one frame its writer is sending. A network may open many
-connections, so they also share one ``NetworkBytes``: what all of them have
-waiting *or being written* (a socket nobody reads keeps its frame in the
-server's buffers) counts against one limit. When a frame would pass it,
-the connection of that network whose frame has been in flight longest (at
-least ``STUCK_S``: a socket that does not read) is overflowed first, so one
-member of a classroom's network cannot hold the budget against the rest;
-if none is stuck, the frame is dropped or overflows its own connection as
-above.
+frames, plus what its socket has not sent (``unsent``: the frame its writer
+is sending, and the socket's send buffer, where a frame a peer never reads
+stays; server/clients/socket_transport.py). A network may open many
+connections, so they also share one ``NetworkBytes``: what all of them hold,
+send buffers included, counts against one limit. When a frame would pass
+it, the connection of that network stuck longest (something unsent, and no
+frame taken for ``STUCK_S``: a socket that does not read) is overflowed
+first, so one member of a classroom's network cannot hold the budget
+against the rest; if none is stuck, the frame is dropped or overflows its
+own connection as above.
 """
 
 from __future__ import annotations
@@ -38,31 +39,39 @@ from collections.abc import Callable
 
 # A frame's text, until the writer takes it or a snapshot voids it (then None).
 Entry = list[str | None]
-# A frame in flight this long, while its network is out of budget, marks a socket that does not read.
+# Something unsent, and no frame taken for this long while its network is out of budget: a socket that
+# does not read.
 STUCK_S = 5.0
+# Frames from this size on are checked against everything the network holds, send buffers included. A
+# smaller frame is written only while its socket's buffer is under the transport's high-water mark
+# (64 KiB: the next send waits), so a connection holds at most about this much more than its outbox counts.
+LARGE_FRAME_BYTES = 64 << 10
 
 
 class NetworkBytes:
-    """Bytes the connections of one network have waiting or being written, against one limit."""
+    """Bytes the connections of one network hold, against one limit."""
 
     def __init__(self, limit_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit_bytes = limit_bytes
         self.clock = clock
-        self.bytes = 0
+        self.bytes = 0  # waiting in its connections' outboxes, or taken by their writers
         self.connections = 0
         self.outboxes: set[Outbox] = set()
 
-    def full(self, size: int) -> bool:
-        return self.bytes + size > self.limit_bytes
+    def fits(self, size: int) -> bool:
+        held = self.bytes
+        if size >= LARGE_FRAME_BYTES:
+            held += sum(outbox.buffered() for outbox in self.outboxes)
+        return held + size <= self.limit_bytes
 
     def make_room(self, size: int, asking: Outbox) -> bool:
         """Overflow the connections stuck longest until ``size`` more fits; False if it still does not."""
-        while self.full(size):
-            stuck = [o for o in self.outboxes if o is not asking and o.writing_since is not None
-                     and self.clock() - o.writing_since >= STUCK_S]
+        while not self.fits(size):
+            now = self.clock()
+            stuck = [o for o in self.outboxes if o is not asking and o.stuck(now)]
             if not stuck:
                 return False
-            min(stuck, key=lambda o: o.writing_since or 0.0).overflow()
+            min(stuck, key=lambda o: o.taken_at or 0.0).overflow()
         return True
 
 
@@ -86,13 +95,15 @@ class NetworkBytesByNetwork:
 
 
 class Outbox:
-    def __init__(self, limit_bytes: int, headroom_bytes: int, network: NetworkBytes | None = None) -> None:
+    def __init__(self, limit_bytes: int, headroom_bytes: int, network: NetworkBytes | None = None,
+                 send_buffer: Callable[[], int] | None = None) -> None:
         self.limit_bytes = limit_bytes
         self.hard_limit_bytes = limit_bytes + headroom_bytes
         self.network = network or NetworkBytes(1 << 62)
         self.network.outboxes.add(self)
+        self.send_buffer = send_buffer  # bytes the socket was given and has not sent, where it can be read
         self.writing = 0  # bytes of the frame the writer took and has not finished writing
-        self.writing_since: float | None = None  # when the writer took it
+        self.taken_at: float | None = None  # when the writer last took a frame
         self.on_overflow: Callable[[], None] = lambda: None  # the connection ends itself
         self.bytes = 0
         self.dropped = 0  # droppable frames dropped since the page was last told
@@ -154,7 +165,7 @@ class Outbox:
                     continue  # voided by a later snapshot
                 self.bytes -= len(text)
                 self._live -= 1
-                self.writing, self.writing_since = len(text), self.network.clock()
+                self.writing, self.taken_at = len(text), self.network.clock()
                 return text
             if self._closed:
                 return None
@@ -162,9 +173,24 @@ class Outbox:
             await self._ready.wait()
 
     def written(self) -> None:
-        """The frame ``get`` gave has been written (or will never be): the network no longer holds it."""
+        """The frame ``get`` gave has been handed to the socket (or never will be); its send buffer counts it
+        from now on."""
         self.network.bytes -= self.writing
-        self.writing, self.writing_since = 0, None
+        self.writing = 0
+
+    def buffered(self) -> int:
+        if self.send_buffer is None or self._closed:
+            return 0
+        try:
+            return self.send_buffer()
+        except Exception:  # a transport already gone holds nothing
+            return 0
+
+    def unsent(self) -> int:
+        return self.writing + self.buffered()
+
+    def stuck(self, now: float) -> bool:
+        return self.taken_at is not None and now - self.taken_at >= STUCK_S and self.unsent() > 0
 
     def overflow(self) -> None:
         """Too much waits: release everything and tell the connection, which closes (a page reconnects)."""
