@@ -38,8 +38,13 @@ declare module "./protocol" {
   }
 }
 
-/** The server's limit on a shared recorded run (max_recorded_run_bytes). */
+/** The server's limit on a shared recorded run (max_recorded_run_bytes), as a link's page holds it. */
 const MAX_RECORDED_RUN_CHARS = 10 * 1024 * 1024;
+
+/** A run's size as a link's page holds it: the page writes <, >, & and ' as \u003c and so on. */
+function pageSize(json: string): number {
+  return json.length + 5 * (json.match(/[<>&']/g)?.length ?? 0);
+}
 const shortcutLabel = isApple ? "⌘ S" : "Ctrl S";
 
 export interface ShareContext {
@@ -225,7 +230,7 @@ export class ShareController {
     const body: Record<string, unknown> = { code, backend, settings: fields };
     let runNote: string | null = run ? null : "No recorded run: run the code first to include its output.";
     if (run && this.includeRun) {
-      if (JSON.stringify(run.events).length > MAX_RECORDED_RUN_CHARS) {
+      if (pageSize(JSON.stringify(run.events)) > MAX_RECORDED_RUN_CHARS) {
         runNote = "The run's output is over 10 MiB, so the link has the code only.";
       } else {
         body.recorded_run = run.events;

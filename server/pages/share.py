@@ -1,23 +1,32 @@
-"""The pages of a shared snippet: ``/s/{id}`` (the editor) and ``/e/{id}`` (the embed view).
+"""What a link serves: ``/s/{id}`` (the editor), ``/e/{id}`` (the embed view) and its stored JSON,
+``GET /api/snippets/{id}`` (creating one: server/storage/snippets.py).
 
-Both are the one page template with the snippet in its boot data, so they
+Both pages are the one page template with the snippet in its boot data, so they
 need nothing but this server (no internet). Framing is decided by
 ``pages.SecurityHeaders``: only ``/e/`` may be put in an iframe, so any site
-may make browsers load one, many times at once. A snippet never changes, so
-its pages are rendered once and kept (``RenderedPages``): the page of a
-large recorded run costs most of a second of the event loop to render.
+may make browsers load one, many times at once. So a page costs little:
+
+- the snippet's stored JSON goes into it as stored, never parsed and encoded
+  again (a second of the event loop for a large recorded run);
+- a snippet never changes, so its pages (and its stored JSON) are made once
+  and kept (``RenderedPages``), however many ask at once;
+- each is sent in pieces (``in_pieces``), each once the socket has taken
+  the one before, so a reader that never reads holds one piece of the
+  server's memory, not the page.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
+import json
+import re
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from jaxplay.server.pages.editor import NOT_BUILT, NOT_BUILT_VERSION, asset_version, page_html
@@ -26,6 +35,11 @@ from jaxplay.server.storage.snippets import SnippetStore
 TITLE_CHARS = 70
 # Rendered snippet pages kept, in bytes of HTML; the least recently served goes first.
 RENDERED_PAGES_BYTES = 64 << 20
+PIECE_CHARS = 64 << 10
+# Where the stored document goes in the page's boot data; escaped as the template escapes its JSON.
+DOCUMENT_MARK = "@@jaxplay-snippet-document@@"
+HTML_SAFE = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("'", "\\u0027"))
+LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")  # a snippet keeps what it was given: no UTF-8 has them
 
 
 class RenderedPages:
@@ -62,9 +76,38 @@ class RenderedPages:
         return page
 
 
-def page_title(snippet: dict[str, Any]) -> str:
+def code_of(document: str) -> str:
+    """The program of a stored document, read without parsing the rest (its recorded run may be megabytes):
+    documents are written ``{"id":...,"created_at":...,"code":...`` (server/storage/snippets.py)."""
+    at = document.find(',"code":')
+    if at >= 0:
+        with contextlib.suppress(ValueError):
+            code, _ = json.JSONDecoder().raw_decode(document, at + len(',"code":'))
+            if isinstance(code, str):
+                return code
+    return str(json.loads(document).get("code", ""))
+
+
+def snippet_page(document: str, snippet_id: str, mode: str) -> str | None:
+    """The page of a stored document (None while the frontend is not built)."""
+    title = LONE_SURROGATE.sub("\ufffd", page_title(code_of(document), snippet_id))
+    page = page_html({"mode": mode, "snippet": DOCUMENT_MARK, "page_title": title})
+    if page is None:
+        return None
+    for char, escape in HTML_SAFE:
+        document = document.replace(char, escape)
+    document = LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", document)
+    return page.replace(json.dumps(DOCUMENT_MARK), document, 1)
+
+
+async def in_pieces(text: str) -> AsyncIterator[bytes]:
+    for start in range(0, len(text), PIECE_CHARS):
+        yield text[start:start + PIECE_CHARS].encode("utf-8", "surrogatepass")  # a document as it was stored
+
+
+def page_title(code: str, snippet_id: str) -> str:
     """The program's first comment line names the page, as a file's docstring would; else its id."""
-    for line in snippet["code"].splitlines():
+    for line in code.splitlines():
         text = line.strip()
         if not text:
             continue
@@ -74,7 +117,7 @@ def page_title(snippet: dict[str, Any]) -> str:
                 name = name[:TITLE_CHARS - 1].rstrip() + "…"
             return f"{name} · JAX Playground"
         break
-    return f"Snippet {snippet['id']} · JAX Playground"
+    return f"Snippet {snippet_id} · JAX Playground"
 
 
 def not_found(snippet_id: str) -> HTMLResponse:
@@ -97,19 +140,36 @@ def share_page_routes(store: SnippetStore) -> list[Route]:
             snippet_id = request.path_params["snippet_id"]
 
             async def render() -> str | None:
-                snippet = await store.load(snippet_id)
-                if snippet is None:
+                document = await store.document(snippet_id)
+                if document is None:
                     return None
-                return page_html({"mode": mode, "snippet": snippet, "page_title": page_title(snippet)})
+                return snippet_page(document.decode("utf-8", "surrogatepass"), snippet_id, mode)
 
             version = asset_version()
             if version == NOT_BUILT_VERSION:
                 return HTMLResponse(NOT_BUILT, status_code=503)
             body = await pages.get((snippet_id, mode, version), render)
-            return not_found(snippet_id) if body is None else HTMLResponse(body)
+            if body is None:
+                return not_found(snippet_id)
+            return StreamingResponse(in_pieces(body), media_type="text/html; charset=utf-8")
         return handler
+
+    async def stored_json(request: Request) -> Response:
+        snippet_id = request.path_params["snippet_id"]
+
+        async def read() -> str | None:
+            document = await store.document(snippet_id)
+            return document.decode("utf-8", "surrogatepass") if document is not None else None
+
+        document = await pages.get((snippet_id, "json"), read)
+        if document is None:
+            return JSONResponse({"message": f"No snippet has the id {snippet_id!r} on this server."}, 404)
+        # Immutable: the same id answers the same bytes forever.
+        return StreamingResponse(in_pieces(document), media_type="application/json",
+                                 headers={"cache-control": "public, max-age=31536000, immutable"})
 
     return [
         Route("/s/{snippet_id}", page("editor"), methods=["GET"]),
         Route("/e/{snippet_id}", page("embed"), methods=["GET"]),
+        Route("/api/snippets/{snippet_id}", stored_json, methods=["GET"]),
     ]

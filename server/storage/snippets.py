@@ -83,6 +83,12 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
+def page_size(value: Any) -> int:
+    """Bytes of ``value`` as a link's page holds it: JSON, with <, >, & and ' written as \\u003c and so on."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8", "surrogatepass")) + 5 * sum(text.count(char) for char in "<>&'")
+
+
 def parse_content(raw: bytes, settings: Settings) -> SnippetContent:
     """Validate a POST body; every problem is a ``SnippetError`` naming the field to change."""
     try:
@@ -143,10 +149,10 @@ def _recorded_run(value: Any, limit: int) -> list[dict[str, Any]] | None:
         raise SnippetError(400, "Field 'recorded_run' must end with the run's 'done' event; share after the run ends.")
     if any(e["type"] == "done" for e in events[:-1]):
         raise SnippetError(400, "Field 'recorded_run' holds more than one 'done': send the events of one run.")
-    size = json_size(events)
+    size = page_size(events)  # a run printing "<" a million times is six million bytes in the page
     if size > limit:
-        raise SnippetError(413, f"The recorded run is {size / 2**20:.1f} MiB; at most {limit / 2**20:.0f} MiB "
-                                "can be shared. Share without the recorded run, or print less.")
+        raise SnippetError(413, f"The recorded run is {size / 2**20:.1f} MiB as a page shows it; at most "
+                                f"{limit / 2**20:.0f} MiB can be shared. Share without the recorded run, or print less.")
     return events
 
 
@@ -273,16 +279,4 @@ def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
         return JSONResponse({"id": snippet_id, "url": f"{base}/s/{snippet_id}", "embed_url": f"{base}/e/{snippet_id}",
                              "created": created}, status_code=201)  # the issue's contract, new or not
 
-    async def get_snippet(request: Request) -> Response:
-        snippet_id = request.path_params["snippet_id"]
-        document = await store.document(snippet_id)
-        if document is None:
-            return error_response(404, f"No snippet has the id {snippet_id!r} on this server.")
-        # Immutable: the same id answers the same bytes forever.
-        return Response(document, media_type="application/json",
-                        headers={"cache-control": "public, max-age=31536000, immutable"})
-
-    return [
-        Route("/api/snippets", create_snippet, methods=["POST"]),
-        Route("/api/snippets/{snippet_id}", get_snippet, methods=["GET"]),
-    ]
+    return [Route("/api/snippets", create_snippet, methods=["POST"])]  # reading one: server/pages/share.py

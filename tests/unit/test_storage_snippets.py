@@ -168,3 +168,7 @@ def test_limits_answer_413_with_the_limit():
     # Just under the limits is fine.
     parse_content(json.dumps({"code": "#" * (256 * 1024), "recorded_run": huge_run[:9] + [{"type": "done"}]}).encode(),
                   SETTINGS)
+    # A page writes < as \u003c: two MiB of it is twelve in the page (a 60 MiB page from 10 MiB of "<").
+    angled = [{"type": "stdout", "text": "<" * (2 << 20)}, {"type": "done"}]
+    with pytest.raises(SnippetError, match="as a page shows it"):
+        parse_content(json.dumps({"code": "1", "recorded_run": angled}).encode(), SETTINGS)
