@@ -339,6 +339,38 @@ def test_many_never_reading_sockets_of_one_network_share_one_bound():
     assert grown < 80, grown
 
 
+@pytest.mark.attack("exhaust the server")
+def test_a_links_page_that_nobody_reads_costs_the_server_a_piece_not_the_page():
+    """Any site may frame /e/<id>: twenty requests for a large run's page that never read the answer made the
+    server hold twenty copies of it (57 MiB each for a 60 MiB page), each rendered again."""
+    with server([], workers=0) as live:
+        run = [{"type": "stdout", "text": "x" * 9_000_000}, {"type": "done", "status": "ok"}]
+        status, _, answer = http(live, "POST", "/api/snippets", json.dumps({"code": "print(1)", "recorded_run": run}).encode(),
+                                 {"host": f"127.0.0.1:{live.port}", "content-type": "application/json"})
+        assert status == 201, answer
+        snippet_id = json.loads(answer)["id"]
+        assert http(live, "GET", f"/e/{snippet_id}")[0] == 200
+        before = rss_mib(live.process.pid)
+        readers = []
+        for _ in range(20):
+            reader = socket.socket()
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            reader.connect(("127.0.0.1", live.port))
+            reader.sendall(f"GET /e/{snippet_id} HTTP/1.1\r\nHost: 127.0.0.1:{live.port}\r\n\r\n".encode())
+            readers.append(reader)
+        try:
+            time.sleep(3.0)
+            grown = rss_mib(live.process.pid) - before
+            started = time.monotonic()
+            assert http(live, "GET", "/healthz")[0] == 200
+            health_s = time.monotonic() - started
+        finally:
+            for reader in readers:
+                reader.close()
+    print(f"server RSS grew {grown:.1f} MiB under 20 unread requests for a 8.6 MiB page; /healthz in {health_s:.3f} s")
+    assert grown < 32 and health_s < 1.0, (grown, health_s)
+
+
 # --- 4. other sites' posts -----------------------------------------------------------------------
 
 @pytest.mark.attack("cross-site requests")
