@@ -74,12 +74,14 @@ def test_a_profile_draws_a_linked_timeline_and_offers_its_trace(page_at: PageAt)
         "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }")
     assert painted > 100
-    # Pointing at the top row names the program's own function; clicking it offers its line.
+    # Pointing at the program's track names its own function; clicking it offers its line.
     canvas = timeline.locator("[data-testid=timeline-canvas]")
     width = canvas.bounding_box()["width"]
-    spots = [{"x": width * f / 20, "y": 8} for f in range(1, 20)]
+    # train's slice lies somewhere in the program's track, most often its top row; one fresh-clone run found
+    # a dispatch there and nothing along it, so the first three rows (16 px each) are searched.
+    spots = [{"x": width * f / 40, "y": y} for y in (8, 24, 40) for f in range(1, 40)]
     named = []
-    for spot in spots:  # train's slice lies somewhere along the top row
+    for spot in spots:
         canvas.hover(position=spot)
         named.append(page.inner_text(".timeline-tooltip") if page.is_visible(".timeline-tooltip") else "")
         if "train (line 9)" in named[-1]:
