@@ -29,14 +29,17 @@ def test_postgres_stopped_and_started_under_a_running_server(own_postgres, tmp_p
         status, snippet = http_status(server, "/api/snippets", "POST", {"code": "print('kept')"})
         assert status == 201
         stored = http_status(server, f"/api/snippets/{snippet['id']}")[1]
+        unread = http_status(server, "/api/snippets", "POST", {"code": "print('never read')"})[1]
         status, room = http_status(server, "/api/rooms", "POST", {"program": "print('room')"})
         assert status == 201
         assert asyncio.run(one_run(server, CACHED, fresh=True))["status"] == "ok"
         wait_until(lambda: metric(server, "jaxplay_result_cache_entries") == 1, 10, "the result written to the cache")
 
         own_postgres.pause()
+        # A link read before is kept in memory (it never changes), and is served on.
+        assert http_status(server, f"/api/snippets/{snippet['id']}") == (200, stored)
         for path, method, body in (("/api/snippets", "POST", {"code": "print('new')"}),
-                                   (f"/api/snippets/{snippet['id']}", "GET", None),
+                                   (f"/api/snippets/{unread['id']}", "GET", None),
                                    ("/api/rooms", "POST", {"program": ""})):
             status, answer = http_status(server, path, method, body)
             assert status == 503 and "database is unavailable" in answer["message"], (path, answer)
