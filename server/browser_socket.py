@@ -159,10 +159,11 @@ class BrowserConnection:
         with contextlib.suppress(Exception):
             async with asyncio.timeout_at(deadline):
                 await self.websocket.close(code=1013, reason="this connection could not keep up; reconnect")
-                while self.transport is not None and self.transport.get_write_buffer_size() > 0:
+                while self.outbox.send_buffer is not None and self.outbox.send_buffer() > 0:
                     await asyncio.sleep(0.1)
-        if self.transport is not None and self.transport.get_write_buffer_size() > 0:
-            self.transport.abort()
+        with contextlib.suppress(Exception):  # a transport already gone has nothing to drop
+            if self.transport is not None and self.transport.get_write_buffer_size() > 0:
+                self.transport.abort()
 
     async def receive_loop(self) -> None:
         with contextlib.suppress(WebSocketDisconnect):

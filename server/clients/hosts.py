@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 log = logging.getLogger("jaxplay.server")
 
 LOCAL_NAMES = ("localhost", "localhost.")
-PORT = re.compile(r":[0-9]{1,5}")
+PORT = re.compile(r":[0-9]{1,5}", re.ASCII)  # ASCII digits only: str.isdigit takes "²"
 WILDCARD_HOSTS = ("0.0.0.0", "::", "")
 
 
@@ -39,7 +39,7 @@ def split_host(host_header: str) -> str:
         address, _, rest = text[1:].partition("]")
         return address if rest == "" or PORT.fullmatch(rest) else text
     host, colon, port = text.rpartition(":")
-    return host if colon and text.count(":") == 1 and port.isdigit() else text
+    return host if colon and text.count(":") == 1 and PORT.fullmatch(colon + port) else text
 
 
 def is_ip_address(host: str) -> bool:

@@ -54,7 +54,8 @@ def test_allowed_hosts_default_to_the_bound_host_and_localhost_and_always_take_a
     for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "10.2.3.4:8000"):
         assert default.allows(host), host
     for host in ("evil.example", "evil.example:8000", "localhost.evil.example", None, "",
-                 "127.0.0.1:8000@evil.example", "127.0.0.1:evil", "localhost:80/x", "127.0.0.1 evil.example"):
+                 "127.0.0.1:8000@evil.example", "127.0.0.1:evil", "localhost:80/x", "127.0.0.1 evil.example",
+                 "localhost:\u00b2", "[::1]:8\u00b2"):
         assert not default.allows(host), host
     assert AllowedHosts("", "play.internal").allows("play.internal:8000")
     named = AllowedHosts("play.example.org, *.example.net", "0.0.0.0")
