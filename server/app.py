@@ -30,6 +30,7 @@ from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
 from jaxplay.server.ops import metrics_access
 from jaxplay.server.ops.health import health_routes, worker_problems
 from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
+from jaxplay.server.ops.outage import storage_unavailable
 from jaxplay.server.pages import editor as pages
 from jaxplay.server.pages.api_index import ApiIndex
 from jaxplay.server.rooms.hub import RoomHub
@@ -42,7 +43,6 @@ from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
 from jaxplay.server.storage.interface import Storage, StorageUnavailable
-from jaxplay.server.storage.outage import storage_unavailable
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")
@@ -142,7 +142,7 @@ def create_app(settings: Settings) -> Starlette:
         WebSocketRoute("/ws", browser_socket),
         Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
     ]
-    # A database outage is a 503 naming it, never a bare 500 (server/storage/outage.py).
+    # A database outage is a 503 naming it, never a bare 500 (server/ops/outage.py).
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StorageUnavailable: storage_unavailable})
     # Workers dial a listener of their own (loopback by default), never the public port.
     app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])

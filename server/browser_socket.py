@@ -38,9 +38,9 @@ from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.clients.socket_transport import transport_of
+from jaxplay.server.ops.outage import outage_message
 from jaxplay.server.runs.scheduler import Run, Scheduler
 from jaxplay.server.storage.interface import StorageUnavailable
-from jaxplay.server.storage.outage import outage_message
 
 if TYPE_CHECKING:
     from jaxplay.server.rooms.hub import RoomHub

@@ -1,1 +1,1 @@
-"""What operators watch and drive: metrics and who may read them, health, shutdown."""
+"""What operators watch and drive: metrics and who may read them, health, shutdown, the 503 of a database outage."""

@@ -38,7 +38,7 @@ from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 
 if TYPE_CHECKING:
     from jaxplay.server.runs.result_cache import ResultCache
-    from jaxplay.server.storage.snippets import SnippetStore
+    from jaxplay.server.sharing.snippets import SnippetStore
 
 log = logging.getLogger("jaxplay.metrics")
 

@@ -1,1 +1,1 @@
-"""HTML pages: the editor, shared snippets, and the editor's API index data."""
+"""HTML pages: the editor and the editor's API index data (a link's pages: server/sharing/)."""

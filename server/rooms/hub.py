@@ -38,7 +38,7 @@ from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
 from jaxplay.server.runs.scheduler import Run
-from jaxplay.server.storage.snippets import SnippetStore
+from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.settings import Settings
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
 from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
-from jaxplay.server.storage.snippets import SnippetError, read_body
+from jaxplay.server.sharing.create import read_body
+from jaxplay.server.sharing.snippets import SnippetError
 
 MAX_BODY_BYTES = 512 * 1024
 ROOMS_PER_ADDRESS_PER_MINUTE = 10

@@ -1,4 +1,10 @@
-"""Sharing on the server, built in one place: storage, snippets, pages, result cache.
+"""Sharing: links to a program and its recorded run.
+
+``snippets`` is a snippet (content, checks, id, store; no HTTP), ``create``
+makes a link (``POST /api/snippets``, with its network's budgets), ``serve``
+is what a link serves (``/s/{id}``, ``/e/{id}``, ``GET /api/snippets/{id}``).
+The storage under them (server/storage/) knows nothing of HTTP. ``Sharing``
+opens that storage, which the result cache (server/runs/result_cache.py) shares.
 
 ``server/app.py`` creates one ``Sharing``, adds ``routes()`` to its routes and
 ``cache.intercept`` to the browser socket's interceptors, and calls ``open``
@@ -10,11 +16,12 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
-from jaxplay.server.pages.share import share_page_routes
 from jaxplay.server.runs.result_cache import ResultCache
 from jaxplay.server.runs.scheduler import Scheduler
+from jaxplay.server.sharing.create import snippet_routes
+from jaxplay.server.sharing.serve import share_page_routes
+from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.server.storage.factory import open_storage
-from jaxplay.server.storage.snippets import SnippetStore, snippet_routes
 from jaxplay.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """What a link serves: ``/s/{id}`` (the editor), ``/e/{id}`` (the embed view) and its stored JSON,
-``GET /api/snippets/{id}`` (creating one: server/storage/snippets.py).
+``GET /api/snippets/{id}`` (creating one: ``create.py``).
 
 Both pages are the one page template with the snippet in its boot data, so they
 need nothing but this server (no internet). Framing is decided by
@@ -30,7 +30,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from jaxplay.server.pages.editor import NOT_BUILT, NOT_BUILT_VERSION, asset_version, page_html
-from jaxplay.server.storage.snippets import SnippetStore
+from jaxplay.server.sharing.snippets import SnippetStore
 
 TITLE_CHARS = 70
 # Rendered snippet pages kept, in bytes of HTML; the least recently served goes first.
@@ -78,7 +78,7 @@ class RenderedPages:
 
 def code_of(document: str) -> str:
     """The program of a stored document, read without parsing the rest (its recorded run may be megabytes):
-    documents are written ``{"id":...,"created_at":...,"code":...`` (server/storage/snippets.py)."""
+    documents are written ``{"id":...,"created_at":...,"code":...`` (``SnippetStore._insert``)."""
     at = document.find(',"code":')
     if at >= 0:
         with contextlib.suppress(ValueError):

@@ -1,4 +1,4 @@
-"""Shared snippets: ``POST /api/snippets`` and ``GET /api/snippets/{id}``.
+"""A shared snippet: its content, how a request's is checked, its id, and the store that keeps it.
 
 A snippet is immutable. Its id is the shortest prefix (at least
 ``MIN_ID_CHARS``) of the base32 SHA-256 of its canonical content that no other
@@ -10,7 +10,8 @@ byte for byte, forever.
 Content: ``code``, ``backend``, ``settings`` (the run fields in effect, e.g.
 ``inspect``), ``recorded_run`` (the run's events, ending with ``done``, or
 null), ``recorded_at``, ``forked_from`` and ``runtime`` (the JAX version its
-recorded run used, or null; a document without it hashes as before). docs/protocol.md has the API.
+recorded run used, or null; a document without it hashes as before). docs/protocol.md has the API;
+its routes are ``create.py`` (POST) and ``serve.py`` (what a link serves). Nothing here speaks HTTP.
 """
 
 from __future__ import annotations
@@ -24,13 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
 from jaxplay import json_input
-from jaxplay.server.clients.budgets import Budgets
-from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 from jaxplay.settings import Settings
 
@@ -43,8 +38,6 @@ FIELDS = ("code", "backend", "settings", "recorded_run", "recorded_at", "forked_
 # Fields a document leaves out when null, so content from before they existed keeps its hash and id.
 OMITTED_WHEN_NULL = frozenset({"runtime"})
 RUNTIME_PATTERN = re.compile(r"[0-9][0-9A-Za-z.+_-]{0,39}")
-# JSON may spell a character in up to six bytes (\u00e9); a body larger than this cannot be within the limits.
-JSON_ESCAPE_FACTOR = 6
 
 
 class SnippetError(Exception):
@@ -234,49 +227,3 @@ class SnippetStore:
     async def load(self, snippet_id: str) -> dict[str, Any] | None:
         document = await self.document(snippet_id)
         return json.loads(document) if document is not None else None
-
-
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"message": message}, status_code=status)
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise SnippetError(413, f"The request body is {declared} bytes; at most {limit} are accepted.")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise SnippetError(413, f"The request body is over {limit} bytes; share less.")
-    return bytes(body)
-
-
-def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
-    body_limit = JSON_ESCAPE_FACTOR * settings.max_code_bytes + 2 * settings.max_recorded_run_bytes + (1 << 20)
-    # Links are kept forever and a large one costs a second of parsing: both are budgeted per network.
-    links = Budgets(per_hour=settings.snippets_per_address_per_hour)
-    mib = Budgets(per_hour=settings.snippet_mb_per_address_per_hour)
-
-    async def create_snippet(request: Request) -> Response:
-        network = identity_of(request.scope).network
-        try:
-            raw = await read_body(request, body_limit)
-            size_mib = len(raw) / 2**20
-            if not links.allows(network):
-                raise SnippetError(429, f"This address has created {settings.snippets_per_address_per_hour} links in "
-                                        "the last hour, the most it may; wait a few minutes.")
-            if not mib.allows(network, size_mib):
-                raise SnippetError(429, f"This link is {size_mib:.1f} MiB, and this address has shared nearly "
-                                        f"{settings.snippet_mb_per_address_per_hour} MiB in the last hour, the most it "
-                                        "may; wait a few minutes, or share without the recorded run.")
-            links.spend(network), mib.spend(network, size_mib)
-            content = parse_content(raw, settings)
-            snippet_id, created = await store.create(content)
-        except SnippetError as exc:
-            return error_response(exc.status, str(exc))
-        base = str(request.base_url).rstrip("/")
-        return JSONResponse({"id": snippet_id, "url": f"{base}/s/{snippet_id}", "embed_url": f"{base}/e/{snippet_id}",
-                             "created": created}, status_code=201)  # the issue's contract, new or not
-
-    return [Route("/api/snippets", create_snippet, methods=["POST"])]  # reading one: server/pages/share.py

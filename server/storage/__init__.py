@@ -1,1 +1,1 @@
-"""Storage: the interface, its SQLite and PostgreSQL engines, and shared snippets."""
+"""Storage: the interface, its SQLite and PostgreSQL engines, and the factory that picks one; no HTTP."""

@@ -123,7 +123,7 @@ class StorageError(RuntimeError):
 class StorageUnavailable(StorageError):
     """The database cannot be reached now (down, restarting, failing over); the message names it.
 
-    Requests that need it are answered 503 (server/storage/outage.py); runs go on without the result cache.
+    Requests that need it are answered 503 (server/ops/outage.py); runs go on without the result cache.
     """
 
 

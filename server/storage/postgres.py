@@ -11,7 +11,7 @@ finds its connection broken, connects again and tries once more (every write
 here may be repeated: inserts look for their row first, the rest are upserts
 or deletes), so the first request after the database returns succeeds. While it
 is unreachable every operation raises ``StorageUnavailable``, which the routes
-answer with a 503 naming it (server/storage/outage.py).
+answer with a 503 naming it (server/ops/outage.py).
 
 Two replicas may write at once: a transaction that loses a race on a unique
 key (two replicas sharing the same new snippet) is retried and then finds the

@@ -17,6 +17,9 @@ ROOT = jaxplay.IMPORT_ROOT
 FOLDERS = {"jaxplay": ROOT / "jaxplay", "jaxplay.server": ROOT / "server", "jaxplay.sandbox": ROOT / "sandbox"}
 # The runner puts userlib/ on sys.path: its modules import as ``playground``, not through jaxplay.
 OWN_TOP_NAMES = ("jaxplay", "server", "sandbox", "jaxplay_cli")
+# Where HTTP stops: these import no web framework; the layers above answer requests with what they hold.
+WITHOUT_HTTP = ("jaxplay.server.storage", "jaxplay.server.sharing.snippets")
+HTTP_FRAMEWORKS = frozenset({"starlette", "uvicorn", "websockets"})
 
 
 def modules() -> dict[str, Path]:
@@ -48,6 +51,17 @@ def imports_of(path: Path, name: str, known: dict[str, Path]) -> set[str]:
             for alias in node.names:
                 found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
     return {m for m in found if m.split(".")[0] in OWN_TOP_NAMES}
+
+
+def outside_imports_of(path: Path) -> set[str]:
+    """The top-level names of the absolute imports of ``path``: ``from starlette.routing import Route`` -> starlette."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 def graph() -> dict[str, set[str]]:
@@ -135,3 +149,21 @@ def test_each_package_says_its_job():
         for init in [folder / "__init__.py", *folder.rglob("*/__init__.py")]:
             doc = ast.get_docstring(ast.parse(init.read_text()))
             assert doc and doc.strip(), f"{init} has no docstring saying what the package holds"
+
+
+def test_storage_and_the_snippet_model_speak_no_http():
+    """Storage is the server's bottom, under every layer that answers requests: it never imports Starlette."""
+    checked = {name: path for name, path in modules().items()
+               if any(name == top or name.startswith(top + ".") for top in WITHOUT_HTTP)}
+    assert "jaxplay.server.storage.interface" in checked and "jaxplay.server.sharing.snippets" in checked
+    for name, path in checked.items():
+        frameworks = sorted(outside_imports_of(path) & HTTP_FRAMEWORKS)
+        assert not frameworks, f"{name} imports {frameworks}: HTTP belongs in the layers above it"
+
+
+def test_storage_imports_no_other_server_package():
+    for module, imported in graph().items():
+        if module.startswith("jaxplay.server.storage"):
+            above = sorted(m for m in imported
+                           if m.startswith("jaxplay.server.") and not m.startswith("jaxplay.server.storage"))
+            assert not above, f"{module} imports {above}: storage is the bottom of the server"

@@ -11,8 +11,8 @@ from jaxplay.server.rooms.hub import RoomHub
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES
 from jaxplay.server.rooms.store import RoomStore
 from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.server.storage.factory import open_storage
-from jaxplay.server.storage.snippets import SnippetStore
 from jaxplay.settings import Settings
 
 

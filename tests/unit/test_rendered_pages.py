@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from jaxplay.server.pages.share import RenderedPages
+from jaxplay.server.sharing.serve import RenderedPages
 
 
 def test_pages_asked_for_at_once_are_rendered_once_and_then_kept():

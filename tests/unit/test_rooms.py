@@ -18,9 +18,9 @@ from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, nor
 from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
 from jaxplay.server.rooms.store import RoomStore
 from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.sharing.snippets import SnippetStore, parse_content
 from jaxplay.server.storage.factory import open_storage
 from jaxplay.server.storage.interface import Storage
-from jaxplay.server.storage.snippets import SnippetStore, parse_content
 from jaxplay.settings import Settings
 
 

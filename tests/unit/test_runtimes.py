@@ -12,7 +12,7 @@ from jaxplay.sandbox.learning import api_versions
 from jaxplay.sandbox.runtimes import pins, store
 from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.result_cache import cache_key, environment
-from jaxplay.server.storage.snippets import SnippetContent, SnippetError, parse_content
+from jaxplay.server.sharing.snippets import SnippetContent, SnippetError, parse_content
 from jaxplay.settings import Settings
 
 

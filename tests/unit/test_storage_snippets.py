@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from jaxplay.server.sharing.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
 from jaxplay.server.storage.factory import open_storage
 from jaxplay.server.storage.postgres import PostgresStorage
-from jaxplay.server.storage.snippets import MIN_ID_CHARS, SnippetError, SnippetStore, parse_content
 from jaxplay.settings import Settings
 
 SETTINGS = Settings()
