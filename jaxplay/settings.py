@@ -1,19 +1,26 @@
 """The one set of settings, shared by the CLI, the server, the worker and the docs.
 
 Every field has a default, help text and a ``JAXPLAY_<NAME>`` environment
-variable; ``jaxplay serve`` and ``jaxplay worker`` expose the same fields as
-flags (see ``jaxplay/cli/commands.py``), and docs/settings.md lists them.
+variable, and says which commands take it as a flag and which values it
+allows. ``jaxplay/cli/commands.py`` makes the flags from that, and
+``jaxplay/settings_doc.py`` writes docs/settings.md from it
+(``python -m jaxplay.settings_doc``); tests fail while they disagree.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "JAXPLAY_"
+SERVE, WORKER, PURGE_RESULTS, RUNTIMES = "serve", "worker", "purge-results", "runtimes"
+# The commands that take settings as flags, in the order the docs list them.
+COMMANDS = (SERVE, WORKER, PURGE_RESULTS, RUNTIMES)
+# What a worker decides for itself (its sandboxes, caches, runtimes); `serve` passes it to its local workers.
+SERVE_AND_WORKER = (SERVE, WORKER)
 
 
 def user_dir(variable: str, fallback: str) -> Path:
@@ -21,9 +28,13 @@ def user_dir(variable: str, fallback: str) -> Path:
     return Path(os.environ.get(variable) or Path.home() / fallback) / "jaxplay"
 
 
-def setting(default: Any, help: str, *, flag: bool = True) -> Any:
-    """A settings field: its default and the sentence the CLI and docs show."""
-    return field(default=default, metadata={"help": help, "flag": flag})
+def setting(default: Any, help: str, *, commands: tuple[str, ...] = (SERVE,), choices: tuple[str, ...] = (),
+            shown_default: str | None = None) -> Any:
+    """A settings field: its default; the sentence the CLI and docs show; the commands that take it as a flag
+    (none: only its environment variable sets it); the values it allows (none: any of its type); and, where
+    the default depends on the machine, how the docs and ``--help`` write it."""
+    return field(default=default, metadata={"help": help, "commands": commands, "choices": choices,
+                                            "shown_default": shown_default})
 
 
 @dataclass(frozen=True)
@@ -31,21 +42,26 @@ class Settings:
     host: str = setting("127.0.0.1", "Address the server listens on.")
     port: int = setting(8000, "Port the server listens on.")
     data_dir: Path = setting(user_dir("XDG_DATA_HOME", ".local/share"),
-                             "Folder for the server's SQLite database and keys (never one a sandbox can read).")
+                             "Folder for the server's SQLite database and keys (never one a sandbox can read).",
+                             commands=(SERVE, PURGE_RESULTS),
+                             shown_default="$XDG_DATA_HOME/jaxplay, else ~/.local/share/jaxplay")
     local_workers: int = setting(1, "Local worker processes `serve` starts (0 for none).")
     worker_token: str = setting(
         "",
         "Shared secret remote workers must present; empty means only the "
         "server's own local workers can join.",
-        flag=False,
+        commands=(),
     )
-    slots: int = setting(2, "Runs a worker executes at once (one sandbox each).")
-    cpu_devices: int = setting(8, "Virtual CPU devices each CPU run sees.")
-    sandbox: str = setting("bwrap", "Sandbox for user code: 'bwrap' or 'none' (unsafe, development only).")
+    slots: int = setting(2, "Runs a worker executes at once (one sandbox each).", commands=SERVE_AND_WORKER)
+    cpu_devices: int = setting(8, "Virtual CPU devices each CPU run sees.", commands=SERVE_AND_WORKER)
+    sandbox: str = setting("bwrap", "Sandbox for user code: 'bwrap' or 'none' (unsafe, development only).",
+                           commands=SERVE_AND_WORKER, choices=("bwrap", "none"))
     run_timeout_s: float = setting(30.0, "Wall-clock limit of a run, in seconds; a run may ask for less.")
-    memory_limit_mb: int = setting(4096, "Memory a run may use, in MiB.")
-    output_limit_bytes: int = setting(1 << 20, "Bytes of stdout+stderr a run may send before truncation.")
-    artifact_limit_bytes: int = setting(2 << 20, "Bytes of one IR artifact (jaxpr, HLO) before truncation.")
+    memory_limit_mb: int = setting(4096, "Memory a run may use, in MiB.", commands=SERVE_AND_WORKER)
+    output_limit_bytes: int = setting(1 << 20, "Bytes of stdout+stderr a run may send before truncation.",
+                                      commands=SERVE_AND_WORKER)
+    artifact_limit_bytes: int = setting(2 << 20, "Bytes of one IR artifact (jaxpr, HLO) before truncation.",
+                                        commands=SERVE_AND_WORKER)
     max_code_bytes: int = setting(256 * 1024, "Largest program a run may carry, in bytes.")
     max_runs_per_connection: int = setting(4, "Runs one browser connection may have in flight.")
     queue_limit: int = setting(200, "Runs waiting per backend before new ones are rejected.")
@@ -66,7 +82,8 @@ class Settings:
     trusted_proxies: str = setting("", "Reverse proxies (comma-separated addresses or networks, e.g. 10.0.0.0/8) "
                                        "whose forwarded headers name the client and its scheme; empty trusts none.")
     trusted_proxy_header: str = setting("x-forwarded-for", "The header the trusted proxies write: 'x-forwarded-for' "
-                                                           "(with X-Forwarded-Proto) or 'forwarded' (RFC 7239).")
+                                                           "(with X-Forwarded-Proto) or 'forwarded' (RFC 7239).",
+                                        choices=("x-forwarded-for", "forwarded"))
     allowed_hosts: str = setting("", "Host names the server answers to (comma-separated; '*.example.org' covers "
                                      "subdomains, '*' any); IP addresses always work. Empty: --host and localhost.")
     snippets_per_address_per_hour: int = setting(1000, "Shared links one network address may create an hour "
@@ -84,33 +101,42 @@ class Settings:
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
-    log_level: str = setting("info", "Log level of the jaxplay loggers.")
+    log_level: str = setting("info", "Log level of the jaxplay loggers.", commands=(SERVE, WORKER, PURGE_RESULTS))
     worker_host: str = setting("127.0.0.1", "Address of the separate listener for workers (/worker); "
                                             "loopback unless remote workers must reach it.")
     worker_port: int = setting(0, "Port of the workers' listener; 0 means the server's port plus one.")
     compile_cache_dir: Path = setting(user_dir("XDG_CACHE_HOME", ".cache"),
-                                      "Folder for a worker's compile caches (shared and per session).")
+                                      "Folder for a worker's compile caches (shared and per session).",
+                                      commands=SERVE_AND_WORKER,
+                                      shown_default="$XDG_CACHE_HOME/jaxplay, else ~/.cache/jaxplay")
     compile_cache_session_mb: int = setting(256, "Size of one browser session's private compile cache, in MiB of "
-                                                 "disk blocks.")
-    compile_cache_session_files: int = setting(4096, "Files one browser session's private compile cache may hold.")
+                                                 "disk blocks.", commands=SERVE_AND_WORKER)
+    compile_cache_session_files: int = setting(4096, "Files one browser session's private compile cache may hold.",
+                                               commands=SERVE_AND_WORKER)
     compile_cache_total_mb: int = setting(8192, "Size of all browser sessions' private compile caches together, in "
-                                                "MiB of disk blocks; the least recently used go first.")
+                                                "MiB of disk blocks; the least recently used go first.",
+                                          commands=SERVE_AND_WORKER)
     compile_cache_idle_s: float = setting(6 * 3600.0, "A session's compile cache is dropped after this many "
-                                                      "seconds without a run.")
+                                                      "seconds without a run.", commands=SERVE_AND_WORKER)
     gpu_slots: str = setting("per-gpu", "'per-gpu': one slot (one run at a time) per GPU; 'all': one slot "
-                                        "that owns every GPU of the host.")
-    gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory the runs on one GPU may use together.")
+                                        "that owns every GPU of the host.",
+                             commands=SERVE_AND_WORKER, choices=("per-gpu", "all"))
+    gpu_memory_fraction: float = setting(0.9, "Share of a GPU's memory the runs on one GPU may use together.",
+                                         commands=SERVE_AND_WORKER)
     runs_per_gpu: int = setting(1, "Runs that share one GPU at once, each in a slot and sandbox of its own with an "
-                                   "equal part of --gpu-memory-fraction: more trivial runs a second, less memory each.")
+                                   "equal part of --gpu-memory-fraction: more trivial runs a second, less memory each.",
+                                commands=SERVE_AND_WORKER)
     cgroups: str = setting("auto", "'auto': cap each slot's memory and processes with a cgroup where the host "
-                                   "allows; 'off': use the rlimit fallback only.")
+                                   "allows; 'off': use the rlimit fallback only.",
+                           commands=SERVE_AND_WORKER, choices=("auto", "off"))
     trust_remote_results: bool = setting(False, "Let remote workers' results fill the result cache that answers "
                                                 "other users; off, only the server's own local workers do.")
     allow_cpu_fallback: bool = setting(False, "Serve CPU runs on a host whose GPUs or TPUs JAX cannot use, "
-                                              "instead of refusing to start.")
+                                              "instead of refusing to start.", commands=SERVE_AND_WORKER)
     metrics: str = setting("loopback", "Who may read GET /metrics: 'off', 'loopback' (only this host, not "
-                                       "through a proxy) or 'token' (a bearer token, JAXPLAY_METRICS_TOKEN).")
-    metrics_token: str = setting("", "Bearer token /metrics requires when --metrics token.", flag=False)
+                                       "through a proxy) or 'token' (a bearer token, JAXPLAY_METRICS_TOKEN).",
+                           choices=("off", "loopback", "token"))
+    metrics_token: str = setting("", "Bearer token /metrics requires when --metrics token.", commands=())
     expected_backends: str = setting("", "Backends (comma-separated, e.g. 'cpu,gpu') that /readyz requires a "
                                          "connected worker for (local workers are required to join whatever "
                                          "backend their host offers).")
@@ -121,14 +147,18 @@ class Settings:
     broker: str = setting("", "redis://HOST:PORT/DB to share queues and workers between several `serve` "
                               "replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
-                                    "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.")
+                                    "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.",
+                                commands=(SERVE, PURGE_RESULTS))
     runtimes: str = setting("", "JAX versions a worker offers besides its own JAX, comma-separated (e.g. "
                                 "'0.4.38,0.6.2'), each installed with `jaxplay runtimes add`; 'all' offers every "
-                                "installed one.")
+                                "installed one.", commands=SERVE_AND_WORKER)
     runtimes_dir: Path = setting(user_dir("XDG_DATA_HOME", ".local/share") / "runtimes",
-                                 "Folder of the installed JAX runtimes, one Python environment each.")
+                                 "Folder of the installed JAX runtimes, one Python environment each.",
+                                 commands=(SERVE, WORKER, RUNTIMES),
+                                 shown_default="$XDG_DATA_HOME/jaxplay/runtimes, else ~/.local/share/jaxplay/runtimes")
     runtime_idle_s: float = setting(600.0, "A runtime other than the worker's own stops its sandboxes after this "
-                                           "many seconds without a run, and starts them again at its next run.")
+                                           "many seconds without a run, and starts them again at its next run.",
+                                    commands=SERVE_AND_WORKER)
 
     @property
     def worker_listen_port(self) -> int:
@@ -150,6 +180,11 @@ class Settings:
         return cls(**values)
 
 
+def kind_of(f: Field[Any]) -> str:
+    """A field's type by name: 'int', 'float', 'bool', 'str' or 'Path' (annotations are strings here)."""
+    return f.type if isinstance(f.type, str) else f.type.__name__
+
+
 def coerce(type_name: Any, raw: str, name: str) -> Any:
     kind = type_name if isinstance(type_name, str) else type_name.__name__
     try:
@@ -168,6 +203,29 @@ def coerce(type_name: Any, raw: str, name: str) -> Any:
     return raw
 
 
-def field_help() -> list[tuple[str, str, Any]]:
-    """(name, help, default) for every setting: what docs and the CLI print."""
-    return [(f.name, f.metadata["help"], f.default) for f in fields(Settings)]
+# What the CLI and the docs say of each field, written once so that both say the same.
+
+def env_variable(f: Field[Any]) -> str:
+    return ENV_PREFIX + f.name.upper()
+
+
+def flag_of(f: Field[Any]) -> str:
+    return "--" + f.name.replace("_", "-")
+
+
+def default_text(f: Field[Any]) -> str:
+    """The default as ``--help`` and docs/settings.md write it: the same on every machine."""
+    if f.metadata["shown_default"] is not None:
+        return f.metadata["shown_default"]
+    if f.default == "":
+        return "empty"
+    if isinstance(f.default, bool):
+        return "on" if f.default else "off"
+    return str(f.default)
+
+
+def exposed_by(command: str) -> list[Field[Any]]:
+    """The fields ``jaxplay <command>`` takes as flags, in definition order."""
+    if command not in COMMANDS:
+        raise ValueError(f"{command!r} is not a command that takes settings: {', '.join(COMMANDS)}")
+    return [f for f in fields(Settings) if command in f.metadata["commands"]]

@@ -14,31 +14,32 @@ from typing import Any
 from jaxplay import __version__
 from jaxplay import browser_protocol as bp
 from jaxplay.cli import runtimes
-from jaxplay.settings import ENV_PREFIX, Settings
+from jaxplay.settings import (
+    ENV_PREFIX,
+    PURGE_RESULTS,
+    SERVE,
+    WORKER,
+    Settings,
+    default_text,
+    env_variable,
+    exposed_by,
+    flag_of,
+    kind_of,
+)
 
-WORKER_FIELDS = ("slots", "cpu_devices", "sandbox", "memory_limit_mb", "output_limit_bytes",
-                 "artifact_limit_bytes", "log_level", "compile_cache_dir", "compile_cache_session_mb",
-                 "compile_cache_session_files", "compile_cache_total_mb",
-                 "compile_cache_idle_s", "gpu_slots", "gpu_memory_fraction", "runs_per_gpu", "allow_cpu_fallback", "cgroups",
-                 "runtimes", "runtimes_dir", "runtime_idle_s")
-PURGE_FIELDS = ("data_dir", "database_url", "log_level")
-CHOICES = {"sandbox": ("bwrap", "none"), "gpu_slots": ("per-gpu", "all"), "cgroups": ("auto", "off"),
-           "metrics": ("off", "loopback", "token"), "trusted_proxy_header": ("x-forwarded-for", "forwarded")}
 
-
-def add_setting_flags(parser: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
-    for f in fields(Settings):
-        if not f.metadata.get("flag") or (only is not None and f.name not in only):
+def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The flags of the settings ``command`` takes (each field names its commands in jaxplay/settings.py)."""
+    for f in exposed_by(command):
+        # argparse formats help with %: a literal one is written %%.
+        help_text = f"{f.metadata['help']} (default: {default_text(f)}; env {env_variable(f)})".replace("%", "%%")
+        if kind_of(f) == "bool":
+            parser.add_argument(flag_of(f), dest=f.name, action="store_const", const=True, default=None,
+                                help=help_text)
             continue
-        kind = f.type if isinstance(f.type, str) else f.type.__name__
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} (default: {f.default}; env {ENV_PREFIX}{f.name.upper()})"
-        if kind == "bool":
-            parser.add_argument(flag, dest=f.name, action="store_const", const=True, default=None, help=help_text)
-            continue
-        convert = {"int": int, "float": float, "Path": Path}.get(kind, str)
-        extra: dict[str, Any] = {"choices": CHOICES[f.name]} if f.name in CHOICES else {}
-        parser.add_argument(flag, dest=f.name, type=convert, default=None, help=help_text, **extra)
+        convert = {"int": int, "float": float, "Path": Path}.get(kind_of(f), str)
+        extra: dict[str, Any] = {"choices": f.metadata["choices"]} if f.metadata["choices"] else {}
+        parser.add_argument(flag_of(f), dest=f.name, type=convert, default=None, help=help_text, **extra)
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -50,21 +51,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jaxplay", description="JAX Playground server and worker.")
     parser.add_argument("--version", action="version", version=f"jaxplay {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="Start the web server (and, by default, a local CPU worker).")
-    add_setting_flags(serve)
+    serve = commands.add_parser(SERVE, help="Start the web server (and, by default, a local CPU worker).")
+    add_setting_flags(serve, SERVE)
     serve.add_argument("--no-local-worker", action="store_true", help="Start no local worker (same as --local-workers 0).")
-    worker = commands.add_parser("worker", help="Run a worker that dials a server and executes runs.")
+    worker = commands.add_parser(WORKER, help="Run a worker that dials a server and executes runs.")
     worker.add_argument("--server", required=True, help="The server's worker URL, e.g. ws://HOST:8001/worker.")
     worker.add_argument("--token", default=None, help=f"Shared secret (default: env {ENV_PREFIX}WORKER_TOKEN).")
     worker.add_argument("--name", default=None, help="Name shown for this worker (default: host name).")
-    add_setting_flags(worker, WORKER_FIELDS)
+    add_setting_flags(worker, WORKER)
     purge = commands.add_parser(
-        "purge-results", help="Delete the result cache's entries a worker recorded (without arguments: list them).")
+        PURGE_RESULTS, help="Delete the result cache's entries a worker recorded (without arguments: list them).")
     which = purge.add_mutually_exclusive_group()
     which.add_argument("--worker", action="append", default=[], metavar="NAME",
                        help="A worker's name, as the server's log shows it ('worker NAME joined'); repeatable.")
     which.add_argument("--all", action="store_true", help="Every entry, whichever worker recorded it.")
-    add_setting_flags(purge, PURGE_FIELDS)
+    add_setting_flags(purge, PURGE_RESULTS)
     runtimes.add_parser(commands, add_setting_flags)
     return parser
 

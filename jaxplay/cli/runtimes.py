@@ -12,23 +12,21 @@ import argparse
 import json
 import sys
 
-from jaxplay.settings import Settings
-
-FIELDS = ("runtimes_dir",)
+from jaxplay.settings import RUNTIMES, Settings
 
 
 def add_parser(commands: argparse._SubParsersAction, add_setting_flags) -> None:
-    runtimes = commands.add_parser("runtimes", help="Add, remove or list the JAX runtimes a worker can offer.")
+    runtimes = commands.add_parser(RUNTIMES, help="Add, remove or list the JAX runtimes a worker can offer.")
     actions = runtimes.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="Install JAX versions as runtimes (pip, with the pinned libraries).")
     add.add_argument("versions", nargs="+", metavar="VERSION", help="A JAX version, e.g. 0.4.38.")
-    add_setting_flags(add, FIELDS)
+    add_setting_flags(add, RUNTIMES)
     remove = actions.add_parser("remove", help="Delete installed runtimes.")
     remove.add_argument("versions", nargs="+", metavar="VERSION")
-    add_setting_flags(remove, FIELDS)
+    add_setting_flags(remove, RUNTIMES)
     listing = actions.add_parser("list", help="The installed runtimes, with their versions, size and install time.")
     listing.add_argument("--json", action="store_true", help="One JSON document instead of a table.")
-    add_setting_flags(listing, FIELDS)
+    add_setting_flags(listing, RUNTIMES)
 
 
 def run(args: argparse.Namespace, settings: Settings) -> None:

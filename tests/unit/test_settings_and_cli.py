@@ -10,13 +10,16 @@ import pytest
 import jaxplay
 from jaxplay import settings as settings_module
 from jaxplay.cli import commands as cli
-from jaxplay.settings import Settings, field_help
+from jaxplay.settings import COMMANDS, Settings, kind_of
 
 
-def test_every_setting_has_help_and_a_default():
-    for name, help_text, default in field_help():
-        assert help_text.endswith("."), name
-        assert default is not None, name
+def test_every_setting_has_help_a_default_and_commands_that_exist():
+    for f in fields(Settings):
+        assert f.metadata["help"].endswith("."), f.name
+        assert f.default is not None, f.name
+        assert set(f.metadata["commands"]) <= set(COMMANDS), f.name
+        if f.metadata["choices"]:
+            assert kind_of(f) == "str" and f.default in f.metadata["choices"], f.name
 
 
 def test_environment_then_overrides():
@@ -37,7 +40,7 @@ def test_serve_exposes_every_flag_setting():
     assert settings.port == 1234 and settings.local_workers == 0 and settings.sandbox == "none"
     serve_flags = {a.dest for a in parser._subparsers._group_actions[0].choices["serve"]._actions}
     for f in fields(Settings):
-        if f.metadata["flag"]:
+        if f.metadata["commands"]:
             assert f.name in serve_flags
 
 
@@ -51,6 +54,10 @@ def test_worker_requires_a_server_url():
 def test_sandbox_choice_is_checked():
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["serve", "--sandbox", "docker"])
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["worker", "--server", "ws://h:1/worker", "--gpu-slots", "each"])
+    args = cli.build_parser().parse_args(["worker", "--server", "ws://h:1/worker", "--gpu-slots", "all"])
+    assert cli.settings_from(args).gpu_slots == "all"
 
 
 def test_data_dir_defaults_to_the_user_data_folder(tmp_path, monkeypatch):
