@@ -1,6 +1,6 @@
 """Browser <-> server messages on ``/ws``: the single source of truth.
 
-docs/protocol.md describes these for people; frontend/src/protocol.ts mirrors
+docs/protocol.md describes these for people; frontend/src/wire/protocol.ts mirrors
 them for the page. Client messages are parsed here into typed objects and
 every problem becomes a ``ProtocolError`` whose text says what to change.
 Server events are plain JSON objects built by the ``*_event`` functions, so

@@ -1,11 +1,11 @@
 /** Entry point: read the server's boot data and build the page. */
 
-import "./styles/base.css";
-import "./styles/layout.css";
-import { App } from "./app";
-import { readBoot } from "./boot";
-import { mountRoomPage } from "./room";
-import { mountRoomEntry } from "./room_home";
+import "./core/base.css";
+import "./shell/layout.css";
+import { App } from "./shell/app";
+import { readBoot } from "./core/boot";
+import { mountRoomPage } from "./rooms/room";
+import { mountRoomEntry } from "./rooms/room_home";
 
 const root = document.getElementById("app") ?? document.body.appendChild(document.createElement("div"));
 root.id = "app";

@@ -5,7 +5,7 @@ where known, ``api_versions``: ``{"removed_in": V}`` (the program needs a JAX
 older than V; JAX's own removal message says which) or ``{"added_in": V}``
 (the oldest JAX this project checked has it: its runtimes 0.4.38, 0.6.2 and
 0.10.2 were asked, so a name marked 0.6.2 may be older, never newer). The
-page offers an offered runtime that fits (frontend/src/runtimes.ts).
+page offers an offered runtime that fits (frontend/src/runtimes/runtimes.ts).
 """
 
 from __future__ import annotations

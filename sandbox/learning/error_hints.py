@@ -152,7 +152,7 @@ def refine(event: dict[str, Any], exc: BaseException) -> dict[str, Any]:
     if hint:
         event["hint"] = hint
     missing = api_versions.missing_api(type(exc).__name__, str(exc))
-    if missing:  # the page may offer a runtime that has it (frontend/src/runtimes.ts)
+    if missing:  # the page may offer a runtime that has it (frontend/src/runtimes/runtimes.ts)
         event["api"], versions = missing
         if versions:
             event["api_versions"] = versions

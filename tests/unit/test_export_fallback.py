@@ -1,5 +1,5 @@
 """The block an export puts above a program that imports the playground's helpers
-(frontend/src/export/playground_fallback.py): a no-op in the playground, stand-ins anywhere else."""
+(frontend/src/sharing/playground_fallback.py): a no-op in the playground, stand-ins anywhere else."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.runner_harness import run_programs
 
 REPO = Path(__file__).resolve().parents[2]
-FALLBACK = (REPO / "frontend" / "src" / "export" / "playground_fallback.py").read_text()
+FALLBACK = (REPO / "frontend" / "src" / "sharing" / "playground_fallback.py").read_text()
 PROGRAM = """import jax.numpy as jnp
 from playground import HTML, TimingResult, display, show_sharding, timeit
 x = jnp.arange(6.0).reshape(2, 3)

@@ -1,0 +1,302 @@
+/**
+ * Compare versions: one program on two (or every) offered JAX versions, side by side.
+ *
+ * Shows, for each version: the output, with the lines that differ from the
+ * first version's marked; per jitted function, the jaxpr, StableHLO and
+ * optimized HLO diff against the first version (Inspect's DiffView); and
+ * cost, memory and timing per version in one table.
+ *
+ * The runs are this tab's own (ids `cmp-…`), sent with `runtime` set, at most
+ * `MAX_IN_FLIGHT` at once (the server's limit per connection); their events
+ * come through the app's event listeners (`connectCompare`), never through
+ * the run on screen.
+ */
+
+import { el, formatDuration } from "../core/dom";
+import type { IrDialect } from "../ir/hlo";
+import type { ClientRun, RuntimeInfo, ServerEvent } from "../wire/protocol";
+import type { CompiledEvent } from "../ir/inspect_types";
+import { formatBytes, formatCount, formatMs } from "../ir/inspect_format";
+import { DiffView } from "../ir/inspect_view";
+import type { PanelFactory } from "../panel/types";
+import "./compare.css";
+
+const MAX_IN_FLIGHT = 3;
+const ARTIFACTS: IrDialect[] = ["jaxpr", "stablehlo", "hlo"];
+
+export interface CompareHost {
+  send(message: ClientRun): void;
+  cancel(id: string): void;
+  code(): string;
+  backend(): string | undefined;
+  /** The chosen backend's runtimes, newest first. */
+  runtimes(): RuntimeInfo[];
+  runFields(): Record<string, unknown>;
+  listen(listener: (ev: ServerEvent) => void): void;
+}
+
+interface VersionRun {
+  runtime: RuntimeInfo;
+  id: string;
+  state: "waiting" | "sent" | "done";
+  output: string;
+  error: string | null;
+  status: string | null;
+  elapsedMs: number | null;
+  jax: string | null;
+  compiled: Map<string, CompiledEvent>;
+}
+
+let host: CompareHost | null = null;
+const hostListeners: Array<(h: CompareHost) => void> = [];
+
+/** Called once by the app: how this tab sends runs and hears their events. */
+export function connectCompare(h: CompareHost): void {
+  host = h;
+  for (const listener of hostListeners) listener(h);
+}
+
+/** "f #2" for the second compilation of f: how compilations are matched across versions. */
+function functionKey(ev: CompiledEvent): string {
+  return `${ev.fn} #${ev.compile_index}`;
+}
+
+/** Marks per line: true where the line differs from the same line of `reference`. */
+export function differingLines(reference: string, other: string): boolean[] {
+  const a = reference.split("\n");
+  return other.split("\n").map((line, i) => line !== a[i]);
+}
+
+export const comparePanel: PanelFactory = (ctx) => {
+  const picks = el("div", { class: "compare-picks", "data-testid": "compare-picks" });
+  const status = el("div", { class: "compare-status", "data-testid": "compare-status" });
+  const summary = el("div", { class: "compare-summary" });
+  const outputs = el("div", { class: "compare-outputs", "data-testid": "compare-outputs" });
+  const functionsBar = el("div", { class: "compare-functions" });
+  const diff = new DiffView();
+  const same = el("div", { class: "compare-same", hidden: true, "data-testid": "compare-same" });
+  const runButton = el("button", { class: "btn", type: "button", "data-testid": "compare-run" }, "Compare");
+  const allButton = el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-all" }, "Run on all");
+  const element = el(
+    "div",
+    { class: "compare" },
+    el("div", { class: "compare-toolbar" }, picks, runButton, allButton),
+    status,
+    summary,
+    outputs,
+    functionsBar,
+    same,
+    diff.element,
+  );
+  let runs: VersionRun[] = [];
+  let counter = 0;
+  let chosenFunction: string | null = null;
+  let artifact: IrDialect = "jaxpr";
+  let against = 1;
+  let scheduled = false;
+  const checked = new Set<string>();
+
+  function drawPicks(): void {
+    const offered = (host?.runtimes() ?? []).filter((r) => !r.problem);
+    if (!checked.size) offered.slice(0, 2).forEach((r) => checked.add(r.name));
+    picks.replaceChildren(
+      el("span", { class: "compare-label" }, "JAX"),
+      ...offered.map((r) => {
+        const box = el("input", { type: "checkbox", value: r.name, "data-testid": `compare-pick-${r.name}` });
+        box.checked = checked.has(r.name);
+        box.addEventListener("change", () => (box.checked ? checked.add(r.name) : checked.delete(r.name)));
+        return el("label", { class: "compare-pick" }, box, ` ${r.name}`);
+      }),
+    );
+    const enough = offered.length >= 2;
+    runButton.disabled = allButton.disabled = !enough;
+    if (!enough && !runs.length) {
+      status.textContent = "This backend offers one JAX version: there is nothing to compare it with.";
+    }
+  }
+
+  function start(runtimes: RuntimeInfo[]): void {
+    if (!host || runtimes.length < 2) {
+      status.textContent = "Choose at least two JAX versions to compare.";
+      return;
+    }
+    for (const run of runs) if (run.state === "sent") host.cancel(run.id);
+    counter += 1;
+    runs = runtimes.map((runtime) => ({
+      runtime, id: `cmp-${counter}-${runtime.name}`, state: "waiting", output: "", error: null, status: null,
+      elapsedMs: null, jax: null, compiled: new Map(),
+    }));
+    chosenFunction = null;
+    against = 1;
+    diff.clear();
+    pump();
+    draw();
+  }
+
+  /** Sends waiting runs while fewer than MAX_IN_FLIGHT are out. */
+  function pump(): void {
+    if (!host) return;
+    const code = host.code();
+    for (const run of runs) {
+      if (runs.filter((r) => r.state === "sent").length >= MAX_IN_FLIGHT) break;
+      if (run.state !== "waiting") continue;
+      run.state = "sent";
+      const message: ClientRun = { type: "run", id: run.id, code, ...host.runFields(), inspect: true };
+      const backend = host.backend();
+      if (backend) message.backend = backend;
+      if (!run.runtime.default) message.runtime = run.runtime.name;
+      host.send(message);
+    }
+  }
+
+  function onEvent(ev: ServerEvent): void {
+    if (!("id" in ev) || typeof ev.id !== "string") return;
+    const run = runs.find((r) => r.id === ev.id);
+    if (!run) return;
+    switch (ev.type) {
+      case "started":
+        run.jax = ev.jax_version;
+        break;
+      case "stdout":
+      case "stderr":
+        run.output += ev.text;
+        break;
+      case "error":
+        run.error = `${ev.ename}: ${ev.message}`;
+        break;
+      case "compiled":
+        run.compiled.set(functionKey(ev), ev);
+        break;
+      case "done":
+        run.state = "done";
+        run.status = ev.status;
+        run.elapsedMs = ev.elapsed_ms;
+        if (ev.message && !run.error && ev.status !== "ok") run.error = ev.message;
+        pump();
+        break;
+      default:
+        return;
+    }
+    if (!scheduled) {
+      scheduled = true;
+      requestAnimationFrame(() => {
+        scheduled = false;
+        draw();
+      });
+    }
+  }
+
+  function draw(): void {
+    const done = runs.filter((r) => r.state === "done").length;
+    status.textContent = runs.length
+      ? `${done} of ${runs.length} versions done${done === runs.length ? "" : "…"}`
+      : "Run this program on several JAX versions side by side: outputs, compiled functions, cost and timing.";
+    status.dataset.state = runs.length && done === runs.length ? "done" : "running";
+    ctx.setBadge(runs.length ? `${done}/${runs.length}` : null);
+    drawSummary();
+    drawOutputs();
+    drawFunctions();
+  }
+
+  function drawSummary(): void {
+    if (!runs.length) {
+      summary.replaceChildren();
+      return;
+    }
+    const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
+    const header = el("tr", {}, el("th", {}, ""), ...runs.map((r) => el("th", {}, `JAX ${r.jax ?? r.runtime.jax_version}`)));
+    const row = (label: string, cell: (r: VersionRun) => string) =>
+      el("tr", {}, el("th", { scope: "row" }, label), ...runs.map((r) => el("td", {}, cell(r))));
+    const rows = [
+      row("status", (r) => r.status ?? (r.state === "sent" ? "running…" : "waiting")),
+      row("run time", (r) => (r.elapsedMs === null ? "" : formatDuration(r.elapsedMs))),
+    ];
+    for (const key of keys) {
+      const pick = (r: VersionRun) => r.compiled.get(key);
+      rows.push(row(`${key}: flops`, (r) => formatCount(num(pick(r)?.cost?.flops))));
+      rows.push(row(`${key}: bytes accessed`, (r) => formatBytes(num(pick(r)?.cost?.["bytes accessed"]))));
+      rows.push(row(`${key}: temp memory`, (r) => formatBytes(pick(r)?.memory?.temp_size_in_bytes)));
+      rows.push(row(`${key}: compile`, (r) => formatMs(pick(r)?.phases_ms?.compile)));
+      rows.push(row(`${key}: trace + lower`, (r) => {
+        const p = pick(r)?.phases_ms;
+        return p ? formatMs((p.trace ?? 0) + (p.lower ?? 0)) : "";
+      }));
+    }
+    summary.replaceChildren(el("table", { class: "compare-table", "data-testid": "compare-table" }, header, ...rows));
+  }
+
+  function drawOutputs(): void {
+    const reference = runs[0];
+    outputs.replaceChildren(
+      ...runs.map((run, index) => {
+        const text = run.output + (run.error ? `${run.output && !run.output.endsWith("\n") ? "\n" : ""}${run.error}` : "");
+        const marks = index === 0 || !reference ? [] : differingLines(referenceText(reference), text);
+        const lines = text.replace(/\n$/, "").split("\n").map((line, i) =>
+          el("div", { class: `compare-line${marks[i] ? " compare-differs" : ""}`, "data-testid": marks[i] ? "compare-diff-line" : null }, line || " "));
+        const differs = marks.filter(Boolean).length;
+        return el(
+          "section",
+          { class: "compare-column", "data-testid": "compare-column", "data-runtime": run.runtime.name },
+          el("h4", {}, `JAX ${run.jax ?? run.runtime.jax_version}`,
+            index > 0 && run.state === "done" ? el("span", { class: "compare-count" }, differs ? ` · ${differs} line(s) differ` : " · same output") : null),
+          el("pre", { class: "compare-output" }, ...lines),
+        );
+      }),
+    );
+  }
+
+  function referenceText(run: VersionRun): string {
+    return run.output + (run.error ? `${run.output && !run.output.endsWith("\n") ? "\n" : ""}${run.error}` : "");
+  }
+
+  function drawFunctions(): void {
+    const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
+    if (!keys.length || runs.length < 2) {
+      functionsBar.replaceChildren();
+      diff.clear();
+      return;
+    }
+    if (!chosenFunction || !keys.includes(chosenFunction)) chosenFunction = keys[0];
+    const button = (label: string, active: boolean, testid: string, onclick: () => void) =>
+      el("button", { class: `btn btn-ghost${active ? " active" : ""}`, type: "button", "data-testid": testid, onclick }, label);
+    functionsBar.replaceChildren(
+      el("span", { class: "compare-label" }, "Diff"),
+      ...keys.map((key) => button(key, key === chosenFunction, "compare-fn", () => { chosenFunction = key; drawFunctions(); })),
+      el("span", { class: "compare-sep" }, "·"),
+      ...ARTIFACTS.map((a) => button(a, a === artifact, `compare-artifact-${a}`, () => { artifact = a; drawFunctions(); })),
+      el("span", { class: "compare-sep" }, "·"),
+      ...runs.slice(1).map((r, i) => button(`JAX ${runs[0].runtime.name} → ${r.runtime.name}`, against === i + 1, "compare-against", () => { against = i + 1; drawFunctions(); })),
+    );
+    const before = runs[0].compiled.get(chosenFunction);
+    const after = runs[against]?.compiled.get(chosenFunction);
+    const text = (ev: CompiledEvent | undefined) => (ev?.[artifact] as string | undefined) ?? "(not compiled on this version)";
+    same.hidden = text(before) !== text(after);
+    same.textContent = `The ${artifact} of ${chosenFunction} is the same on both versions (shown folded below).`;
+    if (before || after) diff.show(text(before), text(after), artifact, false);
+  }
+
+  runButton.addEventListener("click", () => {
+    const offered = (host?.runtimes() ?? []).filter((r) => !r.problem && checked.has(r.name));
+    start(offered);
+  });
+  allButton.addEventListener("click", () => start((host?.runtimes() ?? []).filter((r) => !r.problem)));
+  hostListeners.push((h) => h.listen(onEvent));
+  if (host) host.listen(onEvent);
+
+  return {
+    id: "compare",
+    title: "Compare",
+    element,
+    handles: [],
+    onRunStart() {},
+    onEvent() {},
+    onShow() {
+      drawPicks();
+      if (!runs.length) draw();
+    },
+  };
+};
+
+function num(value: unknown): number | null {
+  return typeof value === "number" ? value : null;
+}

@@ -1,0 +1,435 @@
+/**
+ * Sharing: the Share button (and Ctrl+S / Cmd+S) that stores the code, its
+ * backend and settings, and the run on screen as a permanent link and copies
+ * it; the Export menu; the recorded run of a shared snippet, replayed into
+ * the panels on load; the "cached" and "recorded" banner; the link a snippet
+ * was forked from; the embed view's read-only lock.
+ *
+ * The app calls `onRunStart` and `onEvent` for the run on screen (live or
+ * replayed), so the last finished run can be shared exactly as it was shown.
+ */
+
+import type { Boot } from "../core/boot";
+import { el, isApple } from "../core/dom";
+import type { PlaygroundEditor } from "../editor/editor";
+import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
+import { ShareBanner } from "./share_banner";
+import { EMBED_VIEWS, type EmbedView, embedUrlFor } from "./embed_view";
+import { lockUntilEdit } from "./share_embed";
+import { downloadNotebook, downloadPython, exportBaseName } from "./share_export";
+import "./share_storage";
+import "./share.css";
+
+declare module "../wire/protocol" {
+  interface DoneEvent {
+    /** True when the server answered from its result cache; `cached_at` is when the recorded run finished. */
+    cached?: boolean;
+    cached_at?: string;
+  }
+  interface NondeterministicEvent {
+    type: "nondeterministic";
+    id: string;
+    kind: "time" | "randomness";
+    source: string;
+    line: number | null;
+  }
+  interface EventMap {
+    nondeterministic: NondeterministicEvent;
+  }
+}
+
+/** The server's limit on a shared recorded run (max_recorded_run_bytes), as a link's page holds it. */
+const MAX_RECORDED_RUN_CHARS = 10 * 1024 * 1024;
+
+/** A run's size as a link's page holds it: the page writes <, >, & and ' as \u003c and so on. */
+function pageSize(json: string): number {
+  return json.length + 5 * (json.match(/[<>&']/g)?.length ?? 0);
+}
+const shortcutLabel = isApple ? "⌘ S" : "Ctrl S";
+
+export interface ShareContext {
+  boot: Boot;
+  editor: PlaygroundEditor;
+  topbar: HTMLElement;
+  /** Where the editor is: a line above it says when the code differs from the link's. */
+  editorPane: HTMLElement;
+  results: HTMLElement;
+  backend(): string | undefined;
+  /** The run fields the panels add (e.g. inspect): the snippet's settings. */
+  runFields(): Record<string, unknown>;
+  run(extra?: Partial<ClientRun>): void;
+  /** Shows recorded events through the same path as a live run's. */
+  replay(events: ServerEvent[]): void;
+  /** The editor's text was just stored as snippet `id`. */
+  linked(id: string, code: string): void;
+}
+
+interface SharedSnippet {
+  id: string;
+  code: string;
+  backend: string | null;
+  settings: Record<string, unknown>;
+  recorded_run: ServerEvent[] | null;
+  recorded_at: string | null;
+  forked_from: string | null;
+  created_at: string | null;
+}
+
+interface RecordedRun {
+  code: string;
+  backend: string | null;
+  settings: string;
+  events: ServerEvent[];
+  recordedAt: string | null;
+  done: DoneEvent | null;
+}
+
+interface ShareAnswer {
+  id: string;
+  url: string;
+  embed_url: string;
+}
+
+function snippetFrom(boot: Boot): SharedSnippet | null {
+  const s = boot.snippet;
+  if (!s || typeof s.id !== "string") return null;
+  return {
+    id: s.id,
+    code: s.code,
+    backend: typeof s.backend === "string" ? s.backend : null,
+    settings: s.settings && typeof s.settings === "object" ? (s.settings as Record<string, unknown>) : {},
+    recorded_run: Array.isArray(s.recorded_run) ? (s.recorded_run as ServerEvent[]) : null,
+    recorded_at: typeof s.recorded_at === "string" ? s.recorded_at : null,
+    forked_from: typeof s.forked_from === "string" ? s.forked_from : null,
+    created_at: typeof s.created_at === "string" ? s.created_at : null,
+  };
+}
+
+function withoutId(ev: ServerEvent): ServerEvent {
+  const { id: _id, ...rest } = ev as ServerEvent & { id?: unknown };
+  return rest as ServerEvent;
+}
+
+function embedSnippet(embedUrl: string): string {
+  return `<iframe src="${embedUrl}" width="100%" height="420" style="border:1px solid #ddd;border-radius:6px" loading="lazy" title="JAX Playground"></iframe>`;
+}
+
+export class ShareController {
+  readonly banner: ShareBanner;
+  private readonly snippet: SharedSnippet | null;
+  private readonly embed: boolean;
+  /** The link this editor's content descends from: the opened snippet, then each one shared here. */
+  private link: { id: string; forkedFrom: string | null } | null;
+  private last: RecordedRun | null = null;
+  private replaying = false;
+  private readonly popover = el("div", { class: "share-popover", role: "dialog", "aria-label": "Share", hidden: true, "data-testid": "share-dialog" });
+  private readonly origin = el("span", { class: "share-origin", "data-testid": "share-origin" });
+  private readonly modifiedStrip = el("div", { class: "share-modified", role: "status", hidden: true, "data-testid": "draft-note" });
+  private readonly shareButton = el(
+    "button",
+    { class: "btn share-button", type: "button", title: `Share a permanent link (${shortcutLabel})`, "data-testid": "share" },
+    "Share",
+    el("kbd", { class: "btn-kbd" }, shortcutLabel),
+  );
+  /** The code the link on screen holds: the editor's text differs from it once edited ("modified"). */
+  private linkCode: string | null;
+  private modified = false;
+  private includeRun = true;
+  private embedView: EmbedView = "output";
+  private busy = false;
+
+  constructor(private readonly ctx: ShareContext) {
+    this.embed = ctx.boot.mode === "embed";
+    this.snippet = snippetFrom(ctx.boot);
+    this.link = this.snippet ? { id: this.snippet.id, forkedFrom: this.snippet.forked_from } : null;
+    this.linkCode = this.snippet?.code ?? null;
+    this.banner = new ShareBanner(() => ctx.run({ fresh: true }));
+    ctx.results.prepend(this.banner.element);
+    if (this.embed) {
+      lockUntilEdit(ctx.editor.view, ctx.topbar);
+    } else {
+      this.modified = this.linkCode !== null && ctx.editor.getCode() !== this.linkCode;
+      this.mountControls();
+    }
+    if (this.snippet?.recorded_run?.length) {
+      const events = this.snippet.recorded_run;
+      // After the app is built: the replay goes through its panels.
+      queueMicrotask(() => this.replay(events));
+    }
+  }
+
+  // --- the run on screen -------------------------------------------------
+
+  onRunStart(message: ClientRun): void {
+    const { type: _t, id: _i, code, backend, fresh: _f, runtime: _r, ...settings } = message;
+    this.last = { code, backend: backend ?? null, settings: JSON.stringify(settings), events: [], recordedAt: null, done: null };
+    if (!this.replaying) this.banner.show({ kind: "none" });
+  }
+
+  /** No run on screen: nothing to share with the code, no banner. */
+  clear(): void {
+    this.last = null;
+    this.banner.show({ kind: "none" });
+  }
+
+  onEvent(ev: ServerEvent): void {
+    if (!this.last || this.last.done || ev.type === "queued") return;
+    this.last.events.push(withoutId(ev));
+    if (ev.type !== "done") return;
+    this.last.done = ev;
+    this.last.recordedAt ??= ev.cached_at ?? new Date().toISOString();
+    if (this.replaying) return;
+    this.banner.show(ev.cached ? { kind: "cached", events: this.last.events, done: ev } : { kind: "none" });
+  }
+
+  private replay(events: ServerEvent[]): void {
+    const snippet = this.snippet!;
+    this.replaying = true;
+    try {
+      this.onRunStart({ type: "run", id: "recorded", code: snippet.code, ...(snippet.backend ? { backend: snippet.backend } : {}), ...snippet.settings });
+      this.last!.recordedAt = snippet.recorded_at;
+      this.ctx.replay(events);
+    } finally {
+      this.replaying = false;
+    }
+    this.banner.show({ kind: "recorded", events, recordedAt: snippet.recorded_at, sharedAt: snippet.created_at });
+  }
+
+  /** The events of the run on screen if it is a finished run of exactly `code` (its outputs then belong to it). */
+  private runOf(code: string): ServerEvent[] | null {
+    return this.last?.done && this.last.code === code ? this.last.events : null;
+  }
+
+  /** The last finished run, if it is a run of exactly what would be shared now. */
+  private shareableRun(code: string, backend: string | null, settings: string): RecordedRun | null {
+    const run = this.last;
+    if (!run?.done || run.code !== code || run.settings !== settings) return null;
+    if (run.backend !== null && backend !== null && run.backend !== backend) return null;
+    return run;
+  }
+
+  // --- sharing -----------------------------------------------------------
+
+  async share(): Promise<void> {
+    if (this.busy) return;
+    this.busy = true;
+    this.shareButton.disabled = true;
+    try {
+      await this.createLink();
+    } finally {
+      this.busy = false;
+      this.shareButton.disabled = false;
+    }
+  }
+
+  private async createLink(): Promise<void> {
+    const code = this.ctx.editor.getCode();
+    const backend = this.ctx.backend() ?? null;
+    const fields = this.ctx.runFields();
+    const run = this.shareableRun(code, backend, JSON.stringify(fields));
+    const body: Record<string, unknown> = { code, backend, settings: fields };
+    let runNote: string | null = run ? null : "No recorded run: run the code first to include its output.";
+    if (run && this.includeRun) {
+      if (pageSize(JSON.stringify(run.events)) > MAX_RECORDED_RUN_CHARS) {
+        runNote = "The run's output is over 10 MiB, so the link has the code only.";
+      } else {
+        body.recorded_run = run.events;
+        // The JAX version it ran on: opening the link runs on it again while it is offered (runtimes_link.ts).
+        const started = run.events.find((e): e is StartedEvent => e.type === "started");
+        if (started?.runtime) body.runtime = started.runtime;
+        if (run.recordedAt) body.recorded_at = run.recordedAt;
+      }
+    }
+    if (this.link) body.forked_from = this.link.id;
+    this.showPopover([el("div", { class: "share-status" }, "Creating a link…")]);
+    let answer: ShareAnswer;
+    try {
+      const response = await fetch("/api/snippets", {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(body),
+      });
+      const payload = (await response.json().catch(() => ({}))) as Partial<ShareAnswer> & { message?: string };
+      if (!response.ok || !payload.id || !payload.url || !payload.embed_url) {
+        throw new Error(payload.message ?? `The server answered HTTP ${response.status}.`);
+      }
+      answer = payload as ShareAnswer;
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      this.showPopover([el("div", { class: "share-status share-error", role: "alert" }, `Could not share: ${message}`)]);
+      return;
+    }
+    if (answer.id !== this.link?.id) this.link = { id: answer.id, forkedFrom: this.link?.id ?? null };
+    this.linkCode = code;
+    this.modified = this.ctx.editor.getCode() !== code;
+    this.ctx.linked(answer.id, code);
+    // The address bar names what is on screen, so a reload or a copied URL gives this snippet;
+    // the page it came from stays one Back away.
+    const path = `/s/${answer.id}`;
+    if (window.location.pathname !== path) window.history.pushState({ snippet: answer.id }, "", path);
+    this.renderOrigin();
+    const urlInput = el("input", { class: "share-url", type: "text", readonly: true, value: answer.url, "aria-label": "Link", "data-testid": "share-url" });
+    const copied = el("span", { class: "share-copied", "data-testid": "share-copied" });
+    const embedInput = el("input", { class: "share-url", type: "text", readonly: true, value: embedSnippet(embedUrlFor(answer.embed_url, this.embedView)), "aria-label": "Embed code", "data-testid": "share-embed-code" });
+    const embedView = el("select", { class: "share-embed-view", "aria-label": "The embed opens on", "data-testid": "share-embed-view" },
+      ...EMBED_VIEWS.map(([id, title]) => el("option", { value: id, selected: id === this.embedView }, title)));
+    embedView.addEventListener("change", () => {
+      this.embedView = embedView.value as EmbedView;
+      embedInput.value = embedSnippet(embedUrlFor(answer.embed_url, this.embedView));
+    });
+    const include = el("input", { type: "checkbox", checked: Boolean(run) && this.includeRun, disabled: !run, "data-testid": "share-include-run" });
+    include.addEventListener("change", () => {
+      this.includeRun = include.checked;
+      void this.share();
+    });
+    this.showPopover([
+      el("label", { class: "share-row" }, el("span", { class: "share-label" }, "Link"), urlInput,
+        el("button", { class: "btn", type: "button", onclick: () => void this.copy(urlInput, copied) }, "Copy")),
+      copied,
+      el("label", { class: "share-check" }, include, " Include the recorded run (output, compiled functions, sharding)"),
+      runNote && (!run || this.includeRun) ? el("div", { class: "share-note" }, runNote) : null,
+      el("label", { class: "share-row" }, el("span", { class: "share-label" }, "Embed"), embedInput,
+        el("button", { class: "btn", type: "button", onclick: () => void this.copy(embedInput, null) }, "Copy")),
+      el("label", { class: "share-check" }, "The embed opens on ", embedView,
+        el("span", { class: "share-note-inline" }, " (its tabs reach the others)")),
+      el("div", { class: "share-note" }, "Links never change: editing and sharing again makes a new link that names this one."),
+    ]);
+    await this.copy(urlInput, copied);
+  }
+
+  private async copy(input: HTMLInputElement, report: HTMLElement | null): Promise<void> {
+    input.focus();
+    input.select();
+    let done = false;
+    try {
+      await navigator.clipboard.writeText(input.value);
+      done = true;
+    } catch {
+      // Not a secure context, or no permission: the selected text can still be copied the old way.
+      try {
+        done = document.execCommand("copy");
+      } catch {
+        done = false;
+      }
+    }
+    if (report) {
+      report.textContent = done ? "Copied to the clipboard." : `Press ${isApple ? "⌘" : "Ctrl"}+C to copy the selected link.`;
+      report.dataset.copied = String(done);
+    }
+  }
+
+  // --- controls ------------------------------------------------------------
+
+  private mountControls(): void {
+    const { topbar } = this.ctx;
+    this.ctx.editorPane.prepend(this.modifiedStrip);
+    const exportMenu = this.exportMenu();
+    const anchor = el("span", { class: "share-anchor" }, this.shareButton, this.popover);
+    const before = topbar.querySelector(".backend");
+    if (before) before.before(exportMenu, anchor);
+    else topbar.append(exportMenu, anchor);
+    topbar.querySelector(".brand")?.after(this.origin);
+    this.renderOrigin();
+    this.shareButton.addEventListener("click", () => void this.share());
+    // Back and Forward move between pages this one pushed (`/`, `/s/{id}`): load the one now named.
+    window.addEventListener("popstate", () => window.location.reload());
+    document.addEventListener("keydown", (e) => {
+      const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
+      if (mod && !e.altKey && !e.shiftKey && e.key.toLowerCase() === "s") {
+        e.preventDefault();
+        void this.share();
+      } else if (e.key === "Escape" && !this.popover.hidden) {
+        // Focus was on the link in the popover: it goes back to Share, not to the page's body.
+        const hadFocus = this.popover.contains(document.activeElement);
+        this.popover.hidden = true;
+        if (hadFocus || document.activeElement === document.body) this.shareButton.focus();
+      }
+    }, true);
+    document.addEventListener("mousedown", (e) => {
+      if (!this.popover.hidden && !anchor.contains(e.target as Node)) this.popover.hidden = true;
+    });
+  }
+
+  private showPopover(children: (Node | null)[]): void {
+    this.popover.replaceChildren(...children.filter((c): c is Node => c !== null));
+    this.popover.hidden = false;
+  }
+
+  /** The editor's text changed: a link's page says when it no longer shows what its link holds. */
+  onCodeChange(code: string): void {
+    const modified = this.linkCode !== null && code !== this.linkCode;
+    if (modified === this.modified) return;
+    this.modified = modified;
+    this.renderOrigin();
+  }
+
+  private renderOrigin(): void {
+    this.renderModified();
+    if (!this.link) {
+      this.origin.hidden = true;
+      return;
+    }
+    const { id, forkedFrom } = this.link;
+    this.origin.hidden = false;
+    this.origin.replaceChildren(
+      el("a", { href: `/s/${id}`, title: "This snippet's permanent link", "data-testid": "snippet-link" }, id),
+      ...(forkedFrom
+        ? [el("span", { class: "share-forked" }, " · forked from ",
+            el("a", { href: `/s/${forkedFrom}`, "data-testid": "forked-from" }, forkedFrom))]
+        : []),
+    );
+  }
+
+  /** A line above the code while it differs from the link's (edits, or edits kept from an earlier visit):
+   * the address still names the link, so copying it would share the old code. */
+  private renderModified(): void {
+    const strip = this.modifiedStrip;
+    strip.hidden = !(this.modified && this.link && this.linkCode !== null);
+    if (strip.hidden || !this.link || this.linkCode === null) return;
+    const linkCode = this.linkCode;
+    strip.replaceChildren(
+      el("span", { class: "share-modified-tag" }, "modified"),
+      el("span", { class: "share-modified-text" }, "This code differs from the link ",
+         el("a", { href: `/s/${this.link.id}` }, this.link.id), " in the address bar."),
+      el("button", { class: "btn share-modified-button", type: "button", "data-testid": "share-again",
+                     title: "Make a link to the code as it is now", onclick: () => void this.share() }, "Share again"),
+      el("button", { class: "btn btn-ghost share-modified-button", type: "button", "data-testid": "draft-revert",
+                     title: "Put the link's code back", onclick: () => this.ctx.editor.setCode(linkCode) }, "Revert"),
+    );
+  }
+
+  private exportMenu(): HTMLElement {
+    const menu = el("div", { class: "share-menu", role: "menu", hidden: true });
+    const toggle = el("button", { class: "btn btn-ghost", type: "button", "aria-haspopup": "menu", title: "Download the code", "data-testid": "export" }, "Export ▾");
+    const name = () => exportBaseName(this.link?.id ?? null);
+    const item = (label: string, testid: string, action: () => void) =>
+      el("button", { class: "share-menu-item", type: "button", role: "menuitem", "data-testid": testid,
+        onclick: () => { menu.hidden = true; action(); } }, label);
+    menu.append(
+      item("Python file (.py)", "export-py", () => downloadPython(this.ctx.editor.getCode(), name())),
+      item("Jupyter notebook (.ipynb)", "export-ipynb", () => {
+        const code = this.ctx.editor.getCode();
+        downloadNotebook(code, name(), this.runOf(code));
+      }),
+    );
+    toggle.addEventListener("click", () => {
+      menu.hidden = !menu.hidden;
+      toggle.setAttribute("aria-expanded", String(!menu.hidden));
+    });
+    const wrapper = el("span", { class: "share-anchor" }, toggle, menu);
+    document.addEventListener("keydown", (e) => {
+      if (e.key !== "Escape" || menu.hidden) return;
+      menu.hidden = true;
+      toggle.setAttribute("aria-expanded", "false");
+      if (wrapper.contains(document.activeElement)) toggle.focus();
+    }, true);
+    document.addEventListener("mousedown", (e) => {
+      if (!menu.hidden && !wrapper.contains(e.target as Node)) menu.hidden = true;
+    });
+    return wrapper;
+  }
+}
+
+export function mountShare(ctx: ShareContext): ShareController {
+  return new ShareController(ctx);
+}
