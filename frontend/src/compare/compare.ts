@@ -6,54 +6,34 @@
  * optimized HLO diff against the first version (Inspect's DiffView); and
  * cost, memory and timing per version in one table.
  *
- * The runs are this tab's own (ids `cmp-…`), sent with `runtime` set, at most
- * `MAX_IN_FLIGHT` at once (the server's limit per connection); their events
- * come through the app's event listeners (`connectCompare`), never through
- * the run on screen.
+ * The runs are this tab's own, sent through `ctx.request` with `runtime` set,
+ * at most `MAX_IN_FLIGHT` at once (the server's limit per connection); each
+ * run's events come back to it there, never through the run on screen.
  */
 
 import { el, formatDuration } from "../core/dom";
 import type { IrDialect } from "../ir/hlo";
-import type { ClientRun, RuntimeInfo, ServerEvent } from "../wire/protocol";
+import type { RuntimeInfo, ServerEvent } from "../wire/protocol";
 import type { CompiledEvent } from "../ir/inspect_types";
 import { formatBytes, formatCount, formatMs } from "../ir/inspect_format";
 import { DiffView } from "../ir/inspect_view";
-import type { PanelFactory } from "../panel/types";
+import type { PanelFactory, RunRequest } from "../panel/types";
 import "./compare.css";
 
 const MAX_IN_FLIGHT = 3;
 const ARTIFACTS: IrDialect[] = ["jaxpr", "stablehlo", "hlo"];
 
-export interface CompareHost {
-  send(message: ClientRun): void;
-  cancel(id: string): void;
-  code(): string;
-  backend(): string | undefined;
-  /** The chosen backend's runtimes, newest first. */
-  runtimes(): RuntimeInfo[];
-  runFields(): Record<string, unknown>;
-  listen(listener: (ev: ServerEvent) => void): void;
-}
-
 interface VersionRun {
   runtime: RuntimeInfo;
-  id: string;
   state: "waiting" | "sent" | "done";
+  /** Cancels the run once sent. */
+  cancel: (() => void) | null;
   output: string;
   error: string | null;
   status: string | null;
   elapsedMs: number | null;
   jax: string | null;
   compiled: Map<string, CompiledEvent>;
-}
-
-let host: CompareHost | null = null;
-const hostListeners: Array<(h: CompareHost) => void> = [];
-
-/** Called once by the app: how this tab sends runs and hears their events. */
-export function connectCompare(h: CompareHost): void {
-  host = h;
-  for (const listener of hostListeners) listener(h);
 }
 
 /** "f #2" for the second compilation of f: how compilations are matched across versions. */
@@ -89,7 +69,6 @@ export const comparePanel: PanelFactory = (ctx) => {
     diff.element,
   );
   let runs: VersionRun[] = [];
-  let counter = 0;
   let chosenFunction: string | null = null;
   let artifact: IrDialect = "jaxpr";
   let against = 1;
@@ -97,7 +76,7 @@ export const comparePanel: PanelFactory = (ctx) => {
   const checked = new Set<string>();
 
   function drawPicks(): void {
-    const offered = (host?.runtimes() ?? []).filter((r) => !r.problem);
+    const offered = ctx.runChoices().runtimes.filter((r) => !r.problem);
     if (!checked.size) offered.slice(0, 2).forEach((r) => checked.add(r.name));
     picks.replaceChildren(
       el("span", { class: "compare-label" }, "JAX"),
@@ -116,14 +95,13 @@ export const comparePanel: PanelFactory = (ctx) => {
   }
 
   function start(runtimes: RuntimeInfo[]): void {
-    if (!host || runtimes.length < 2) {
+    if (runtimes.length < 2) {
       status.textContent = "Choose at least two JAX versions to compare.";
       return;
     }
-    for (const run of runs) if (run.state === "sent") host.cancel(run.id);
-    counter += 1;
+    for (const run of runs) if (run.state === "sent") run.cancel?.();
     runs = runtimes.map((runtime) => ({
-      runtime, id: `cmp-${counter}-${runtime.name}`, state: "waiting", output: "", error: null, status: null,
+      runtime, state: "waiting", cancel: null, output: "", error: null, status: null,
       elapsedMs: null, jax: null, compiled: new Map(),
     }));
     chosenFunction = null;
@@ -135,24 +113,21 @@ export const comparePanel: PanelFactory = (ctx) => {
 
   /** Sends waiting runs while fewer than MAX_IN_FLIGHT are out. */
   function pump(): void {
-    if (!host) return;
-    const code = host.code();
+    const code = ctx.editor.getCode();
     for (const run of runs) {
       if (runs.filter((r) => r.state === "sent").length >= MAX_IN_FLIGHT) break;
       if (run.state !== "waiting") continue;
       run.state = "sent";
-      const message: ClientRun = { type: "run", id: run.id, code, ...host.runFields(), inspect: true };
-      const backend = host.backend();
-      if (backend) message.backend = backend;
+      const choices = ctx.runChoices();
+      const message: RunRequest = { type: "run", code, ...choices.fields, inspect: true };
+      if (choices.backend) message.backend = choices.backend;
       if (!run.runtime.default) message.runtime = run.runtime.name;
-      host.send(message);
+      run.cancel = ctx.request(message, (ev) => onEvent(run, ev));
     }
   }
 
-  function onEvent(ev: ServerEvent): void {
-    if (!("id" in ev) || typeof ev.id !== "string") return;
-    const run = runs.find((r) => r.id === ev.id);
-    if (!run) return;
+  function onEvent(run: VersionRun, ev: ServerEvent): void {
+    if (!runs.includes(run)) return; // a run of an earlier comparison
     switch (ev.type) {
       case "started":
         run.jax = ev.jax_version;
@@ -276,12 +251,10 @@ export const comparePanel: PanelFactory = (ctx) => {
   }
 
   runButton.addEventListener("click", () => {
-    const offered = (host?.runtimes() ?? []).filter((r) => !r.problem && checked.has(r.name));
+    const offered = ctx.runChoices().runtimes.filter((r) => !r.problem && checked.has(r.name));
     start(offered);
   });
-  allButton.addEventListener("click", () => start((host?.runtimes() ?? []).filter((r) => !r.problem)));
-  hostListeners.push((h) => h.listen(onEvent));
-  if (host) host.listen(onEvent);
+  allButton.addEventListener("click", () => start(ctx.runChoices().runtimes.filter((r) => !r.problem)));
 
   return {
     id: "compare",

@@ -1,7 +1,9 @@
 /**
  * The CodeMirror 6 editor: Python, line numbers, the run shortcut, themes
  * that follow the system setting, and line marks that panels put on the code
- * (the error line, lines an IR equation came from, ...).
+ * (the error line, lines an IR equation came from, ...). `EditorAccess` is
+ * what the rest of the page may do with it: panels get it, and depend on this
+ * module for it.
  *
  * Line marks live in one state field keyed by owner, so one panel replacing
  * its marks never disturbs another's. Marks follow the text through edits;
@@ -37,7 +39,34 @@ import {
   rectangularSelection,
 } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
-import type { EditorAccess, LineMark, LineMarkKind } from "../panel/types";
+
+// --- what the page and its panels may do with the editor -------------------
+
+/** How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover". */
+export type LineMarkKind = "error" | "warning" | "info" | "hover";
+
+export interface LineMark {
+  /** 1-based line in the editor. */
+  line: number;
+  kind: LineMarkKind;
+  /** Shown as a tooltip on the gutter marker. */
+  title?: string;
+}
+
+export interface EditorAccess {
+  getCode(): string;
+  /** Replaces the whole text (undoable), e.g. to load an example. */
+  setCode(code: string): void;
+  /** Scrolls to `line` (1-based), puts the cursor there and focuses the editor. */
+  goToLine(line: number, column?: number): void;
+  /**
+   * Replaces the marks `owner` put on the code (owners do not disturb each
+   * other). With `clearOnEdit` they vanish at the next edit; otherwise they
+   * follow the text as it is edited. Lines out of range are ignored.
+   */
+  setLineMarks(owner: string, marks: readonly LineMark[], options?: { clearOnEdit?: boolean }): void;
+  clearLineMarks(owner: string): void;
+}
 
 // --- line marks -------------------------------------------------------------
 

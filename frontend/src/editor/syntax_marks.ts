@@ -8,7 +8,7 @@
 import { ensureSyntaxTree } from "@codemirror/language";
 import type { EditorState } from "@codemirror/state";
 import { type EditorView, ViewPlugin, type ViewUpdate } from "@codemirror/view";
-import type { EditorAccess } from "../panel/types";
+import type { EditorAccess } from "./editor";
 
 const QUIET_MS = 600;
 const PARSE_BUDGET_MS = 50;

@@ -7,7 +7,7 @@
 
 import { el } from "../core/dom";
 import "../passes/passes.css";
-import type { EditorAccess } from "../panel/types";
+import type { EditorAccess } from "../editor/editor";
 import type { EqnCountRow, EqnCounts } from "../performance/perf_types";
 
 const SHOWN_ROWS = 8;

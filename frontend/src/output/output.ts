@@ -16,7 +16,8 @@ import { hintActions } from "../panel/hint_actions";
 import type { DisplayEvent, DoneEvent, ErrorEvent, NoticeEvent, ServerEvent } from "../wire/protocol";
 import { DISPLAY_RENDERERS } from "./display_renderers";
 import type { ShardingEvent } from "../sharding/sharding_types";
-import type { EditorAccess, PanelContext, PanelFactory } from "../panel/types";
+import type { EditorAccess } from "../editor/editor";
+import type { PanelContext, PanelFactory } from "../panel/types";
 import "./output.css";
 
 type StreamKind = "stdout" | "stderr";

@@ -5,32 +5,25 @@
  */
 
 import type { Boot } from "../core/boot";
-import type { ClientPasses, DoneEvent, ServerEvent, ServerEventType } from "../wire/protocol";
+import type { EditorAccess } from "../editor/editor";
+import type { ClientPasses, ClientRun, DoneEvent, RuntimeInfo, ServerEvent, ServerEventType } from "../wire/protocol";
 
-/** How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover". */
-export type LineMarkKind = "error" | "warning" | "info" | "hover";
+type WithoutId<T> = { [K in keyof T as K extends "id" ? never : K]: T[K] };
 
-export interface LineMark {
-  /** 1-based line in the editor. */
-  line: number;
-  kind: LineMarkKind;
-  /** Shown as a tooltip on the gutter marker. */
-  title?: string;
-}
+/** A run of a panel's own: a run message whose `id` the page fills in (Compare's runs on other JAX versions). */
+export type RunRequest = WithoutId<ClientRun>;
+/** XLA's passes of one compilation (Inspect), its `id` filled in by the page. */
+export type PassesRequest = WithoutId<ClientPasses>;
+export type PanelRequest = RunRequest | PassesRequest;
 
-export interface EditorAccess {
-  getCode(): string;
-  /** Replaces the whole text (undoable), e.g. to load an example. */
-  setCode(code: string): void;
-  /** Scrolls to `line` (1-based), puts the cursor there and focuses the editor. */
-  goToLine(line: number, column?: number): void;
-  /**
-   * Replaces the marks `owner` put on the code (owners do not disturb each
-   * other). With `clearOnEdit` they vanish at the next edit; otherwise they
-   * follow the text as it is edited. Lines out of range are ignored.
-   */
-  setLineMarks(owner: string, marks: readonly LineMark[], options?: { clearOnEdit?: boolean }): void;
-  clearLineMarks(owner: string): void;
+/** What the page's Run would send now. */
+export interface RunChoices {
+  /** The chosen backend; left out for the server's default. */
+  backend?: string;
+  /** The chosen backend's JAX versions, newest first. */
+  runtimes: RuntimeInfo[];
+  /** The fields every panel adds to a run (`Panel.runFields`). */
+  fields: Record<string, unknown>;
 }
 
 export interface PanelContext {
@@ -44,10 +37,12 @@ export interface PanelContext {
   isActive(): boolean;
   boot: Boot;
   /**
-   * Sends a request of its own (not the run on screen) and hands every event of it to `onEvent`,
-   * through its `done`. Returns a function that cancels it. The page's id is filled in.
+   * Sends a request of its own (a `passes` message, or a `run` that is not the run on screen) and hands
+   * every event of it to `onEvent`, through its `done`. Returns a function that cancels it. The page
+   * fills in the id; a dropped connection ends it with a `cancelled` `done`.
    */
-  request(message: Omit<ClientPasses, "id">, onEvent: (ev: ServerEvent) => void): () => void;
+  request(message: PanelRequest, onEvent: (ev: ServerEvent) => void): () => void;
+  runChoices(): RunChoices;
 }
 
 export interface Panel {

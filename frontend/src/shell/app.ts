@@ -17,9 +17,8 @@ import { Drafts } from "../editor/drafts";
 import { createEditor, type PlaygroundEditor } from "../editor/editor";
 import { EMBED_HIDDEN_TABS, embedViewFrom } from "../sharing/embed_view";
 import defaultExample from "../examples/default.py?raw";
-import { connectCompare } from "../compare/compare";
 import { PANELS } from "./panels";
-import type { Panel, PanelContext } from "../panel/types";
+import type { Panel, PanelContext, PanelRequest } from "../panel/types";
 import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
 import { resultsSizeButton } from "./results_size";
 import { RunAlert } from "./run_alert";
@@ -65,7 +64,7 @@ export class App {
   private readonly runAlert: RunAlert;
   private active: ActiveRun | null = null;
   private runCounter = 0;
-  /** Requests panels sent (a compilation's XLA passes): their events go to them, not to the run on screen. */
+  /** Requests panels sent (a compilation's XLA passes, Compare's runs): their events go to them, not to the run on screen. */
   private readonly requests = new Map<string, (ev: ServerEvent) => void>();
   private readonly share: ShareController;
   private readonly drafts = new Drafts();
@@ -186,6 +185,7 @@ export class App {
         isActive: () => slot.isActive(),
         boot,
         request: (message, onEvent) => this.request(message, onEvent),
+        runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes, fields: this.runFields() }),
       };
       const panel = factory(ctx);
       slot.mount(panel);
@@ -210,19 +210,10 @@ export class App {
       editorPane,
       results: this.tabs.element,
       backend: () => this.backends.value,
-      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
+      runFields: () => this.runFields(),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
       linked: (id, code) => this.onLinked(id, code),
-    });
-    connectCompare({
-      send: (message) => this.connection.send(message),
-      cancel: (id) => this.connection.send({ type: "cancel", id }),
-      code: () => this.editor.getCode(),
-      backend: () => this.backends.value,
-      runtimes: () => this.runtimes.runtimes,
-      runFields: () => Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {})),
-      listen: (listener) => this.eventListeners.push(listener),
     });
     window.setTimeout(() => {
       if (this.connection.state !== "open") this.showUnreachable();
@@ -313,10 +304,15 @@ export class App {
     if (this.active) this.cancel(this.active.id);
   }
 
-  private request(message: Omit<ClientPasses, "id">, onEvent: (ev: ServerEvent) => void): () => void {
+  /** Every panel's extra fields for a run (`Panel.runFields`). */
+  private runFields(): Record<string, unknown> {
+    return Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {}));
+  }
+
+  private request(message: PanelRequest, onEvent: (ev: ServerEvent) => void): () => void {
     const id = `${message.type}-${Date.now().toString(36)}-${++this.runCounter}`;
     this.requests.set(id, onEvent);
-    this.connection.send({ ...message, id } as ClientPasses);
+    this.connection.send({ ...message, id } as ClientRun | ClientPasses);
     return () => {
       if (this.requests.delete(id)) this.connection.send({ type: "cancel", id });
     };

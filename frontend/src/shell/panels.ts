@@ -45,8 +45,6 @@ import { performancePanel } from "../performance/performance";
 import { shardingPanel } from "../sharding/sharding";
 import type { PanelFactory } from "../panel/types";
 
-export type * from "../panel/types";
-
 export const PANELS: PanelFactory[] = [
   outputPanel,
   inspectPanel,
