@@ -1,10 +1,13 @@
 """Browser <-> server messages on ``/ws``: the single source of truth.
 
 docs/protocol.md describes these for people; frontend/src/wire/protocol.ts mirrors
-them for the page. Client messages are parsed here into typed objects and
+them for the page, and tests/unit/test_protocol_mirror.py holds the two to the
+same messages and fields. Client messages are parsed here into typed objects and
 every problem becomes a ``ProtocolError`` whose text says what to change.
-Server events are plain JSON objects built by the ``*_event`` functions, so
-the same shape is produced whether a run was executed, cached or rejected.
+Server events are plain JSON objects of the shapes the ``*Event`` types below
+declare; the server's own are built by the ``*_event`` functions, so the same
+shape is produced whether a run was executed, cached or rejected, and the
+sandbox's (output, errors, values) travel through the worker as they are.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, get_args
 
 from jaxplay import json_input
 
@@ -54,6 +57,7 @@ def text_bytes(text: str, field: str, run_id: str | None = None) -> int:
 
 @dataclass(frozen=True)
 class ClientRun:
+    type: ClassVar[str] = "run"
     id: str
     code: str
     backend: str | None = None
@@ -66,6 +70,7 @@ class ClientRun:
 
 @dataclass(frozen=True)
 class ClientCancel:
+    type: ClassVar[str] = "cancel"
     id: str
 
 
@@ -77,6 +82,7 @@ MAX_FN_NAME_CHARS = 512
 class ClientPasses:
     """Show XLA's passes of compilation ``key`` (``"<fn_id>.<compile_index>"``) of function ``fn``
     of a run of ``code``: the program runs again, in a fresh sandbox, until that compilation."""
+    type: ClassVar[str] = "passes"
     id: str
     code: str
     key: str
@@ -89,31 +95,35 @@ class ClientPasses:
 
 MAX_ROOM_FIELD_CHARS = 64
 MAX_DECK_SNIPPETS = 200
-DECK_ACTIONS = ("next", "prev", "goto", "set")
+DeckAction = Literal["next", "prev", "goto", "set"]
+DECK_ACTIONS: tuple[DeckAction, ...] = get_args(DeckAction)
 
 
 @dataclass(frozen=True)
 class RoomJoin:
     """Follow a room; with the presenter ``secret``, present it."""
+    type: ClassVar[str] = "room_join"
     room: str
     secret: str | None = None
 
 
 @dataclass(frozen=True)
 class RoomLeave:
-    pass
+    type: ClassVar[str] = "room_leave"
 
 
 @dataclass(frozen=True)
 class RoomEdit:
-    """The presenter's editor: the whole program (or None when only the selection moved)."""
-    code: str | None
-    selection: tuple[int, int] | None  # (anchor, head), character offsets
+    """The presenter's editor: the whole program (or None when only the selection moved); at least one of the two."""
+    type: ClassVar[str] = "room_edit"
+    code: str | None = None
+    selection: tuple[int, int] | None = None  # (anchor, head), character offsets
 
 
 @dataclass(frozen=True)
 class RoomDeck:
-    action: str
+    type: ClassVar[str] = "room_deck"
+    action: DeckAction
     position: int | None = None
     snippets: tuple[str, ...] | None = None
 
@@ -305,13 +315,148 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
 
 # --- server events --------------------------------------------------------
 
-def queued_event(run_id: str, position: int, estimated_wait_s: float | None = None) -> dict[str, Any]:
+class RunEvent(TypedDict):
+    id: str  # the run's, as the client chose it
+
+
+class QueuedEvent(RunEvent):
+    type: Literal["queued"]
+    position: int  # 1 = next to start
+    estimated_wait_s: float | None  # from recent runs' durations; None before any run finished on the backend
+
+
+class StartedEvent(RunEvent):
+    type: Literal["started"]
+    backend: str
+    devices: dict[str, Any]  # {kind, count, worker}
+    jax_version: str  # of the runtime that runs it
+    # Sent with every run now; a recorded run shared by an older server may lack them.
+    jaxlib_version: NotRequired[str]
+    sandbox: NotRequired[str]
+    runtime: NotRequired[str]
+    default_runtime: NotRequired[bool]
+
+
+class StdoutEvent(RunEvent):
+    type: Literal["stdout"]
+    text: str
+
+
+class StderrEvent(RunEvent):
+    type: Literal["stderr"]
+    text: str
+
+
+class ApiVersions(TypedDict):
+    removed_in: NotRequired[str]
+    added_in: NotRequired[str]
+
+
+class ErrorEvent(RunEvent):
+    type: Literal["error"]
+    ename: str
+    message: str
+    line: int | None  # 1-based, in the user's code; None when the error is not in it
+    traceback: str  # the user's frames only
+    hint: NotRequired[str]  # a moved or removed JAX API, or "Did you mean ...?"
+    api: NotRequired[str]  # the JAX name this JAX lacks, e.g. "jax.tree_map"
+    api_versions: NotRequired[ApiVersions]
+
+
+class DisplayEvent(RunEvent):
+    type: Literal["display"]
+    mime: str
+    data: str  # text, or base64 for images
+    role: str  # "result", "display" or "figure"
+    notice: NotRequired[str]  # why the value is shown in a smaller form
+    width: NotRequired[int]  # CSS pixels, for images
+    height: NotRequired[int]
+
+
+class DoneEvent(RunEvent):
+    type: Literal["done"]
+    status: RunStatus
+    elapsed_ms: float
+    message: NotRequired[str]
+    read_session_cache: NotRequired[bool]  # it could load compiled code of its session's earlier runs
+    cached: NotRequired[bool]  # answered from the result cache ...
+    cached_at: NotRequired[str]  # ... which recorded it then (ISO 8601)
+
+
+class NoticeEvent(TypedDict):
+    type: Literal["notice"]
+    id: str | None  # None when the message names no run
+    level: Literal["error", "warning", "info"]
+    message: str
+    view: NotRequired[str]  # the tab it is about, e.g. "Inspect"
+
+
+class RoomStateEvent(TypedDict):
+    """Everything a member needs to show a room now: on join, reconnect and slide changes."""
+    type: Literal["room_state"]
+    room: str
+    reason: Literal["join", "deck"]
+    role: Literal["presenter", "attendee"]
+    code: str
+    selection: tuple[int, int] | None
+    version: int
+    deck: list[str]
+    position: int
+    attendee_timeout_s: float
+    presenter_online: bool
+    run: list[ServerEvent] | None  # the presenter's latest run's events, or None
+    people: int
+    ran: int
+    errors: int
+
+
+class RoomEditEvent(TypedDict):
+    type: Literal["room_edit"]
+    room: str
+    version: int
+    code: NotRequired[str]  # left out when only the selection moved
+    selection: tuple[int, int] | None
+
+
+class RoomRunEvent(TypedDict):
+    type: Literal["room_run"]
+    room: str
+    event: ServerEvent  # one event of the presenter's run
+
+
+class RoomCountsEvent(TypedDict):
+    type: Literal["room_counts"]
+    room: str
+    people: int
+    ran: int  # of them, how many ran since the presenter last ran or changed slide
+    errors: int
+
+
+class RoomPresenceEvent(TypedDict):
+    type: Literal["room_presence"]
+    room: str
+    presenter_online: bool
+
+
+class RoomClosedEvent(TypedDict):
+    type: Literal["room_closed"]
+    room: str
+    message: str
+
+
+# The events every page reads; the capture's own (compiled, sharding, profile, ...) are in docs/protocol.md.
+ServerEvent = (QueuedEvent | StartedEvent | StdoutEvent | StderrEvent | ErrorEvent | DisplayEvent | DoneEvent
+               | NoticeEvent | RoomStateEvent | RoomEditEvent | RoomRunEvent | RoomCountsEvent | RoomPresenceEvent
+               | RoomClosedEvent)
+
+
+def queued_event(run_id: str, position: int, estimated_wait_s: float | None = None) -> QueuedEvent:
     """``estimated_wait_s``: from recent run durations on this backend; None before any run finished."""
     wait = None if estimated_wait_s is None else round(estimated_wait_s, 1)
     return {"type": "queued", "id": run_id, "position": position, "estimated_wait_s": wait}
 
 
-def started_event(run_id: str, backend: str, devices: dict[str, Any], jax_version: str) -> dict[str, Any]:
+def started_event(run_id: str, backend: str, devices: dict[str, Any], jax_version: str) -> StartedEvent:
     return {"type": "started", "id": run_id, "backend": backend, "devices": devices, "jax_version": jax_version}
 
 
@@ -327,7 +472,7 @@ def rejected(run_id: str, message: str) -> dict[str, Any]:
     return done_event(run_id, RunStatus.REJECTED, 0.0, message)
 
 
-def notice_event(message: str, run_id: str | None = None) -> dict[str, Any]:
+def notice_event(message: str, run_id: str | None = None) -> NoticeEvent:
     """A problem with a message that names no run (malformed JSON, binary frames)."""
     return {"type": "notice", "id": run_id, "level": "error", "message": message}
 
@@ -347,9 +492,9 @@ def room_run_event(room: str, event: dict[str, Any]) -> dict[str, Any]:
     return {"type": "room_run", "room": room, "event": event}
 
 
-def room_counts_event(room: str, people: int, ran: int, errors: int) -> dict[str, Any]:
+def room_counts_event(room: str, people: int, ran: int, errors: int) -> RoomCountsEvent:
     return {"type": "room_counts", "room": room, "people": people, "ran": ran, "errors": errors}
 
 
-def room_closed_event(room: str, message: str) -> dict[str, Any]:
+def room_closed_event(room: str, message: str) -> RoomClosedEvent:
     return {"type": "room_closed", "room": room, "message": message}

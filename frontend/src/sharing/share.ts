@@ -21,11 +21,6 @@ import "./share_storage";
 import "./share.css";
 
 declare module "../wire/protocol" {
-  interface DoneEvent {
-    /** True when the server answered from its result cache; `cached_at` is when the recorded run finished. */
-    cached?: boolean;
-    cached_at?: string;
-  }
   interface NondeterministicEvent {
     type: "nondeterministic";
     id: string;

@@ -1,6 +1,8 @@
 /**
  * Browser <-> server messages on `/ws`, mirroring jaxplay/browser_protocol.py
  * (the single source of truth; docs/protocol.md describes them for people).
+ * tests/unit/test_protocol_mirror.py fails when a message or a field here and
+ * there differ: change both.
  *
  * Server events are keyed by `type` in `EventMap`. A feature that adds an
  * event declares its interface next to its panel and merges it in:
@@ -24,6 +26,8 @@ export interface ClientRun {
   timeout_s?: number;
   inspect?: boolean;
   fresh?: boolean;
+  /** Record the whole run with jax.profiler (the Performance panel's `runFields`). */
+  profile?: boolean;
   /** A JAX version the backend offers (`BackendInfo.runtimes`); left out for the default. */
   runtime?: string;
   /** Fields contributed by panels (`Panel.runFields`); the server validates them. */
@@ -94,7 +98,7 @@ export interface QueuedEvent extends RunEventBase {
   /** 1 = next to start. */
   position: number;
   /** Seconds until it starts, from recent runs' durations; null before any run finished. */
-  estimated_wait_s?: number | null;
+  estimated_wait_s: number | null;
 }
 
 export interface StartedEvent extends RunEventBase {
@@ -103,6 +107,10 @@ export interface StartedEvent extends RunEventBase {
   devices: Record<string, unknown>;
   /** The JAX of the runtime that runs it. */
   jax_version: string;
+  /** Sent with every run now; a recorded run shared by an older server may lack them. */
+  jaxlib_version?: string;
+  /** "bwrap", or "none" when the server runs code unsandboxed. */
+  sandbox?: string;
   /** That runtime's name (its JAX version), and whether it is the worker's default. */
   runtime?: string;
   default_runtime?: boolean;
@@ -140,7 +148,7 @@ export interface DisplayEvent extends RunEventBase {
   mime: string;
   data: string;
   /** "result" (the final bare expression), "display" (playground.display) or "figure". */
-  role?: string;
+  role: string;
   /** Set when the value had to be shown in a smaller form. */
   notice?: string;
   /** CSS pixels, for images. */
@@ -153,6 +161,11 @@ export interface DoneEvent extends RunEventBase {
   status: RunStatus;
   elapsed_ms: number;
   message?: string;
+  /** The run could load compiled code its browser session's earlier runs saved: its result answers that session alone. */
+  read_session_cache?: boolean;
+  /** True when the server answered from its result cache; `cached_at` is when the recorded run finished. */
+  cached?: boolean;
+  cached_at?: string;
 }
 
 /** A problem that may name no run: malformed JSON, a binary frame. */
@@ -161,6 +174,8 @@ export interface NoticeEvent {
   id: string | null;
   level: "error" | "warning" | "info";
   message: string;
+  /** The tab it is about, e.g. "Inspect" (a view that shows less on this JAX). */
+  view?: string;
 }
 
 /** Everything a member needs to show a room now: on join, reconnect and slide changes. */
