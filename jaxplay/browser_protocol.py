@@ -33,10 +33,17 @@ class RunStatus(StrEnum):
     REJECTED = "rejected"
 
 
+# Why a run was rejected: the ``reason`` of its ``done`` and the label of ``jaxplay_runs_rejected_total``, all
+# known up front so that every series exists from the start. "other": a refusal that names none (a bug).
+REJECTION_REASONS = ("invalid_message", "code_too_large", "duplicate_id", "connection_limit", "client_limit",
+                     "timeout_too_long", "unknown_backend", "unknown_runtime", "no_worker", "queue_full",
+                     "shutting_down", "broker_unreachable", "other")
+
+
 class ProtocolError(ValueError):
     """A client message we cannot accept; ``run_id`` is set when one was readable.
 
-    ``reason`` is a short fixed word for the metrics (``jaxplay_runs_rejected_total``).
+    ``reason`` is a short fixed word (``REJECTION_REASONS``) for the ``done`` and the metrics.
     """
 
     def __init__(self, message: str, run_id: str | None = None, reason: str = "invalid_message") -> None:
@@ -468,8 +475,8 @@ def done_event(run_id: str, status: RunStatus, elapsed_ms: float, message: str |
     return event
 
 
-def rejected(run_id: str, message: str) -> dict[str, Any]:
-    return done_event(run_id, RunStatus.REJECTED, 0.0, message)
+def rejected(run_id: str, message: str, reason: str = "other") -> dict[str, Any]:
+    return done_event(run_id, RunStatus.REJECTED, 0.0, message, reason=reason)
 
 
 def notice_event(message: str, run_id: str | None = None) -> NoticeEvent:

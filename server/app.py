@@ -95,7 +95,7 @@ def create_app(settings: Settings) -> Starlette:
         if refused is not None:
             return refused
         await sharing.cache.refresh_size()  # keeps the last size while the database is down
-        await state.scheduler.refresh_waiting()  # with --broker: the shared queue, read now
+        await metrics.refresh()  # with --broker: the shared queue and Redis's memory, read now
         return Response(metrics.scrape(), media_type=CONTENT_TYPE)
 
     async def browser_socket(websocket: WebSocket) -> None:
@@ -116,7 +116,7 @@ def create_app(settings: Settings) -> Starlette:
         if broker is not None:
             await broker.start()
             state.browser_hooks.connected.append(
-                lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit)))
+                lambda c: c.spawn(broker.tell_returning_browser(c.session_id, c.emit, state.browser_hooks.told)))
         rooms.start()
         state.local_workers = workers = LocalWorkers(settings, state.local_token,
                                                      on_refusal=state.scheduler.local_worker_refused)

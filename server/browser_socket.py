@@ -107,8 +107,9 @@ class BrowserConnection:
         self._put(text, droppable=kind in DROPPABLE, room=str(kind).startswith("room_"), snapshot=kind == "room_state")
         if kind == "done":
             run = self.runs.get(event.get("id", ""))
-            if run is not None and run.state == "done":
+            if run is not None and run.state == "done":  # its one done: counted here, where the browser is told
                 del self.runs[event["id"]]
+                self.hooks.told(run.backend, str(event.get("status")), event.get("reason"))
 
     def _put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False) -> None:
         self.outbox.put(text, droppable=droppable, room=room, snapshot=snapshot)
@@ -206,11 +207,10 @@ class BrowserConnection:
 
     def refuse(self, exc: bp.ProtocolError, is_run: bool) -> None:
         run_id = exc.run_id
-        if is_run:
-            for listener in self.hooks.run_rejected:
-                listener(exc.reason)
+        if is_run:  # never in self.runs: counted here, whether told by a done or (no usable id) a notice
+            self.hooks.told(None, bp.RunStatus.REJECTED, exc.reason)
         if is_run and run_id is not None and run_id not in self.runs:
-            self.emit(bp.rejected(run_id, str(exc)))
+            self.emit(bp.rejected(run_id, str(exc), exc.reason))
         else:
             self.emit(bp.notice_event(str(exc), run_id))
 

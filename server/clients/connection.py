@@ -32,14 +32,23 @@ class Client(Protocol):
         """Run ``work`` beside the connection, kept referenced until it ends."""
 
 
+# How a run ended, as its browser was told: (its backend, or None for one refused before it had one; its
+# status; for a rejected run, its reason from browser_protocol.REJECTION_REASONS, else None).
+RunTold = Callable[[str | None, str, str | None], None]
+
+
 @dataclass
 class BrowserHooks:
     """What the server as a whole watches: open connections (told of a shutdown, counted in the
-    metrics), refused runs (counted by reason) and new connections (a broker tells them of runs
-    their browser had in flight on a replica that stopped)."""
+    metrics), the outcome of every run a browser is told, once per run (the metrics count them), and
+    new connections (a broker tells them of runs their browser had in flight on a replica that stopped)."""
 
     open: set[Client] = field(default_factory=set)
-    run_rejected: list[Callable[[str], None]] = field(default_factory=list)
+    run_told: list[RunTold] = field(default_factory=list)
     connected: list[Callable[[Client], None]] = field(default_factory=list)
     # What each network's connections have waiting or being written, against one limit (clients/outbox.py).
     network_bytes: NetworkBytesByNetwork = field(default_factory=NetworkBytesByNetwork)
+
+    def told(self, backend: str | None, status: str, reason: str | None = None) -> None:
+        for listener in self.run_told:
+            listener(backend, status, reason)

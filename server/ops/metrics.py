@@ -2,22 +2,29 @@
 
 Where each figure comes from::
 
-    runs, queue wait, run duration   a run observer that ``intercept`` (first of the
+    runs by status, rejected runs    every outcome a browser is told, once per run
+    by reason                        (``BrowserHooks.run_told``): a run's ``done`` where its
+                                     connection sends it, a refusal, and a crash told to a
+                                     browser that came back through another replica
+    queue wait, run duration         a run observer that ``intercept`` (first of the
                                      browser socket's interceptors) adds to every run
-    rejected runs by reason          ``BrowserHooks.run_rejected``
     browser connections              ``BrowserHooks.open``, read at scrape time
-    queue depth, workers, slots      the scheduler, read at scrape time; busy slots
-                                     from each worker's own ``slots`` report; with
+    queue depth, oldest waiting      the scheduler, read at scrape time; busy slots
+    run, workers, slots              from each worker's own ``slots`` report; with
                                      --broker the depth is the shared Redis queue
     dependency up                    the result cache's last size read (storage),
                                      the broker's last heartbeat (Redis)
+    Redis memory                     ``INFO memory``, read at scrape time (--broker)
     sandbox OOM kills and crashes    the workers' ``slots`` reports (cumulative per
                                      worker process; the growth is counted here)
     result cache, snippets           their own counters and the cache's size, read at
                                      scrape time
 
-Every metric lives in this app's own registry, so several apps in one process
-(tests) never share counts. Access: ``server/ops/metrics_access.py``.
+Every labelled series exists from the first scrape at zero (every backend the
+server knows of, every status and rejection reason), so ``rate()`` and alerts
+see the first event rather than a series that appears with it. Every metric
+lives in this app's own registry, so several apps in one process (tests) never
+share counts. Access: ``server/ops/metrics_access.py``.
 """
 
 from __future__ import annotations
@@ -45,6 +52,8 @@ log = logging.getLogger("jaxplay.metrics")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 QUEUE_WAIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 RUN_DURATION_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# How an accepted run ends (jaxplay_runs_total's status); a rejected one counts in jaxplay_runs_rejected_total.
+ENDED_STATUSES = tuple(str(s) for s in bp.RunStatus if s is not bp.RunStatus.REJECTED)
 
 
 class PlaygroundMetrics:
@@ -56,22 +65,26 @@ class PlaygroundMetrics:
         self.snippets: SnippetStore | None = None
         self.registry = CollectorRegistry()
         r = self.registry
-        self.runs = Counter("jaxplay_runs", "Runs that ended, by backend and final status (cached runs included).",
+        self.runs = Counter("jaxplay_runs", "Runs that ended, as their browser was told, by backend and final "
+                            "status (cached runs included; rejected ones: jaxplay_runs_rejected_total).",
                             ["backend", "status"], registry=r)
         self.queue_wait = Histogram("jaxplay_queue_wait_seconds", "Time a run waited in its queue for a worker slot.",
                                     ["backend"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
         self.run_duration = Histogram("jaxplay_run_duration_seconds",
                                       "Time from a run's start on a worker to its end, as the worker measured it.",
                                       ["backend"], buckets=RUN_DURATION_BUCKETS_S, registry=r)
-        self.rejected = Counter("jaxplay_runs_rejected", "Runs refused before they were queued, by reason.",
+        self.rejected = Counter("jaxplay_runs_rejected", "Runs told they were rejected (never run), by reason.",
                                 ["reason"], registry=r)
         self.oom_kills = Counter("jaxplay_sandbox_oom_kills", "Runs the kernel's OOM killer ended in a sandbox.",
                                  ["backend"], registry=r)
         self.crashes = Counter("jaxplay_sandbox_crashes", "Runs whose sandbox or Python process ended abruptly.",
                                ["backend"], registry=r)
         self._reported: dict[tuple[str, str], tuple[int, int]] = {}
+        self.broker_memory: tuple[int, int] | None = None  # Redis's (used, max) bytes, as of the last refresh
+        for reason in bp.REJECTION_REASONS:
+            self.rejected.labels(reason)
         r.register(_StateCollector(self))
-        hooks.run_rejected.append(lambda reason: self.rejected.labels(reason).inc())
+        hooks.run_told.append(self.run_told)
         scheduler.slots_listeners.append(self.worker_reported)
 
     # --- events ------------------------------------------------------------
@@ -86,12 +99,19 @@ class PlaygroundMetrics:
                 started.append(time.monotonic())
                 self.queue_wait.labels(r.backend).observe(started[0] - r.submitted_at)
             elif kind == "done":
-                self.runs.labels(r.backend, event.get("status", "?")).inc()
                 if started and not event.get("cached"):
                     self.run_duration.labels(r.backend).observe(float(event.get("elapsed_ms", 0.0)) / 1000)
 
         run.observers.append(observe)
         return False
+
+    def run_told(self, backend: str | None, status: str, reason: str | None) -> None:
+        """One outcome a browser was told (``BrowserHooks.run_told``): a rejection by its reason, any other
+        end by its backend and status."""
+        if status == bp.RunStatus.REJECTED:
+            self.rejected.labels(reason or "other").inc()
+        elif backend is not None:
+            self.runs.labels(backend, status).inc()
 
     def worker_reported(self, link: WorkerLink, report: wp.WorkerSlots) -> None:
         # Counts are cumulative per worker process; a reconnect repeats them, a restarted worker starts at 0.
@@ -107,8 +127,26 @@ class PlaygroundMetrics:
 
     # --- scrape ------------------------------------------------------------
 
+    async def refresh(self) -> None:
+        """Read what lives outside this process (with --broker: the shared queue, Redis's memory) before a scrape."""
+        await self.scheduler.refresh_waiting()
+        self.broker_memory = await self.scheduler.broker_memory()
+
     def scrape(self) -> bytes:
+        for backend in known_backends(self.scheduler):  # a backend's series exist before its first run
+            for status in ENDED_STATUSES:
+                self.runs.labels(backend, status)
+            for labelled in (self.queue_wait, self.run_duration, self.oom_kills, self.crashes):
+                labelled.labels(backend)
         return generate_latest(self.registry)
+
+
+def known_backends(scheduler: Scheduler) -> list[str]:
+    """Every backend this server knows of: its workers', queued runs', expected, and (with --broker) the
+    other replicas' workers'."""
+    backends = {w.hello.backend for w in scheduler.workers} | set(scheduler.queues) | scheduler.expected_backends
+    backends |= {entry["name"] for entry in scheduler.backends()}
+    return sorted(backends)
 
 
 class _StateCollector(Collector):
@@ -123,16 +161,20 @@ class _StateCollector(Collector):
         workers = GaugeMetricFamily("jaxplay_workers_connected", "Workers connected.", labels=["backend"])
         total = GaugeMetricFamily("jaxplay_slots_total", "Sandbox slots of the connected workers.", labels=["backend"])
         busy = GaugeMetricFamily("jaxplay_slots_busy", "Slots running a program now.", labels=["backend"])
-        backends = {w.hello.backend for w in scheduler.workers} | set(scheduler.queues) | scheduler.expected_backends
-        backends |= {entry["name"] for entry in scheduler.backends()}  # with --broker, other replicas' too
-        for backend in sorted(backends):
+        oldest = GaugeMetricFamily("jaxplay_queue_oldest_age_seconds", "Seconds the longest-waiting run this "
+                                   "replica's browsers submitted has waited for a slot; 0 when none waits.",
+                                   labels=["backend"])
+        now = time.monotonic()
+        for backend in known_backends(scheduler):
             links = [w for w in scheduler.workers if w.hello.backend == backend]
             # With --broker this is the shared queue, the same on every replica: aggregate replicas with max().
             depth.add_metric([backend], scheduler.waiting(backend))
             workers.add_metric([backend], len(links))
             total.add_metric([backend], sum(_slots(w)[1] for w in links))
             busy.add_metric([backend], sum(_slots(w)[0] for w in links))
-        yield from (depth, workers, total, busy)
+            since = scheduler.waiting_since(backend)
+            oldest.add_metric([backend], 0.0 if since is None else max(0.0, now - since))
+        yield from (depth, workers, total, busy, oldest)
         yield GaugeMetricFamily("jaxplay_browser_connections", "Browser websockets open.",
                                 value=len(self.metrics.hooks.open))
         cache, snippets = self.metrics.cache, self.metrics.snippets
@@ -144,6 +186,15 @@ class _StateCollector(Collector):
         if scheduler.broker_reachable is not None:
             up.add_metric(["broker"], int(scheduler.broker_reachable))
         yield up
+        # With --broker, Redis's INFO memory as of this scrape; no sample while Redis does not answer.
+        used = GaugeMetricFamily("jaxplay_broker_memory_used_bytes", "Memory Redis uses (INFO used_memory), "
+                                 "read at this scrape; with --broker only.")
+        limit = GaugeMetricFamily("jaxplay_broker_memory_max_bytes", "Redis's maxmemory (0: no limit), read at "
+                                  "this scrape; with --broker only.")
+        if self.metrics.broker_memory is not None:
+            used.add_metric([], self.metrics.broker_memory[0])
+            limit.add_metric([], self.metrics.broker_memory[1])
+        yield from (used, limit)
         if cache is None or snippets is None:
             return
         yield CounterMetricFamily("jaxplay_result_cache_hits", "Runs answered from the result cache.",

@@ -148,7 +148,7 @@ class JobExecutor:
             # A job taken from the shared queue: it counts against its browser on the replica it came from.
             self.scheduler.queue_here(run, count=False)
         except bp.ProtocolError as exc:
-            self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc))
+            self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc), reason=exc.reason)
 
     # --- events out, cancels in ----------------------------------------------
 

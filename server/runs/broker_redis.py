@@ -53,6 +53,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -253,7 +254,8 @@ class RedisBroker:
                 _, epoch, waiting = await pipe.execute()
             if waiting >= self.scheduler.settings.queue_limit:
                 self._end(run, bp.RunStatus.REJECTED,
-                          f"The {run.backend} queue is full ({waiting} runs waiting); try again in a minute.")
+                          f"The {run.backend} queue is full ({waiting} runs waiting); try again in a minute.",
+                          reason="queue_full")
                 return
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.rpush(queue, payload)
@@ -268,7 +270,7 @@ class RedisBroker:
             self.liveness.failed()
             for waiting in refused:
                 if waiting.key in self.pending:
-                    self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE)
+                    self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE, reason="broker_unreachable")
             return
         finally:
             pending.pushing = False
@@ -279,7 +281,8 @@ class RedisBroker:
             run.send(bp.queued_event(run.client_id, run.position))
 
     def _remember_session(self, pipe: Any, run: Run) -> None:
-        pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id, json.dumps({"origin": self.id, "key": run.key}))
+        pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id,
+                  json.dumps({"origin": self.id, "key": run.key, "backend": run.backend}))
         pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
 
     def _saw_epoch(self, epoch: str | None) -> None:
@@ -484,11 +487,14 @@ class RedisBroker:
 
     # --- browsers that come back -------------------------------------------
 
-    async def tell_returning_browser(self, session_id: str, emit: Any) -> None:
+    async def tell_returning_browser(self, session_id: str, emit: Any,
+                                     told: Callable[[str | None, str], None] | None = None) -> None:
         """A browser connected here: end the runs it had in flight on a replica that has since stopped.
 
         It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
-        that shows the replica alive) rather than answer from a stale view."""
+        that shows the replica alive) rather than answer from a stale view. Every connection of the session
+        that finds a run's entry is told; ``told(backend, status)`` counts it once, by whichever replica's
+        HDEL removed the entry (metrics: each outcome a browser is told, once per run)."""
         if not is_browser_session(session_id) or self.redis is None:
             return
         try:
@@ -496,7 +502,8 @@ class RedisBroker:
         except (RedisError, OSError) as exc:
             log.warning("broker: could not look up session runs: %s", exc)
             return
-        origins = {client_id: json.loads(raw)["origin"] for client_id, raw in runs.items()}
+        entries = {client_id: json.loads(raw) for client_id, raw in runs.items()}
+        origins = {client_id: entry["origin"] for client_id, entry in entries.items()}
         waiting = {client_id: origin for client_id, origin in origins.items() if origin != self.id}
         started = time.monotonic()
         # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
@@ -507,9 +514,11 @@ class RedisBroker:
                     emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
                     del waiting[client_id]
                     try:
-                        await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
+                        removed = await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
                     except (RedisError, OSError):
-                        pass
+                        removed = 0  # the entry stays: the next connection that finds it is told and counts it
+                    if removed and told is not None:
+                        told(entries[client_id].get("backend"), bp.RunStatus.CRASHED)
                 elif self.liveness.seen_at.get(origin, 0.0) > alive_after:
                     del waiting[client_id]  # its replica is alive: it answers the run itself
             await asyncio.sleep(HEARTBEAT_S / 2)

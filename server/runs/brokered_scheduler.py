@@ -11,14 +11,20 @@ real backlog.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
+
+from redis.exceptions import RedisError
 
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs import runtimes
-from jaxplay.server.runs.broker_redis import RedisBroker
+from jaxplay.server.runs.broker_redis import PROBE_S, RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.broker")
 
 
 class BrokeredScheduler(Scheduler):
@@ -65,6 +71,25 @@ class BrokeredScheduler(Scheduler):
 
     async def refresh_waiting(self) -> None:
         await self.broker.refresh_waiting()
+
+    def waiting_since(self, backend: str) -> float | None:
+        """Also this replica's browsers' runs waiting in Redis: each replica reports the oldest of its own,
+        so the max over replicas is the oldest anywhere (a run taken by an executor starts at once)."""
+        in_redis = (p.run.submitted_at for p in self.broker.pending.values()
+                    if p.run.backend == backend and p.run.state == "queued")
+        here = super().waiting_since(backend)
+        return min((*in_redis, *(() if here is None else (here,))), default=None)
+
+    async def broker_memory(self) -> tuple[int, int] | None:
+        redis = self.broker.redis
+        if redis is None:
+            return None
+        try:
+            info = await asyncio.wait_for(redis.info("memory"), PROBE_S)
+            return int(info["used_memory"]), int(info["maxmemory"])
+        except (RedisError, OSError, TimeoutError, KeyError, ValueError) as exc:
+            log.debug("broker: Redis's memory not read: %s", exc)  # dependency_up says whether it answers
+            return None
 
     @property
     def broker_reachable(self) -> bool | None:

@@ -145,6 +145,15 @@ class Scheduler:
     async def refresh_waiting(self) -> None:
         """Bring ``waiting`` up to date before it is reported; here the queues are in this process."""
 
+    def waiting_since(self, backend: str) -> float | None:
+        """When (``time.monotonic``) the longest-waiting run of ``backend`` that this server holds was
+        submitted, or None when none waits (metrics: the oldest waiting run's age)."""
+        return min((run.submitted_at for run in self.queues.get(backend, ())), default=None)
+
+    async def broker_memory(self) -> tuple[int, int] | None:
+        """Without a broker, None; with one, Redis's (used memory, maxmemory) in bytes, read now."""
+        return None
+
     @property
     def broker_reachable(self) -> bool | None:
         """None without a broker, else whether its last attempt to reach Redis worked (metrics)."""
@@ -272,7 +281,8 @@ class Scheduler:
             return False
         queue.remove(victim)
         self.finish(victim, bp.RunStatus.REJECTED, "The queue is full and you had the most runs waiting: your "
-                                                   "newest one was dropped to let another user's run in.")
+                                                   "newest one was dropped to let another user's run in.",
+                    reason="queue_full")
         return True
 
     def cancel(self, run: Run) -> None:
@@ -295,8 +305,14 @@ class Scheduler:
 
     def finish(self, run: Run, status: bp.RunStatus, message: str | None = None, elapsed_ms: float | None = None,
                **extra: Any) -> None:
+        """End ``run`` with its one ``done``. A ``rejected`` one names its reason (``bp.REJECTION_REASONS``)
+        in ``extra["reason"]``; across replicas it travels in the ``done`` itself."""
         if run.state == "done":
             return
+        if status is bp.RunStatus.REJECTED:
+            extra.setdefault("reason", "other")
+        else:
+            extra.pop("reason", None)
         if run.started_at is not None and not extra.get("cached"):
             self.durations.setdefault(run.backend, RunDurations()).record(time.monotonic() - run.started_at)
         if run.counted:
@@ -325,7 +341,7 @@ class Scheduler:
                 if refusal is None:
                     break
                 queue.remove(head)  # queued before any worker joined, for a runtime none of them offers
-                self.finish(head, bp.RunStatus.REJECTED, refusal)
+                self.finish(head, bp.RunStatus.REJECTED, refusal, reason="unknown_runtime")
                 continue
             run = queue.popleft()
             moved = True
@@ -421,6 +437,8 @@ class Scheduler:
                 status = bp.RunStatus.CRASHED
             # A result that may rest on what the session's earlier runs wrote is marked so in the done:
             # the result cache keeps it for that session alone (server/runs/result_cache.py).
-            marked = {"read_session_cache": True} if message.read_session_cache else {}
+            marked: dict[str, Any] = {"read_session_cache": True} if message.read_session_cache else {}
+            if status is bp.RunStatus.REJECTED:  # a worker refuses only a runtime it does not offer
+                marked["reason"] = "unknown_runtime"
             self.finish(run, status, message.message, message.elapsed_ms, **marked)
         self.dispatch(link.hello.backend)

@@ -18,6 +18,7 @@ import uuid
 import pytest
 import websockets
 
+from tests.live.faults import metric
 from tests.live_server import LiveServer, collect, done_of, output_text
 
 pytestmark = pytest.mark.live
@@ -136,6 +137,7 @@ def test_killing_the_browsers_replica_mid_run_tells_the_browser_on_the_other(pai
     a, b = pair
     cookie = a.session_cookie()
     run_id = uuid.uuid4().hex[:8]
+    crashed_before = metric(b, "jaxplay_runs_total", backend="cpu", status="crashed")
 
     async def scenario():
         async with websockets.connect(a.ws_url, additional_headers={"cookie": cookie}) as ws:
@@ -147,17 +149,23 @@ def test_killing_the_browsers_replica_mid_run_tells_the_browser_on_the_other(pai
                 async with asyncio.timeout(10):
                     while True:  # frames it sent before it died may still arrive first
                         assert json.loads(await ws.recv()).get("type") != "done"
-        await asyncio.sleep(4.5)  # the dead replica's heartbeat expires
-        async with websockets.connect(b.ws_url, additional_headers={"cookie": cookie}) as ws:
-            told = await collect(ws, run_id, 20)
+        # Two tabs of the browser come back before the dead replica is judged: both are told, once counted.
+        async with websockets.connect(b.ws_url, additional_headers={"cookie": cookie}) as ws, \
+                websockets.connect(b.ws_url, additional_headers={"cookie": cookie}) as other_tab:
+            told, told_other_tab = await asyncio.gather(collect(ws, run_id, 20), collect(other_tab, run_id, 20))
             # B cancelled the orphaned run: its slot is free again for new work.
             await ws.send(json.dumps({"type": "run", "id": "after", "code": "print('free')", "fresh": True}))
             after = await collect(ws, "after", 60)
-        return told, after
+        return told, told_other_tab, after
 
-    told, after = asyncio.run(scenario())
+    told, told_other_tab, after = asyncio.run(scenario())
     assert done_of(told)["status"] == "crashed" and "stopped while this run was in flight" in done_of(told)["message"]
+    assert done_of(told_other_tab) == done_of(told)
     assert done_of(after)["status"] == "ok" and output_text(after) == "free\n"
+    # The crash B told counts once on B, which told it (the replica that ran the run died with its count).
+    assert crashed_before == 0.0
+    assert metric(b, "jaxplay_runs_total", backend="cpu", status="crashed") == 1.0
+    assert metric(b, "jaxplay_runs_total", backend="cpu", status="ok") == 1.0
 
 
 def test_killing_the_workers_replica_mid_run_ends_the_run_on_the_browsers(pair):
