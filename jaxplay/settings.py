@@ -102,6 +102,9 @@ class Settings:
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
     log_level: str = setting("info", "Log level of the jaxplay loggers.", commands=(SERVE, WORKER, PURGE_RESULTS))
+    access_log: bool = setting(True, "Log one line per HTTP request and per websocket connection (logger "
+                                     "jaxplay.access, at INFO): client network, method, path without its query "
+                                     "string, status, duration; never code or output.")
     worker_host: str = setting("127.0.0.1", "Address of the separate listener for workers (/worker); "
                                             "loopback unless remote workers must reach it.")
     worker_port: int = setting(0, "Port of the workers' listener; 0 means the server's port plus one.")
@@ -210,6 +213,9 @@ def env_variable(f: Field[Any]) -> str:
 
 
 def flag_of(f: Field[Any]) -> str:
+    """``--name``; for a switch that is on unless turned off, ``--no-name``, which turns it off."""
+    if kind_of(f) == "bool" and f.default is True:
+        return "--no-" + f.name.replace("_", "-")
     return "--" + f.name.replace("_", "-")
 
 

@@ -36,8 +36,9 @@ INTRODUCTION = f"""# Settings
 Every setting has a default and an environment variable `JAXPLAY_<NAME>`;
 most are also a flag of the commands named beside them. A flag wins over
 the variable, and the variable over the default. A yes/no setting's flag
-takes no value (`--trust-remote-results`); its variable takes `1`, `true` or
-`yes` (`0`, `false`, `no` or empty for off). `jaxplay <command> --help`
+takes no value (`--trust-remote-results`; one that is on by default has a
+`--no-` flag that turns it off, `--no-access-log`); its variable takes `1`,
+`true` or `yes` (`0`, `false`, `no` or empty for off). `jaxplay <command> --help`
 prints the same settings for one command, beside the command's own flags
 (`worker --server`, `--token`, `--name`; `serve --no-local-worker`).
 """

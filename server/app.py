@@ -28,6 +28,7 @@ from jaxplay.server.clients.proxies import ClientAddressMiddleware, TrustedProxi
 from jaxplay.server.clients.same_origin import SameOriginWritesMiddleware
 from jaxplay.server.clients.sessions import SessionKeys, SessionMiddleware
 from jaxplay.server.ops import metrics_access
+from jaxplay.server.ops.access_log import AccessLogMiddleware
 from jaxplay.server.ops.health import health_routes, worker_problems
 from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
 from jaxplay.server.ops.outage import storage_unavailable
@@ -145,7 +146,8 @@ def create_app(settings: Settings) -> Starlette:
     # A database outage is a 503 naming it, never a bare 500 (server/ops/outage.py).
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StorageUnavailable: storage_unavailable})
     # Workers dial a listener of their own (loopback by default), never the public port.
-    app.state.worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
+    worker_app = Starlette(routes=[WebSocketRoute("/worker", worker_socket)])
+    app.state.worker_app = AccessLogMiddleware(worker_app) if settings.access_log else worker_app
     app.state.playground = state
     # Outermost last: who the client is (trusted proxies), then which host it asked for, then whether
     # another site sent it, then its session. server/clients/ holds each, and docs/security.md the why.
@@ -155,4 +157,6 @@ def create_app(settings: Settings) -> Starlette:
     app.add_middleware(SameOriginWritesMiddleware)
     app.add_middleware(AllowedHostsMiddleware, hosts=hosts)
     app.add_middleware(ClientAddressMiddleware, proxies=proxies)
+    if settings.access_log:  # outside them all: what they refuse is logged too
+        app.add_middleware(AccessLogMiddleware)
     return app

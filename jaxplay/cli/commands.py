@@ -33,9 +33,9 @@ def add_setting_flags(parser: argparse.ArgumentParser, command: str) -> None:
     for f in exposed_by(command):
         # argparse formats help with %: a literal one is written %%.
         help_text = f"{f.metadata['help']} (default: {default_text(f)}; env {env_variable(f)})".replace("%", "%%")
-        if kind_of(f) == "bool":
-            parser.add_argument(flag_of(f), dest=f.name, action="store_const", const=True, default=None,
-                                help=help_text)
+        if kind_of(f) == "bool":  # a switch: --name turns it on, or --no-name off where it is on by default
+            parser.add_argument(flag_of(f), dest=f.name, action="store_const", const=f.default is not True,
+                                default=None, help=help_text)
             continue
         convert = {"int": int, "float": float, "Path": Path}.get(kind_of(f), str)
         extra: dict[str, Any] = {"choices": f.metadata["choices"]} if f.metadata["choices"] else {}
