@@ -3,66 +3,30 @@ schemas (kubernetes-validate, strict: unknown fields are errors) and checked for
 
 kubernetes-validate ships the schemas of every Kubernetes version it knows inside the package
 (kubernetes_validate/kubernetes-json-schema/v1.NN.0-local-strict), so it needs no network. It has
-none for custom resources (the Prometheus Operator's ServiceMonitor, KEDA's ScaledObject): those are
-checked here by what they must reference.
+none for custom resources (the Prometheus Operator's ServiceMonitor and PrometheusRule, KEDA's ScaledObject
+and TriggerAuthentication): those are checked here by what they must reference. What keeps the service up
+(disruption budgets, spread, drains) is in test_deploy_resilience.py; who may reach the datastores and how
+Redis is bounded and locked, in test_deploy_datastores.py.
 """
 
 from __future__ import annotations
 
 import base64
-import shutil
-import subprocess
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-import yaml
 
 from jaxplay.server.runs.broker_keys import queue_key
+from tests.deploy_rendering import OVERLAYS, named
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="the test extra installs kubernetes-validate")
 
-KUBE = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 # The oldest Kubernetes docs/deploy.md supports (pod user namespaces, procMount).
 KUBERNETES_VERSION = "1.33.0"
-CUSTOM_KINDS = {"ServiceMonitor", "ScaledObject"}
-# An overlay that only this test composes: the dev overlay with KEDA in place of the HPA.
-KEDA_OVERLAY = """apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: jaxplay
-resources:
-  - ../dev
-components:
-  - ../../components/keda-autoscaling
-"""
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject", "TriggerAuthentication"}
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory) -> dict[str, list[dict]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("Rendering the overlays needs kubectl (Debian package 'kubectl'; `make test` installs it)")
-    tree = tmp_path_factory.mktemp("deploy") / "kubernetes"
-    shutil.copytree(KUBE, tree)
-    production = tree / "overlays" / "production"
-    example = (production / "secrets.env.example").read_text()
-    (production / "secrets.env").write_text(example.replace("=\n", "=filled-in-by-the-operator\n"))
-    (tree / "overlays" / "keda").mkdir()
-    (tree / "overlays" / "keda" / "kustomization.yaml").write_text(KEDA_OVERLAY)
-    outputs = {}
-    for overlay in ("dev", "production", "keda"):
-        result = subprocess.run([kubectl, "kustomize", str(tree / "overlays" / overlay)], capture_output=True,
-                                text=True, timeout=120)
-        assert result.returncode == 0, result.stderr
-        outputs[overlay] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
-    return outputs
-
-
-def named(docs: list[dict], kind: str) -> dict[str, dict]:
-    return {d["metadata"]["name"]: d for d in docs if d["kind"] == kind}
-
-
-@pytest.mark.parametrize("overlay", ["dev", "production", "keda"])
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_rendered_object_validates_strictly(rendered, overlay):
     kinds = set()
     for doc in rendered[overlay]:
@@ -74,10 +38,10 @@ def test_every_rendered_object_validates_strictly(rendered, overlay):
         except kubernetes_validate.ValidationError as error:
             pytest.fail(f"{overlay}: {doc['kind']}/{doc['metadata']['name']}: {'.'.join(map(str, error.path))}: "
                         f"{error.message}")
-    assert {"Namespace", "Deployment", "Service", "Secret", "NetworkPolicy"} <= kinds
+    assert {"Namespace", "Deployment", "Service", "Secret", "NetworkPolicy", "PodDisruptionBudget"} <= kinds
 
 
-@pytest.mark.parametrize("overlay", ["dev", "production", "keda"])
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_secret_reference_names_a_rendered_secret_and_key(rendered, overlay):
     """The generator hashes the Secret's name: every reference must carry the same hash, ServiceMonitor's too."""
     docs = rendered[overlay]
@@ -94,9 +58,10 @@ def test_every_secret_reference_names_a_rendered_secret_and_key(rendered, overla
 
 
 def _secret_references(value, parent_key: str = ""):
-    """(secret name, key) for every secretKeyRef, secret volume and ServiceMonitor credential in a document."""
+    """(secret name, key) for every secretKeyRef, secret volume, ServiceMonitor credential and KEDA secretTargetRef
+    in a document."""
     if isinstance(value, dict):
-        if parent_key in ("secretKeyRef", "credentials", "bearerTokenSecret"):
+        if parent_key in ("secretKeyRef", "credentials", "bearerTokenSecret", "secretTargetRef"):
             yield value["name"], value.get("key")
         if parent_key == "secret" and "secretName" in value:
             for item in value.get("items", [{"key": None}]):
@@ -126,18 +91,29 @@ def test_the_namespace_admits_the_privileged_workers(rendered, overlay):
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
-def test_keda_scales_workers_on_the_brokers_own_queue_and_replaces_the_hpa(rendered):
-    docs = rendered["keda"]
+@pytest.mark.parametrize("overlay", ["keda", "keda-production"])
+def test_keda_scales_workers_on_the_brokers_own_queue_and_replaces_the_hpa(rendered, overlay):
+    docs = rendered[overlay]
     assert not named(docs, "HorizontalPodAutoscaler")  # KEDA owns the HPA it makes: two would fight
     scaled = named(docs, "ScaledObject")["jaxplay-worker-cpu"]
     assert scaled["spec"]["scaleTargetRef"]["name"] in named(docs, "Deployment")
     [redis_trigger] = [t for t in scaled["spec"]["triggers"] if t["type"] == "redis"]
     assert redis_trigger["metadata"]["listName"] == queue_key("cpu")
-    # KEDA reads the very Redis the replicas use: the host:port of the secret's broker-url.
+    # No address, user or password written into the trigger: the TriggerAuthentication has them from the Secret.
+    assert not {"address", "host", "port", "username", "password", "enableTLS"} & set(redis_trigger["metadata"])
+    auth = named(docs, "TriggerAuthentication")[redis_trigger["authenticationRef"]["name"]]
     [secret] = named(docs, "Secret").values()
-    broker = urlsplit(base64.b64decode(secret["data"]["broker-url"]).decode())
-    assert redis_trigger["metadata"]["address"] == f"{broker.hostname}:{broker.port}"
+    values = {key: base64.b64decode(v).decode() for key, v in secret["data"].items()}
+    given = {}
+    for ref in auth["spec"]["secretTargetRef"]:
+        assert ref["name"] == secret["metadata"]["name"]
+        given[ref["parameter"]] = values[ref["key"]]
+    assert set(given) == {"address", "username", "password", "tls"}
+    # KEDA reads the very Redis the replicas use: the host:port, database and TLS of the secret's broker-url.
+    broker = urlsplit(values["broker-url"])
+    assert given["address"] == f"{broker.hostname}:{broker.port}"
     assert redis_trigger["metadata"]["databaseIndex"] == broker.path.strip("/")
+    assert given["tls"] == ("enable" if broker.scheme == "rediss" else "disable")
 
 
 def test_the_hpa_is_rendered_where_keda_is_not(rendered):
