@@ -43,7 +43,7 @@ from jaxplay.server.runs.local_workers import LocalWorkers
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
-from jaxplay.server.storage.interface import Storage, StorageUnavailable
+from jaxplay.server.storage.interface import Storage, StorageUnavailable, redact
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")
@@ -74,7 +74,8 @@ def create_app(settings: Settings) -> Starlette:
     hosts = AllowedHosts(settings.allowed_hosts, settings.host)
     session_keys = SessionKeys.load_or_create(settings.data_dir)
     if settings.broker and not settings.broker.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(f"--broker must be a redis://HOST:PORT/DB URL, not {settings.broker!r}.")
+        raise ValueError(f"--broker must be a redis://[USER:PASSWORD@]HOST:PORT/DB or rediss://... URL, not "
+                         f"{redact(settings.broker)!r}.")
     scheduler_class = BrokeredScheduler if settings.broker else Scheduler
     state = AppState(settings=settings, scheduler=scheduler_class(settings, session_keys))
     state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)

@@ -78,6 +78,7 @@ from jaxplay.server.runs.broker_keys import (
 )
 from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S, ReplicaLiveness
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
+from jaxplay.server.storage.interface import redact
 
 log = logging.getLogger("jaxplay.broker")
 
@@ -142,13 +143,13 @@ class RedisBroker:
         try:
             await self.redis.ping()
         except (RedisError, OSError) as exc:
-            raise RuntimeError(f"Cannot reach the broker at {self.url}: {exc}. Check --broker "
+            raise RuntimeError(f"Cannot reach the broker at {redact(self.url)}: {exc}. Check --broker "
                                "(JAXPLAY_BROKER) and that Redis is running.") from exc
         await self._heartbeat_once()
         self.executor.start(self.redis)
         for loop in (self._heartbeat_loop, self._read_events, self._push_in_order):
             self.tasks.append(asyncio.create_task(loop()))
-        log.info("broker: replica %s on %s", self.id, self.url)
+        log.info("broker: replica %s on %s", self.id, redact(self.url))  # a password never reaches a log
 
     async def stop(self) -> None:
         for task in self.tasks:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import os
 import shutil
 import socket
@@ -26,6 +27,8 @@ import redis
 from redis.exceptions import AuthenticationError, NoPermissionError
 
 from jaxplay.server.runs.broker_keys import connect, events_key, queue_key
+from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
+from jaxplay.settings import Settings
 from tests.deploy_rendering import BUNDLING, OVERLAYS, named, pod_templates, quantity_bytes, selects
 from tests.live_server import free_port
 from tests.redis_server import MISSING
@@ -226,3 +229,29 @@ def test_the_script_refuses_a_password_an_acl_line_cannot_hold(rendered, tmp_pat
                             capture_output=True, text=True, timeout=10)
     assert result.returncode == 1 and "without spaces" in result.stderr
     assert not Path(tmp_path / "users.acl").exists()
+
+
+def test_a_replica_brokers_as_the_acl_user_and_never_logs_its_password(bundled_redis, caplog, tmp_path):
+    """The whole broker (heartbeats, the event reader, the cancel listener, the metrics' INFO) under the ACL."""
+    port, values, _ = bundled_redis
+    settings = Settings(data_dir=tmp_path, local_workers=0, broker=here(values["broker-url"], port))
+
+    async def replica() -> tuple[str, tuple[int, int] | None]:
+        scheduler = BrokeredScheduler(settings)
+        await scheduler.broker.start()
+        try:
+            await asyncio.sleep(2.5)  # two heartbeats
+            return await scheduler.broker.probe(), await scheduler.broker_memory()
+        finally:
+            await scheduler.broker.stop()
+
+    caplog.set_level(logging.DEBUG)
+    reachable, memory = asyncio.run(replica())
+    assert reachable == "reachable" and memory is not None and memory[1] == 384 << 20
+    assert any(r.getMessage().startswith("broker: replica") for r in caplog.records)
+    assert "NOPERM" not in caplog.text and "no permissions" not in caplog.text, caplog.text
+    assert values["redis-password"] not in caplog.text
+    unreachable = settings.replace(broker=here(values["broker-url"], free_port()))
+    with pytest.raises(RuntimeError, match="Cannot reach the broker") as refused:
+        asyncio.run(BrokeredScheduler(unreachable).broker.start())
+    assert values["redis-password"] not in str(refused.value) and "jaxplay:***@" in str(refused.value)
