@@ -203,4 +203,6 @@ def test_the_grafana_dashboard_shows_only_metrics_the_server_exports(exported_me
     # A histogram's series are its family name plus _bucket/_count/_sum; a counter's plus _total.
     families = {re.sub(r"_(bucket|count|sum|total)$", "", name) for name in used}
     assert families <= {re.sub(r"_total$", "", name) for name in exported_metrics} | exported_metrics
-    assert len(families) >= 14  # every metric the issue lists has a panel
+    assert len(families) >= 17  # every metric the issue lists has a panel
+    assert {"jaxplay_dependency_up", "jaxplay_queue_oldest_age_seconds", "jaxplay_broker_memory_used_bytes",
+            "jaxplay_broker_memory_max_bytes", "jaxplay_runs_rejected", "jaxplay_sandbox_crashes"} <= families
