@@ -388,6 +388,7 @@ class DoneEvent(RunEvent):
     read_session_cache: NotRequired[bool]  # it could load compiled code of its session's earlier runs
     cached: NotRequired[bool]  # answered from the result cache ...
     cached_at: NotRequired[str]  # ... which recorded it then (ISO 8601)
+    reason: NotRequired[str]  # a rejected run's: why, one of REJECTION_REASONS
 
 
 class NoticeEvent(TypedDict):

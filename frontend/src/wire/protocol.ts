@@ -166,6 +166,8 @@ export interface DoneEvent extends RunEventBase {
   /** True when the server answered from its result cache; `cached_at` is when the recorded run finished. */
   cached?: boolean;
   cached_at?: string;
+  /** A rejected run's: why, as a fixed word (e.g. "queue_full"; docs/protocol.md lists them). */
+  reason?: string;
 }
 
 /** A problem that may name no run: malformed JSON, a binary frame. */
