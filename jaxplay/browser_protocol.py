@@ -37,7 +37,7 @@ class RunStatus(StrEnum):
 # known up front so that every series exists from the start. "other": a refusal that names none (a bug).
 REJECTION_REASONS = ("invalid_message", "code_too_large", "duplicate_id", "connection_limit", "client_limit",
                      "timeout_too_long", "unknown_backend", "unknown_runtime", "no_worker", "queue_full",
-                     "shutting_down", "broker_unreachable", "other")
+                     "shutting_down", "broker_unreachable", "broker_out_of_memory", "other")
 
 
 class ProtocolError(ValueError):

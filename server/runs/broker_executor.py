@@ -3,13 +3,18 @@
 Tasks, all on the server's event loop, owned by the ``JobExecutor`` (started and
 stopped by the broker, server/runs/broker_redis.py)::
 
-    one puller per backend   BLPOP a job only while this replica has a free slot for it,
-                             then queue it on the local scheduler as a Run of its own
-    the event sender         XADD each event to its origin's stream, in order, batched;
-                             a batch Redis did not take is sent again until it does
+    one puller per backend   move a job into this replica's processing list (BLMOVE) only while
+                             it has a free slot for it, claim its run id, then queue it on the
+                             local scheduler as a Run of its own; now and then, and after any
+                             failure, read the processing list again for a job whose move Redis
+                             carried out after the client gave up (the sweep)
+    the event sender         server/runs/broker_events.py: each event to its origin's stream, in
+                             order, numbered, in MULTI/EXEC batches, with the settle of each
+                             finished job (its LREM from the processing list)
     the cancel listener      SUBSCRIBE to cancels; cancel the local Run, or remember the
                              key for a job not taken yet
 
+The hand-off (at least once, each run id at most once) is server/runs/broker_jobs.py's.
 A job whose origin replica is judged gone (server/runs/broker_liveness.py) is
 dropped; a job from an origin not yet judged runs, and is cancelled if that
 origin is judged gone later. Events of this replica's own runs skip Redis:
@@ -19,37 +24,40 @@ they go straight to the origin side's ``deliver``.
 from __future__ import annotations
 
 import asyncio
-import json
+import itertools
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
+from jaxplay.server.runs import broker_jobs
+from jaxplay.server.runs.broker_events import Deliver, Event, EventSender, Settle
+from jaxplay.server.runs.broker_jobs import Job
 from jaxplay.server.runs.broker_keys import (
     CANCELS,
     RETRY_S,
-    STREAM_MAXLEN,
-    STREAM_TTL_S,
+    OutageLog,
     connect,
-    events_key,
+    describe_failure,
     listen_forever,
     public_hello,
-    queue_key,
+    taken_key,
 )
 from jaxplay.server.runs.broker_liveness import ReplicaLiveness
 from jaxplay.server.runs.scheduler import Run, Scheduler
 
 log = logging.getLogger("jaxplay.broker")
 
-# (origin, run key, event, the executing worker's hello on 'started')
-Outgoing = tuple[str, str, dict[str, Any], dict[str, Any] | None]
-Deliver = Callable[[str, str, dict[str, Any], dict[str, Any] | None], None]
 # A key cancelled before its job arrived is remembered this long.
 CANCEL_MEMORY_S = 60.0
+# A run this replica finished is remembered this long (a late copy of its job is then dropped, not run).
+FINISHED_MEMORY_S = 600.0
+# How often a puller reads its processing list again even when nothing failed.
+SWEEP_S = 5.0
+TAKE_BLOCK_S = 1.0
 
 
 class JobExecutor:
@@ -62,14 +70,15 @@ class JobExecutor:
         self.deliver = deliver  # the origin side of this replica, for its own runs
         self.redis: aioredis.Redis | None = None
         self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
+        self.finished: dict[str, float] = {}  # run key -> when this replica sent its done
         self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
-        self.outgoing: asyncio.Queue[Outgoing] = asyncio.Queue()
+        self.sender = EventSender(replica_id, liveness.is_gone)
         self.tasks: list[asyncio.Task[None]] = []
         self.pullers: dict[str, asyncio.Task[None]] = {}
 
     def start(self, redis: aioredis.Redis) -> None:
         self.redis = redis
-        self.tasks = [asyncio.create_task(self._send_events()), asyncio.create_task(self._listen_cancels())]
+        self.tasks = [asyncio.create_task(self.sender.run(redis)), asyncio.create_task(self._listen_cancels())]
 
     async def stop(self) -> None:
         tasks = [*self.tasks, *self.pullers.values()]
@@ -89,8 +98,9 @@ class JobExecutor:
                 log.info("broker: replica %s stopped; cancelling its run %s", origin, key)
                 self.executing.pop(key, None)
                 Scheduler.cancel(self.scheduler, run)
-        cutoff = time.monotonic() - CANCEL_MEMORY_S
-        self.cancelled = {k: t for k, t in self.cancelled.items() if t > cutoff}
+        now = time.monotonic()
+        self.cancelled = {k: t for k, t in self.cancelled.items() if t > now - CANCEL_MEMORY_S}
+        self.finished = {k: t for k, t in self.finished.items() if t > now - FINISHED_MEMORY_S}
 
     # --- taking jobs -------------------------------------------------------
 
@@ -100,46 +110,101 @@ class JobExecutor:
 
     async def _pull(self, backend: str) -> None:
         """Take jobs for ``backend`` from Redis while this replica has a free slot for one."""
-        connection = connect(self.url)  # BLPOP holds its connection
+        connection = connect(self.url)  # BLMOVE holds its connection while it waits
+        outage = OutageLog(f"taking {backend} jobs")
+        sweep_at = 0.0
         try:
             while True:
-                if not self.scheduler.accepting or self._free_slots(backend) <= 0:
+                if not self.scheduler.accepting:
+                    await asyncio.sleep(0.05)
+                    continue
+                if time.monotonic() >= sweep_at:
+                    sweep_at = time.monotonic() + (SWEEP_S if await self._sweep(backend) else RETRY_S)
+                if self._free_slots(backend) <= 0:
                     await asyncio.sleep(0.005)
                     continue
                 try:
-                    item = await connection.blpop([queue_key(backend)], timeout=1)
+                    raw = await broker_jobs.take(connection, backend, self.id, TAKE_BLOCK_S)
                 except (RedisError, OSError) as exc:
-                    log.warning("broker: taking a job failed (%s); retrying", exc)
+                    outage.failed(exc)
+                    sweep_at = 0.0  # Redis may have moved a job for us after we gave up waiting
                     await asyncio.sleep(RETRY_S)
                     continue
-                if item is not None:
-                    self._execute(json.loads(item[1]))
+                outage.worked()
+                if raw is not None and not await self._handle(backend, raw):
+                    sweep_at = 0.0
         finally:
             await connection.aclose()
 
-    def _execute(self, job: dict[str, Any]) -> None:
-        key, origin = job["key"], job["origin"]
-        if origin != self.id and self.liveness.is_gone(origin):
-            log.info("broker: dropping run %s of replica %s, which stopped", key, origin)
-            return
-        if key in self.executing:
-            return  # pushed again after Redis lost its data, and this replica already runs it
+    async def _sweep(self, backend: str) -> bool:
+        """Handle each job in this replica's processing list that it has not registered (a move whose answer
+        was lost, a claim that failed); False if Redis could not be read."""
+        assert self.redis is not None
+        try:
+            jobs = await broker_jobs.taken(self.redis, self.id, backend)
+        except (RedisError, OSError):
+            return False
+        unregistered = [raw for raw in jobs if broker_jobs.read_job(raw).key not in self.executing]
+        lost = sum(1 for raw in unregistered if broker_jobs.read_job(raw).key not in self.finished)
+        if lost:  # (a finished one is there until the settle sent with its done reaches Redis)
+            log.info("broker: %d %s job(s) found in this replica's processing list that it had not registered "
+                     "(a take or claim whose answer was lost)", lost, backend)
+        handled = True
+        for raw in unregistered:
+            handled = await self._handle(backend, raw) and handled
+        return handled
+
+    async def _handle(self, backend: str, raw: str) -> bool:
+        """A job now in this replica's processing list: run it if its claim is ours, else settle it (drop it
+        from the list). False if Redis failed before that was decided (the job stays for the next sweep)."""
+        assert self.redis is not None
+        job = broker_jobs.read_job(raw)
+        settle = Settle(taken_key(self.id, backend), raw)
+        if job.key in self.executing:  # a second copy of a run this replica runs now
+            self.sender.put(settle)
+            return True
+        if job.origin != self.id and self.liveness.is_gone(job.origin):
+            log.info("broker: dropping run %s of replica %s, which stopped", job.key, job.origin)
+            self.sender.put(settle)
+            return True
+        if job.expired():
+            log.info("broker: dropping run %s: its origin stopped waiting for it", job.key)
+            self.sender.put(settle)
+            return True
+        try:
+            holder = await broker_jobs.claim(self.redis, job, self.id)
+        except (RedisError, OSError) as exc:
+            log.info("broker: run %s not claimed yet (%s); trying again", job.key, describe_failure(exc))
+            return False
+        if holder is not None and (holder != self.id or job.key in self.finished):
+            log.info("broker: dropping a copy of run %s, which replica %s runs or ran", job.key, holder)
+            self.sender.put(settle)
+            return True
+        self._execute(job, settle)
+        return True
+
+    def _execute(self, job: Job, settle: Settle) -> None:
+        key, origin = job.key, job.origin
         self.liveness.heard_of(origin)  # not yet judged: it gets the grace a restarting Redis needs
+        numbers = itertools.count()
 
         def relay(event: dict[str, Any]) -> None:
-            if event.get("type") == "done":
+            seq = next(numbers)
+            done = event.get("type") == "done"
+            if done:
                 self.executing.pop(key, None)
+                self.finished[key] = time.monotonic()
             hello = None
             if event.get("type") == "started" and run.worker:
                 hello = public_hello(run.worker.hello) | {"trusted": run.worker.trusted}
             if origin == self.id:
-                self.deliver(key, self.id, event, hello)
+                self.deliver(key, self.id, seq, event, hello)
             else:
-                self.outgoing.put_nowait((origin, key, event, hello))
+                self.sender.put(Event(origin, key, seq, event, hello))
+            if done:  # after its done, in the same batch or a later one: never before it
+                self.sender.put(settle)
 
-        run = Run(client_id=key, code=job["code"], backend=job["backend"], timeout_s=float(job["timeout_s"]),
-                  options=job["options"], emit=relay, session_id=job.get("session_id") or "",
-                  network=job.get("network") or "", key=key, runtime=str(job.get("runtime") or ""))
+        run = broker_jobs.job_run(job, relay)
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")
@@ -150,33 +215,7 @@ class JobExecutor:
         except bp.ProtocolError as exc:
             self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc), reason=exc.reason)
 
-    # --- events out, cancels in ----------------------------------------------
-
-    async def _send_events(self) -> None:
-        """XADD events to their origins' streams in order, many per round trip; a batch Redis did not take
-        is sent again (in order, with what came since) until it does, unless its origin is gone."""
-        assert self.redis is not None
-        batch: list[Outgoing] = []
-        while True:
-            if not batch:
-                batch.append(await self.outgoing.get())
-            while not self.outgoing.empty():
-                batch.append(self.outgoing.get_nowait())
-            batch = [item for item in batch if not self.liveness.is_gone(item[0])]
-            try:
-                async with self.redis.pipeline(transaction=False) as pipe:
-                    for origin, key, event, hello in batch:
-                        fields = {"key": key, "executor": self.id, "event": json.dumps(event, separators=(",", ":"))}
-                        if hello is not None:
-                            fields["hello"] = json.dumps(hello)
-                        pipe.xadd(events_key(origin), fields, maxlen=STREAM_MAXLEN, approximate=True)
-                    for origin in {item[0] for item in batch}:
-                        pipe.expire(events_key(origin), STREAM_TTL_S)  # a stopped origin's stream expires
-                    await pipe.execute()
-                batch = []
-            except (RedisError, OSError) as exc:
-                log.warning("broker: %d event(s) not sent yet (%s); retrying", len(batch), exc)
-                await asyncio.sleep(RETRY_S)
+    # --- cancels in ----------------------------------------------------------
 
     async def _listen_cancels(self) -> None:
         assert self.redis is not None

@@ -42,6 +42,7 @@ class ReplicaLiveness:
         self.gone: dict[str, float] = {}  # replica id -> when it was judged gone
         self.reading_since: float | None = None  # since when heartbeat reads have worked without a failure
         self.last_failure: float | None = None
+        self.failure = ""  # why the last failure happened ('out of memory', 'unreachable', ...)
 
     @property
     def live(self) -> dict[str, dict[str, Any]]:
@@ -53,11 +54,13 @@ class ReplicaLiveness:
         """Whether this replica's last attempt to reach Redis worked."""
         return self.reading_since is not None
 
-    def failed(self) -> None:
-        """Redis could not be read: judge nobody until it can be again."""
+    def failed(self, kind: str = "unreachable") -> None:
+        """Redis could not be read or written (``kind``: why, as server/runs/broker_keys.py names it): judge
+        nobody until it can be again."""
         now = self.clock()
         self.reading_since = None
         self.last_failure = now
+        self.failure = kind
 
     def observed(self, beats: dict[str, dict[str, Any]]) -> list[str]:
         """Heartbeats read just now (every replica whose key exists); returns the replicas judged gone now."""

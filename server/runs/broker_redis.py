@@ -5,11 +5,13 @@ Each run goes through Redis, whichever replica its browser is connected to
 *executor*; often the same one)::
 
     origin A                          Redis                          executor B
-    submit ── RPUSH job ───────────▶ jaxplay:queue:<backend> ──BLPOP──▶ puller (only while B
-                                                                       has a free slot) ->
-                                                                       a local Run on B's
-                                                                       scheduler -> worker
-    relay  ◀── XREAD ─── jaxplay:events:<A> (stream) ◀── XADD ──────── each event, in order
+    submit ── RPUSH job ───────────▶ jaxplay:queue:<backend> ──BLMOVE─▶ puller (only while B
+                                     jaxplay:taken:<B>:<backend> ◀──┘   has a free slot), claims
+                                     jaxplay:claim:<run key> ◀── SET NX  the run id -> a local Run
+                                                                       on B's scheduler -> worker
+    relay  ◀── XREAD ─── jaxplay:events:<A> (stream) ◀── XADD ──────── each event, numbered, in
+           ─── XTRIM ──▶ (what A has read)                             MULTI/EXEC batches; LREM
+                                                                       of the job with its done
     cancel ─── PUBLISH ───────────▶ jaxplay:cancels ─── SUBSCRIBE ──▶ cancels its local Run
     heartbeat: SET jaxplay:replica:<id> EX 3 every second, with its backends, free slots and
                local queue; it also reads every queue's length (what /metrics reports)
@@ -18,20 +20,27 @@ Tasks, all on the server's event loop and owned by the broker: the heartbeat
 loop, the event reader and the pusher (the origin side, here); the pullers,
 the event sender and the cancel listener belong to its ``JobExecutor``
 (the executor side, server/runs/broker_executor.py). The keys are listed in
-server/runs/broker_keys.py, the liveness rules in server/runs/broker_liveness.py.
+server/runs/broker_keys.py, the liveness rules in server/runs/broker_liveness.py,
+the hand-off in server/runs/broker_jobs.py, the event streams in
+server/runs/broker_events.py.
 
 Why streams for events: a stream keeps order and keeps entries while the
 origin's reader reconnects, where pub/sub would drop them; events are the
 one thing that must not be lost or reordered, so the sender retries a batch
-until Redis takes it. Cancels use pub/sub: they are idempotent and every run
-still has its deadline.
+until Redis takes it, and the origin drops repeats and holds gaps by each
+event's sequence number. Cancels use pub/sub: they are idempotent and every
+run still has its deadline.
 
 What holds:
 - exactly one ``done`` per run: only the origin's ``Scheduler.finish`` emits
   it (from the executor's ``done``, a cancel while still in Redis, the
   origin's own deadline, or the executor's death);
-- a job is taken by exactly one executor (BLPOP), and a cancel races it
-  safely: LREM removes it if still queued, otherwise the cancel is published;
+- a job is handed over at least once (BLMOVE into the taker's processing
+  list, found again after a lost answer or a dead taker) and runs at most once
+  (a claim per run id); a cancel races it safely: LREM removes it if still
+  queued, otherwise the cancel is published;
+- a run's output reaches its browser once, in order, or the run ends as an
+  ``error`` saying part of it was lost; a delivered event is trimmed at once;
 - liveness is judged with grace (server/runs/broker_liveness.py): a dead
   executor's runs end as ``crashed`` and a dead origin's jobs are dropped only
   after its heartbeat was missing for seconds while Redis answered;
@@ -39,8 +48,11 @@ What holds:
   data, and an origin that sees a new epoch pushes again every job of its own
   that no executor had taken (and its browsers' session entries);
 - a Redis outage is never a sandbox crash: a run submitted while Redis cannot
-  be reached is ``rejected`` saying so, a run whose result was lost in one ends
-  as ``error`` saying so, and ``/readyz`` is 503 meanwhile;
+  be reached, or refuses writes for memory, is ``rejected`` saying which, a run
+  whose result was lost in one ends as ``error`` saying so, and ``/readyz`` is
+  503 meanwhile (its probe is a write: a full Redis still answers PING);
+- a replica whose Redis refuses its credentials, or cannot be reached at
+  start, starts anyway, unready, says why, and keeps trying;
 - a dead origin: executors cancel its runs and drop its queued jobs, and its
   browsers, reconnecting to another replica, are sent a ``done`` for each
   run they had in flight (kept per session in ``jaxplay:session:<id>``).
@@ -49,12 +61,11 @@ What holds:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -63,20 +74,27 @@ from redis.exceptions import RedisError
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs import broker_jobs, broker_sessions
+from jaxplay.server.runs.broker_events import GAP_WAIT_S, EventReader, InOrder
 from jaxplay.server.runs.broker_executor import JobExecutor
+from jaxplay.server.runs.broker_heartbeat import Heartbeat
 from jaxplay.server.runs.broker_keys import (
     CANCELS,
     EPOCH_KEY,
+    HINTS,
+    OUT_OF_MEMORY,
     PREFIX,
+    QUEUE_TTL_S,
     REPLICAS,
     RETRY_S,
-    STREAM_TTL_S,
+    UNREACHABLE,
     connect,
+    describe_failure,
     events_key,
-    public_hello,
+    failure_kind,
     queue_key,
 )
-from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S, ReplicaLiveness
+from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, ReplicaLiveness
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 from jaxplay.server.storage.interface import redact
 
@@ -84,16 +102,19 @@ log = logging.getLogger("jaxplay.broker")
 
 # /readyz and /metrics wait this long for Redis.
 PROBE_S = 1.5
-# A returning browser's old replica is judged within seconds; beyond this (Redis away?) it is not told.
-RETURNING_WAIT_S = 60.0
+PROBE_TTL_MS = 2000
 
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
-ORIGIN_GONE = ("The server this page was connected to stopped while this run was in flight, so its result "
-               "was lost; run it again.")
 BROKER_UNREACHABLE = ("The playground's run queue (Redis) cannot be reached right now, so this run was not queued; "
                       "run it again in a moment.")
+BROKER_FULL = ("The playground's run queue (Redis) is out of memory, so this run was not queued; run it again in a "
+               "moment.")
 BROKER_LOST = ("The server lost its connection to the run queue (Redis) while this run was in flight, and its result "
                "never came back; run it again.")
+BROKER_FULL_LOST = ("The playground's run queue (Redis) ran out of memory while this run was in flight, and its result "
+                    "never came back; run it again.")
+OUTPUT_LOST = ("Part of this run's output was lost in the playground's run queue (Redis), so its result is "
+               "incomplete; run it again.")
 
 
 @dataclass(eq=False)
@@ -104,6 +125,9 @@ class Pending:
     executor: str | None = None
     epoch: str | None = None  # the Redis data epoch its job was pushed in
     pushing: bool = False  # its RPUSH is on its way
+    repeated: bool = False  # some of its events arrived twice (and were dropped)
+    # Its executor's events, put back in order: (event, worker hello on 'started').
+    order: InOrder[tuple[dict[str, Any], dict[str, Any] | None]] = field(default_factory=InOrder)
 
 
 async def _nowhere(text: str) -> None:
@@ -130,6 +154,7 @@ class RedisBroker:
         self.pushes: asyncio.Queue[tuple[Run, str]] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
         self.executor = JobExecutor(url, scheduler, self.id, self.liveness, self.deliver)
+        self.heartbeat = Heartbeat(self)
 
     @property
     def live(self) -> dict[str, dict[str, Any]]:
@@ -139,17 +164,23 @@ class RedisBroker:
     # --- lifecycle ---------------------------------------------------------
 
     async def start(self) -> None:
+        """Connect and start the tasks. A Redis that cannot be reached, or refuses this replica's credentials,
+        does not stop the start: the replica stays up, unready (/readyz says why), and its heartbeat keeps
+        trying, so a wrong password or an outage at start is no crash loop."""
         self.redis = connect(self.url)
         try:
-            await self.redis.ping()
+            await self.heartbeat.once()
+            log.info("broker: replica %s on %s", self.id, redact(self.url))
         except (RedisError, OSError) as exc:
-            raise RuntimeError(f"Cannot reach the broker at {redact(self.url)}: {exc}. Check --broker "
-                               "(JAXPLAY_BROKER) and that Redis is running.") from exc
-        await self._heartbeat_once()
+            kind = failure_kind(exc)
+            self.liveness.failed(kind)
+            self.heartbeat.failing = kind  # said here, with what to check: the heartbeat logs only a change
+            log.error("broker: replica %s cannot use Redis at %s: %s. %s. It stays up, not ready, and tries "
+                      "again every second.", self.id, redact(self.url), describe_failure(exc), HINTS[kind])
         self.executor.start(self.redis)
-        for loop in (self._heartbeat_loop, self._read_events, self._push_in_order):
-            self.tasks.append(asyncio.create_task(loop()))
-        log.info("broker: replica %s on %s", self.id, redact(self.url))  # a password never reaches a log
+        reader = EventReader(self.id, self.deliver)
+        self.tasks += [asyncio.create_task(self.heartbeat.loop()), asyncio.create_task(reader.run(self.redis)),
+                       asyncio.create_task(self._push_in_order())]
 
     async def stop(self) -> None:
         for task in self.tasks:
@@ -175,34 +206,42 @@ class RedisBroker:
             asyncio.create_task(self._withdraw(run, pending.payload))
         self._end(run, status, message)
 
-    async def _withdraw(self, run: Run, payload: str) -> None:
-        if self.redis is None:
-            return
-        try:
-            if not await self.redis.lrem(queue_key(run.backend), 1, payload):
-                await self.redis.publish(CANCELS, run.key)
-        except (RedisError, OSError) as exc:
-            log.warning("broker: run %s could not be withdrawn (Redis: %s); its deadline ends it", run.key, exc)
+    async def _withdraw(self, run: Run, payload: str, until: float | None = None) -> None:
+        """Take a run's job (every copy) back from its queue, or cancel it where it runs; tried again until
+        ``until`` (a monotonic time) if Redis cannot take it now, else once."""
+        while self.redis is not None:
+            try:
+                if not await self.redis.lrem(queue_key(run.backend), 0, payload):
+                    await self.redis.publish(CANCELS, run.key)
+                return
+            except (RedisError, OSError) as exc:
+                if until is None or time.monotonic() > until:
+                    log.warning("broker: run %s could not be withdrawn (Redis: %s); its deadline ends it",
+                                run.key, describe_failure(exc))
+                    return
+            await asyncio.sleep(RETRY_S)
 
     def remote_backends(self) -> set[str]:
         return {b for info in self.live.values() for b, n in info.get("backends", {}).items() if n["workers"]}
 
     async def probe(self) -> str:
-        """For /readyz: 'reachable', or why not."""
+        """For /readyz: 'reachable' (Redis answers and takes a write), or why not: 'out of memory: ...',
+        'credentials refused: ...', 'unreachable: ...'. A write, because a Redis at maxmemory still answers
+        PING and reads while it refuses every run."""
         if self.redis is None:
             return "not started"
         try:
-            await asyncio.wait_for(self.redis.ping(), PROBE_S)
+            await asyncio.wait_for(self.redis.set(f"{PREFIX}probe:{self.id}", "1", px=PROBE_TTL_MS), PROBE_S)
             return "reachable"
         except (RedisError, OSError, TimeoutError) as exc:
-            self.liveness.failed()
-            return f"unreachable: {exc or type(exc).__name__}"
+            self.liveness.failed(failure_kind(exc))
+            return describe_failure(exc)
 
     async def refresh_waiting(self) -> None:
         """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""
         if self.redis is None:
             return
-        backends = self._known_backends()
+        backends = self.known_backends()
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for backend in backends:
@@ -213,7 +252,7 @@ class RedisBroker:
             return
         self.waiting = dict(zip(backends, map(int, lengths), strict=True))
 
-    def _known_backends(self) -> list[str]:
+    def known_backends(self) -> list[str]:
         names = {w.hello.backend for w in self.scheduler.workers} | self.scheduler.expected_backends
         names |= {b for beat in self.live.values() for b in beat.get("backends", {})}
         return sorted(names)
@@ -221,13 +260,11 @@ class RedisBroker:
     # --- origin side -------------------------------------------------------
 
     def enqueue(self, run: Run) -> None:
-        job = {"key": run.key, "origin": self.id, "code": run.code, "backend": run.backend,
-               "timeout_s": run.timeout_s, "options": run.options, "session_id": run.session_id,
-               "network": run.network, "runtime": run.runtime}
-        payload = json.dumps(job, separators=(",", ":"))
+        waits_s = run.timeout_s + WORKER_GRACE_S + GONE_AFTER_S
+        payload = broker_jobs.job_payload(run, self.id, time.time() + waits_s)
         self.pending[run.key] = Pending(run, payload)
         loop = asyncio.get_running_loop()
-        run._deadline = loop.call_later(run.timeout_s + WORKER_GRACE_S + GONE_AFTER_S, self._overdue, run)
+        run._deadline = loop.call_later(waits_s, self._overdue, run)
         # Accepted: the browser learns its place now (the shared queue's length as last read), and the exact one
         # once Redis has the job, before any event of its execution can arrive.
         run.position = self.waiting.get(run.backend, 0) + self.pushes.qsize() + 1
@@ -247,6 +284,7 @@ class RedisBroker:
             return  # ended (cancelled) while waiting to be pushed, or pushed again after it was taken
         queue = queue_key(run.backend)
         pending.pushing = True
+        pushed = False
         try:
             async with self.redis.pipeline(transaction=False) as pipe:
                 pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
@@ -258,35 +296,39 @@ class RedisBroker:
                           f"The {run.backend} queue is full ({waiting} runs waiting); try again in a minute.",
                           reason="queue_full")
                 return
-            async with self.redis.pipeline(transaction=False) as pipe:
+            pushed = True
+            async with self.redis.pipeline(transaction=True) as pipe:  # all or nothing: no job without its entry
                 pipe.rpush(queue, payload)
+                pipe.expire(queue, QUEUE_TTL_S)
                 if is_browser_session(run.session_id):  # an address client is nobody who comes back
-                    self._remember_session(pipe, run)
+                    broker_sessions.remember(pipe, self.id, run)
                 position, *_ = await pipe.execute()
         except (RedisError, OSError) as exc:
-            # Tried again on a fresh connection first (``connect``): Redis is down, not a stale socket. The runs
-            # behind this one in line would only wait to fail the same way: they are refused with it.
+            # Tried again on a fresh connection first (``connect``): Redis is down or full, not a stale socket. The
+            # runs behind this one in line would only wait to fail the same way: they are refused with it.
             refused = [run] + [waiting for waiting, _ in _drain(self.pushes)]
-            log.error("broker: could not queue %d run(s): %s", len(refused), exc)
-            self.liveness.failed()
+            kind = failure_kind(exc)
+            log.error("broker: could not queue %d run(s): %s", len(refused), describe_failure(exc))
+            self.liveness.failed(kind)
             for waiting in refused:
                 if waiting.key in self.pending:
-                    self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE, reason="broker_unreachable")
+                    if kind == OUT_OF_MEMORY:
+                        self._end(waiting, bp.RunStatus.REJECTED, BROKER_FULL, reason="broker_out_of_memory")
+                    else:
+                        self._end(waiting, bp.RunStatus.REJECTED, BROKER_UNREACHABLE, reason="broker_unreachable")
+            if pushed and kind == UNREACHABLE:  # Redis may have carried the push out after the client gave up
+                until = time.monotonic() + run.timeout_s + WORKER_GRACE_S + GONE_AFTER_S  # executors drop it then
+                asyncio.create_task(self._withdraw(run, payload, until=until))
             return
         finally:
             pending.pushing = False
         pending.epoch = epoch
-        self._saw_epoch(epoch)
+        self.saw_epoch(epoch)
         if run.key in self.pending and run.state == "queued" and run.position != int(position):
             run.position = int(position)
             run.send(bp.queued_event(run.client_id, run.position))
 
-    def _remember_session(self, pipe: Any, run: Run) -> None:
-        pipe.hset(f"{PREFIX}session:{run.session_id}", run.client_id,
-                  json.dumps({"origin": self.id, "key": run.key, "backend": run.backend}))
-        pipe.expire(f"{PREFIX}session:{run.session_id}", 24 * 3600)
-
-    def _saw_epoch(self, epoch: str | None) -> None:
+    def saw_epoch(self, epoch: str | None) -> None:
         """Redis's data epoch, read just now: a new one means it lost its data (a restart without persistence)."""
         if epoch is None or epoch == self.epoch:
             return
@@ -303,13 +345,14 @@ class RedisBroker:
             async with self.redis.pipeline(transaction=False) as pipe:
                 for pending in lost:
                     pipe.rpush(queue_key(pending.run.backend), pending.payload)
+                    pipe.expire(queue_key(pending.run.backend), QUEUE_TTL_S)
                 for pending in self.pending.values():
                     if is_browser_session(pending.run.session_id):
-                        self._remember_session(pipe, pending.run)
+                        broker_sessions.remember(pipe, self.id, pending.run)
                 await pipe.execute()
         except (RedisError, OSError) as exc:
-            log.error("broker: could not queue %d run(s) again: %s", len(lost), exc)
-            self.liveness.failed()
+            log.error("broker: could not queue %d run(s) again: %s", len(lost), describe_failure(exc))
+            self.liveness.failed(failure_kind(exc))
             self.epoch = None  # the next heartbeat that reaches Redis tries again
             return
         for pending in lost:
@@ -331,7 +374,7 @@ class RedisBroker:
             self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
             return
         try:
-            if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 1, pending.payload):
+            if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 0, pending.payload):
                 self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
                 return
             await self.redis.publish(CANCELS, run.key)
@@ -341,7 +384,8 @@ class RedisBroker:
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)
         if self.liveness.unreachable_since(run.submitted_at):
-            self._give_up(run, bp.RunStatus.ERROR, BROKER_LOST)
+            self._give_up(run, bp.RunStatus.ERROR, BROKER_FULL_LOST if self.liveness.failure == OUT_OF_MEMORY
+                          else BROKER_LOST)
         else:
             self._give_up(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
@@ -350,17 +394,12 @@ class RedisBroker:
         self.pending.pop(run.key, None)
         self.scheduler.finish(run, status, message, elapsed_ms, **extra)
         if is_browser_session(run.session_id) and self.redis is not None:
-            asyncio.create_task(self._forget(run))
+            asyncio.create_task(broker_sessions.forget(self, run))
 
-    async def _forget(self, run: Run) -> None:
-        try:
-            assert self.redis is not None
-            await self.redis.hdel(f"{PREFIX}session:{run.session_id}", run.client_id)
-        except (RedisError, OSError):
-            pass
-
-    def deliver(self, key: str, executor: str, event: dict[str, Any], hello: dict[str, Any] | None = None) -> None:
-        """An event of one of this replica's runs, from whichever replica executes it.
+    def deliver(self, key: str, executor: str, seq: int | None, event: dict[str, Any],
+                hello: dict[str, Any] | None = None) -> None:
+        """An event of one of this replica's runs, from whichever replica executes it, numbered ``seq`` among
+        that run's events (None from a replica of an older version: taken as it comes).
 
         ``started`` comes with the executing worker's hello, which the result cache keys on, and
         whether the executing replica trusts that worker's results (``WorkerLink.trusted``): only a
@@ -376,6 +415,17 @@ class RedisBroker:
             log.info("broker: ignoring run %s's events from replica %s (it runs on %s)", key, executor,
                      pending.executor)
             return
+        order = pending.order
+        ready = [(event, hello)] if seq is None else order.accept(seq, (event, hello), time.monotonic())
+        if seq is not None and seq < order.next and not ready and not pending.repeated:
+            pending.repeated = True  # once per run: a stall can repeat many
+            log.info("broker: run %s: events that Redis stored twice (a batch sent again after a timeout) were "
+                     "dropped", key)
+        for event, hello in ready:
+            if key in self.pending:
+                self._apply(pending, event, hello)
+
+    def _apply(self, pending: Pending, event: dict[str, Any], hello: dict[str, Any] | None) -> None:
         run = pending.run
         kind = event.get("type")
         if kind == "queued":
@@ -392,134 +442,23 @@ class RedisBroker:
                 run.worker = WorkerLink(hello=wp.WorkerHello(token="", **hello), send=_nowhere, trusted=trusted)
         run.send(event)
 
-    async def _read_events(self) -> None:
-        assert self.redis is not None
-        stream, last = events_key(self.id), "$"
-        while True:
-            try:
-                replies = await self.redis.xread({stream: last}, block=1000, count=1000)
-            except (RedisError, OSError) as exc:
-                log.warning("broker: reading events failed (%s); retrying", exc)
-                await asyncio.sleep(RETRY_S)
-                continue
-            for _, entries in replies or ():
-                for entry_id, fields in entries:
-                    last = entry_id
-                    hello = json.loads(fields["hello"]) if "hello" in fields else None
-                    self.deliver(fields["key"], fields["executor"], json.loads(fields["event"]), hello)
+    # --- runs that cannot end well ----------------------------------------
 
-    # --- liveness ----------------------------------------------------------
-
-    def _beat(self) -> str:
-        backends: dict[str, dict[str, Any]] = {}
-        for link in self.scheduler.workers:
-            hello = link.hello
-            # What /api/backends of a replica without this worker shows of it (the same as this one shows).
-            describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
-                        "device_memory_bytes": hello.device_memory_bytes, "jax_version": hello.jax_version,
-                        "jaxlib_version": hello.jaxlib_version, "libraries": hello.libraries,
-                        "device_peak": hello.device_peak or None}
-            entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "free_slots": 0, "queued": 0,
-                                                        "describe": describe, "hellos": []})
-            entry["hellos"].append(public_hello(hello))
-            entry["workers"] += 1
-            entry["slots"] += hello.slots
-            entry["free_slots"] += link.free_slots
-        for backend, entry in backends.items():
-            entry["queued"] = len(self.scheduler.queues.get(backend, ()))
-        return json.dumps({"backends": backends, "at": time.time()})
-
-    async def _heartbeat_once(self) -> None:
-        assert self.redis is not None
-        backends = self._known_backends()
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.set(f"{PREFIX}replica:{self.id}", self._beat(), ex=HEARTBEAT_TTL_S)
-            pipe.sadd(REPLICAS, self.id)
-            pipe.expire(events_key(self.id), STREAM_TTL_S)
-            pipe.set(EPOCH_KEY, uuid.uuid4().hex, nx=True)
-            pipe.get(EPOCH_KEY)
-            pipe.smembers(REPLICAS)
-            for backend in backends:
-                pipe.llen(queue_key(backend))
-            _, _, _, _, epoch, members, *lengths = await pipe.execute()
-        ids = sorted(members)
-        beats = await self.redis.mget([f"{PREFIX}replica:{i}" for i in ids]) if ids else []
-        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
-        gone = self.liveness.observed({i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None})
-        if gone:
-            log.info("broker: replica(s) %s stopped (no heartbeat for %.0f s)", ", ".join(gone), GONE_AFTER_S)
-            async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.srem(REPLICAS, *gone)
-                pipe.delete(*(events_key(replica) for replica in gone))
-                await pipe.execute()
-        self._saw_epoch(epoch)
-        self.executor.pull_for({link.hello.backend for link in self.scheduler.workers})
-
-    def beat_soon(self) -> None:
-        if self.redis is not None:
-            task = asyncio.ensure_future(self._beat_or_note_failure())
-            self.tasks.append(task)
-            task.add_done_callback(self.tasks.remove)
-
-    async def _beat_or_note_failure(self) -> bool:
-        try:
-            await self._heartbeat_once()
-            return True
-        except (RedisError, OSError) as exc:
-            if self.liveness.reachable:
-                log.warning("broker: Redis cannot be reached (%s); new runs are refused until it can", exc)
-            self.liveness.failed()
-            return False
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(HEARTBEAT_S)
-            try:
-                if await self._beat_or_note_failure():
-                    self._end_runs_of_gone_replicas()
-            except Exception:  # the heartbeat is this replica's life to the others: it must never stop
-                log.exception("broker: heartbeat failed")
-
-    def _end_runs_of_gone_replicas(self) -> None:
+    def check_runs(self) -> None:
+        """After each heartbeat: end the runs whose executor is gone, or whose events were lost in Redis."""
+        now = time.monotonic()
         for pending in list(self.pending.values()):
             if pending.executor is not None and self.liveness.is_gone(pending.executor):
                 self._end(pending.run, bp.RunStatus.CRASHED, EXECUTOR_GONE)
+            elif pending.order.gap_older_than(GAP_WAIT_S, now):
+                log.warning("run %s: events lost in Redis (a gap of %.0f s in its sequence)", pending.run.key,
+                            now - (pending.order.gap_since or now))
+                self._give_up(pending.run, bp.RunStatus.ERROR, OUTPUT_LOST)
         self.executor.cancel_orphans()
 
-    # --- browsers that come back -------------------------------------------
+    def beat_soon(self) -> None:
+        self.heartbeat.soon()
 
     async def tell_returning_browser(self, session_id: str, emit: Any,
                                      told: Callable[[str | None, str], None] | None = None) -> None:
-        """A browser connected here: end the runs it had in flight on a replica that has since stopped.
-
-        It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
-        that shows the replica alive) rather than answer from a stale view. Every connection of the session
-        that finds a run's entry is told; ``told(backend, status)`` counts it once, by whichever replica's
-        HDEL removed the entry (metrics: each outcome a browser is told, once per run)."""
-        if not is_browser_session(session_id) or self.redis is None:
-            return
-        try:
-            runs = await self.redis.hgetall(f"{PREFIX}session:{session_id}")
-        except (RedisError, OSError) as exc:
-            log.warning("broker: could not look up session runs: %s", exc)
-            return
-        entries = {client_id: json.loads(raw) for client_id, raw in runs.items()}
-        origins = {client_id: entry["origin"] for client_id, entry in entries.items()}
-        waiting = {client_id: origin for client_id, origin in origins.items() if origin != self.id}
-        started = time.monotonic()
-        # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
-        alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
-        while waiting and time.monotonic() < started + RETURNING_WAIT_S:
-            for client_id, origin in list(waiting.items()):
-                if self.liveness.is_gone(origin):
-                    emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
-                    del waiting[client_id]
-                    try:
-                        removed = await self.redis.hdel(f"{PREFIX}session:{session_id}", client_id)
-                    except (RedisError, OSError):
-                        removed = 0  # the entry stays: the next connection that finds it is told and counts it
-                    if removed and told is not None:
-                        told(entries[client_id].get("backend"), bp.RunStatus.CRASHED)
-                elif self.liveness.seen_at.get(origin, 0.0) > alive_after:
-                    del waiting[client_id]  # its replica is alive: it answers the run itself
-            await asyncio.sleep(HEARTBEAT_S / 2)
+        await broker_sessions.tell_returning_browser(self, session_id, emit, told)

@@ -44,6 +44,8 @@ RESTART_DELAYS_S = (1, 2, 5, 10, 30)
 STOP_GRACE_S = 5.0
 EXIT_CANNOT_START = 3  # the worker's own status for a host it must not serve from (sandbox/agent.py)
 REFUSAL_PREFIX = "jaxplay worker: "
+# Settings that may hold a password or token (the Redis and database URLs, the metrics token): server-only.
+SERVER_SECRETS = ("broker", "database_url", "metrics_token")
 
 
 def _die_with_server() -> None:
@@ -65,9 +67,13 @@ class LocalWorkers:
         self.refusals: dict[str, str] = {}
 
     def environment(self) -> dict[str, str]:
+        """The server's environment and settings, less the secrets a worker never needs (its sandboxes start
+        from an empty environment anyway, but a worker's own environment is one step closer to them)."""
         env = dict(os.environ)
         for name, value in asdict(self.settings).items():
             env[ENV_PREFIX + name.upper()] = str(value)
+        for name in SERVER_SECRETS:
+            env.pop(ENV_PREFIX + name.upper(), None)
         env[ENV_PREFIX + "WORKER_TOKEN"] = self.token
         return env
 

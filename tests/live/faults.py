@@ -78,6 +78,7 @@ class Client:
         self.cookie = cookie
         # Runs of an earlier connection this one may be told about (a browser back from a dead replica).
         self.events: dict[str, list[dict[str, Any]]] = {run_id: [] for run_id in expect}
+        self.code_of: dict[str, str] = {}  # run id -> the program it ran
         self.closed = False
 
     async def __aenter__(self) -> Client:
@@ -105,6 +106,7 @@ class Client:
     async def run(self, code: str, **fields: Any) -> str:
         run_id = uuid.uuid4().hex[:10]
         self.events[run_id] = []
+        self.code_of[run_id] = code
         await self.ws.send(json.dumps({"type": "run", "id": run_id, "code": code, "fresh": True, **fields}))
         return run_id
 
@@ -134,3 +136,43 @@ def check_run_contract(events: list[dict[str, Any]]) -> dict[str, Any]:
     if done["status"] != "rejected":
         assert kinds[0] == "queued", kinds  # sent on acceptance, also when the run starts at once
     return done
+
+
+def printer(tag: str, lines: int, pause_s: float = 0.0) -> str:
+    """A program whose output is many events (a line each, flushed): what a resent or reordered batch would
+    duplicate, drop or shuffle. ``tag`` makes it unique (never a cache answer)."""
+    pause = f"\n    time.sleep({pause_s})" if pause_s else ""
+    return (f"import time\nfor i in range({lines}):\n    print({tag!r}, i, '.' * 60, flush=True){pause}\n"
+            f"print({tag!r}, 'end')")
+
+
+async def idle_outputs(server: LiveServer, programs: list[str]) -> dict[str, str]:
+    """Each program's output on an idle server (one run at a time, nothing failing): what a run under a
+    fault must print too, if it ends ``ok``."""
+    outputs = {}
+    async with Client(server) as client:
+        for code in programs:
+            run_id = await client.run(code)
+            [done] = (await client.all_done([run_id], 90)).values()
+            assert done["status"] == "ok", done
+            outputs[code] = output_of(client.events[run_id])
+    return outputs
+
+
+def output_of(events: list[dict[str, Any]]) -> str:
+    return "".join(e.get("text", "") for e in events if e["type"] == "stdout")
+
+
+def rejected_counted(server: LiveServer) -> float:
+    """Every rejection a replica's /metrics counts: runs that ended ``rejected`` and runs refused before
+    they were queued."""
+    status, text = http_status(server, "/metrics")
+    assert status == 200, text
+    ended = re.findall(r'^jaxplay_runs_total\{[^}]*status="rejected"[^}]*\} (\S+)$', text, flags=re.M)
+    refused = re.findall(r"^jaxplay_runs_rejected_total\{[^}]*\} (\S+)$", text, flags=re.M)
+    return sum(float(value) for value in ended + refused)
+
+
+def rejected_told(clients: list[Client]) -> int:
+    return sum(1 for client in clients for events in client.events.values()
+               if any(e["type"] == "done" and e["status"] == "rejected" for e in events))

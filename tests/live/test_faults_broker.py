@@ -17,7 +17,8 @@ import pytest
 import redis
 
 from jaxplay.server.runs.broker_keys import PREFIX, queue_key
-from jaxplay.server.runs.broker_redis import BROKER_UNREACHABLE, EXECUTOR_GONE, ORIGIN_GONE
+from jaxplay.server.runs.broker_redis import BROKER_UNREACHABLE, EXECUTOR_GONE
+from jaxplay.server.runs.broker_sessions import ORIGIN_GONE
 from tests.live.faults import (
     Client,
     check_run_contract,

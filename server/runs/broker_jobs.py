@@ -1,0 +1,126 @@
+"""The job of a run, and how it goes from its origin replica to the one replica that executes it: delivered at
+least once, run at most once.
+
+    origin    RPUSH queue:<backend> <job>                          (with its session entry, in one MULTI)
+    executor  BLMOVE queue:<backend> taken:<me>:<backend>          only while it has a free slot
+              SET claim:<run key> <me> NX GET PX <ttl>             nobody had it: run it; else drop this copy
+              ...the run...
+              LREM taken:<me>:<backend> 1 <job>                    in the MULTI that sends the run's done
+                                                                   (server/runs/broker_events.py)
+
+Why a move and not a pop: a destructive pop (BLPOP) that Redis carries out after
+the client gave up (Redis stalled longer than the client's read timeout) loses
+the job. A move leaves it in the taker's processing list, where the taker
+finds it again (its sweep), or, if the taker died, every replica that judges
+it gone moves it back to the queue (``recover``). So a job may arrive more
+than once, as it may after a push that was retried on a timeout which Redis in
+fact carried out: the claim makes a run id run at most once. A job re-delivered
+after its run ended finds the claim and is dropped; the result its origin
+already has stands.
+
+A claim lives until no copy of its job can be taken any more: a job carries its
+origin's deadline, every executor drops one past it (plus ``CLOCK_SKEW_S``)
+unread, and the claim outlives that by ``CLOCK_SKEW_S`` again.
+
+The job's shape lives here alone (``job_payload`` writes it, ``read_job`` and
+``job_run`` read it): the one place to change when a run's options change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from jaxplay.server.runs.broker_keys import claim_key, queue_key, taken_key
+from jaxplay.server.runs.scheduler import Emit, Run
+
+# How far apart the replicas' clocks may be (they compare the origin's wall-clock deadline).
+CLOCK_SKEW_S = 30.0
+
+
+def job_payload(run: Run, origin: str, deadline: float) -> str:
+    """A run as the job its origin pushes: everything an executor needs, and ``deadline``, the wall-clock time
+    (``time.time()``) after which its origin no longer waits for it."""
+    job = {"key": run.key, "origin": origin, "code": run.code, "backend": run.backend, "timeout_s": run.timeout_s,
+           "options": run.options, "session_id": run.session_id, "network": run.network, "runtime": run.runtime,
+           "deadline": deadline}
+    return json.dumps(job, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as an executor took it: ``raw`` is its exact text, which identifies it in the lists."""
+    raw: str
+    fields: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return str(self.fields["key"])
+
+    @property
+    def origin(self) -> str:
+        return str(self.fields["origin"])
+
+    @property
+    def backend(self) -> str:
+        return str(self.fields["backend"])
+
+    @property
+    def expires_at(self) -> float:
+        """When every executor drops it unread. A job without a deadline (from a replica of an older version)
+        gets the one its origin would have set, from now."""
+        deadline = self.fields.get("deadline")
+        if not isinstance(deadline, (int, float)):
+            deadline = time.time() + float(self.fields.get("timeout_s") or 0) + 35.0
+        return float(deadline) + CLOCK_SKEW_S
+
+    def expired(self) -> bool:
+        return time.time() > self.expires_at
+
+
+def read_job(raw: str) -> Job:
+    return Job(raw, json.loads(raw))
+
+
+def job_run(job: Job, emit: Emit) -> Run:
+    """The executor's own Run of a job: its events go to ``emit``."""
+    fields = job.fields
+    return Run(client_id=job.key, code=fields["code"], backend=job.backend, timeout_s=float(fields["timeout_s"]),
+               options=fields["options"], emit=emit, session_id=fields.get("session_id") or "",
+               network=fields.get("network") or "", key=job.key, runtime=str(fields.get("runtime") or ""))
+
+
+async def take(connection: aioredis.Redis, backend: str, replica: str, block_s: float) -> str | None:
+    """Move the first waiting job of ``backend`` into ``replica``'s processing list; None if none came within
+    ``block_s``. ``connection`` is the caller's own: BLMOVE holds it while it waits."""
+    return await connection.blmove(queue_key(backend), taken_key(replica, backend), block_s, "LEFT", "RIGHT")
+
+
+async def claim(redis: aioredis.Redis, job: Job, replica: str) -> str | None:
+    """Claim ``job``'s run for ``replica``: None if this call claimed it, else the replica that holds the claim
+    (``replica`` itself when an earlier claim of its own answered too late)."""
+    ttl_ms = max(1000, int((job.expires_at + CLOCK_SKEW_S - time.time()) * 1000))
+    holder: str | None = await redis.set(claim_key(job.key), replica, nx=True, get=True, px=ttl_ms)
+    return holder
+
+
+async def taken(redis: aioredis.Redis, replica: str, backend: str) -> list[str]:
+    """The jobs in ``replica``'s processing list of ``backend``, oldest first."""
+    return list(await redis.lrange(taken_key(replica, backend), 0, -1))
+
+
+async def recover(redis: aioredis.Redis, replica: str) -> int:
+    """Put the jobs a gone ``replica`` had taken back at the head of their queues, in their order; returns how
+    many. Every replica that judges it gone may do this at once: each job moves once. A job whose run it had
+    claimed is dropped by whoever takes it next (the claim holds), and that run's origin ends it."""
+    moved = 0
+    prefix = taken_key(replica, "")
+    async for key in redis.scan_iter(match=prefix + "*", count=100):
+        queue = queue_key(key.removeprefix(prefix))
+        while await redis.lmove(key, queue, "RIGHT", "LEFT") is not None:
+            moved += 1
+    return moved

@@ -1,0 +1,92 @@
+"""Browsers that come back: a browser session's runs in flight, kept in Redis (``jaxplay:session:<id>``), so
+that a replica it reconnects to after its own one stopped can tell it how they ended.
+
+The origin writes an entry when it pushes a run's job (in the same MULTI) and
+deletes it at the run's ``done``; entries expire after a day in any case.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from jaxplay import browser_protocol as bp
+from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs.broker_keys import PREFIX
+from jaxplay.server.runs.broker_liveness import HEARTBEAT_S, HEARTBEAT_TTL_S
+from jaxplay.server.runs.scheduler import Run
+
+if TYPE_CHECKING:
+    from jaxplay.server.runs.broker_redis import RedisBroker
+
+log = logging.getLogger("jaxplay.broker")
+
+SESSION_TTL_S = 24 * 3600
+# A returning browser's old replica is judged within seconds; beyond this (Redis away?) it is not told.
+RETURNING_WAIT_S = 60.0
+ORIGIN_GONE = ("The server this page was connected to stopped while this run was in flight, so its result "
+               "was lost; run it again.")
+
+
+def session_key(session_id: str) -> str:
+    return f"{PREFIX}session:{session_id}"
+
+
+def remember(pipe: Any, origin: str, run: Run) -> None:
+    """Add ``run``'s entry to its session's (in the caller's pipeline)."""
+    pipe.hset(session_key(run.session_id), run.client_id,
+              json.dumps({"origin": origin, "key": run.key, "backend": run.backend}))
+    pipe.expire(session_key(run.session_id), SESSION_TTL_S)
+
+
+async def forget(broker: RedisBroker, run: Run) -> None:
+    try:
+        assert broker.redis is not None
+        await broker.redis.hdel(session_key(run.session_id), run.client_id)
+    except (RedisError, OSError):
+        pass
+
+
+async def tell_returning_browser(broker: RedisBroker, session_id: str, emit: Any,
+                                 told: Callable[[str | None, str], None] | None = None) -> None:
+    """A browser connected to ``broker``'s replica: end the runs it had in flight on a replica that has since
+    stopped.
+
+    It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
+    that shows the replica alive) rather than answer from a stale view. Every connection of the session
+    that finds a run's entry is told; ``told(backend, status)`` counts it once, by whichever replica's
+    HDEL removed the entry (metrics: each outcome a browser is told, once per run)."""
+    redis = broker.redis
+    if not is_browser_session(session_id) or redis is None:
+        return
+    try:
+        runs = await redis.hgetall(session_key(session_id))
+    except (RedisError, OSError) as exc:
+        log.warning("broker: could not look up session runs: %s", exc)
+        return
+    entries = {client_id: json.loads(raw) for client_id, raw in runs.items()}
+    origins = {client_id: entry["origin"] for client_id, entry in entries.items()}
+    waiting = {client_id: origin for client_id, origin in origins.items() if origin != broker.id}
+    started = time.monotonic()
+    # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
+    alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
+    while waiting and time.monotonic() < started + RETURNING_WAIT_S:
+        for client_id, origin in list(waiting.items()):
+            if broker.liveness.is_gone(origin):
+                emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
+                del waiting[client_id]
+                try:
+                    removed = await redis.hdel(session_key(session_id), client_id)
+                except (RedisError, OSError):
+                    removed = 0  # the entry stays: the next connection that finds it is told and counts it
+                if removed and told is not None:
+                    told(entries[client_id].get("backend"), bp.RunStatus.CRASHED)
+            elif broker.liveness.seen_at.get(origin, 0.0) > alive_after:
+                del waiting[client_id]  # its replica is alive: it answers the run itself
+        await asyncio.sleep(HEARTBEAT_S / 2)
