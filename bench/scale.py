@@ -14,10 +14,17 @@ latency p50/p95 of sequential `print(1)` runs (fresh, inspect off).
 
 Also, in the cross set-up: what each replica's /metrics reports as jaxplay_queue_depth while a
 backlog of sleeping runs drains, against the Redis list's own length (LLEN) read at the same
-moment. The autoscaler scales on that metric, so it must follow the real backlog.
+moment. The autoscaler scales on that metric, so it must follow the real backlog. And the Redis
+memory a run leaves behind once its browser has its done (target: 0 bytes of events once read),
+with what of it remains (the per-run claim, until the run's deadline passes).
 
-Target: Redis adds at most 3 ms to the p50 latency.
-Usage: python bench/scale.py [--runs 60] [--seconds 10]
+The hand-over of a job, alone against one Redis: from the origin's push to an executor holding the
+job, ready to run: today's destructive pop (RPUSH, BLPOP) and the at-least-once hand-off
+(RPUSH in a MULTI, BLMOVE into the taker's processing list, SET NX claim), alternately, side by side.
+
+Targets: Redis adds at most 3 ms to the p50 latency; the at-least-once hand-over is within 3 ms
+(p50) of the destructive pop.
+Usage: python bench/scale.py [--runs 60] [--seconds 10] [--only handover,memory,setups]
 """
 
 from __future__ import annotations
@@ -129,6 +136,83 @@ async def throughput(servers: list[LiveServer], seconds: float, cached: bool) ->
     return done / (time.perf_counter() - start)
 
 
+async def handover(url: str, runs: int) -> tuple[list[float], list[float]]:
+    """Milliseconds from a job's push to an executor holding it, ready to run: (destructive pop, at-least-once
+    hand-off), each measured ``runs`` times, alternately, on one Redis, with the server's own functions."""
+    from jaxplay.server.runs import broker_jobs
+    from jaxplay.server.runs.broker_keys import QUEUE_TTL_S, connect, queue_key, taken_key
+
+    origin, taker, claimer = connect(url), connect(url), connect(url)
+    popped: list[float] = []
+    moved: list[float] = []
+    try:
+        for i in range(runs + 5):
+            job = json.dumps({"key": f"bench-{i}", "origin": "bench-origin", "code": "print(1)", "backend": "bench",
+                              "timeout_s": 30.0, "options": {}, "session_id": "", "network": "", "runtime": "",
+                              "deadline": time.time() + 65}, separators=(",", ":"))
+            start = time.perf_counter()  # today: a plain pipeline, then BLPOP
+            async with origin.pipeline(transaction=False) as pipe:
+                pipe.rpush("bench:queue", job)
+                pipe.hset("bench:session", str(i), "x")
+                await pipe.execute()
+            await taker.blpop(["bench:queue"], timeout=1)
+            pop_ms = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()  # now: MULTI, BLMOVE, claim
+            async with origin.pipeline(transaction=True) as pipe:
+                pipe.rpush(queue_key("bench"), job)
+                pipe.expire(queue_key("bench"), QUEUE_TTL_S)
+                pipe.hset("bench:session", str(i), "x")
+                await pipe.execute()
+            raw = await broker_jobs.take(taker, "bench", "bench-executor", 1)
+            assert raw is not None and await broker_jobs.claim(claimer, broker_jobs.read_job(raw), "bench-executor") is None
+            move_ms = (time.perf_counter() - start) * 1000
+            await claimer.lrem(taken_key("bench-executor", "bench"), 1, raw)  # with the run's done, later
+            if i >= 5:
+                popped.append(pop_ms)
+                moved.append(move_ms)
+    finally:
+        for client in (origin, taker, claimer):
+            await client.aclose()
+    return popped, moved
+
+
+async def kept_per_run(server: LiveServer, redis_url: str, runs: int = 200, warmup: int = 50) -> dict[str, float]:
+    """What ``runs`` runs (submitted on ``server``, a replica without workers: each crosses Redis) leave in Redis
+    once each browser has its done: used_memory and the keys' own MEMORY USAGE, per run, and what remains.
+    Counted after ``warmup`` runs: Redis's own tables and buffers grow to a steady size over the first ones."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(redis_url, decode_responses=True)
+
+    async def ours() -> dict[str, int]:
+        sizes = {}
+        async for key in client.scan_iter(match="jaxplay:*", count=1000):
+            if not key.startswith(("jaxplay:replica:", "jaxplay:probe:")):  # heartbeats: per replica, rewritten
+                sizes[key] = int(await client.memory_usage(key, samples=0) or 0)
+        return sizes
+
+    try:
+        async with websockets.connect(server.ws_url) as ws:
+            for n in range(warmup):
+                await run_once(ws, f"w{n}", f"print({n})  # {time.time()}", fresh=True)
+            await asyncio.sleep(1.5)
+            before_keys, before_used = await ours(), int((await client.info("memory"))["used_memory"])
+            for n in range(runs):
+                await run_once(ws, f"m{n}", f"print({n})  # {time.time()}", fresh=True)
+        await asyncio.sleep(1.5)  # the reader's next round trip trims what it read
+        after_keys, after_used = await ours(), int((await client.info("memory"))["used_memory"])
+        claims = [key for key in after_keys if key.startswith("jaxplay:claim:") and key not in before_keys]
+        ttl_s = (await client.pttl(claims[-1]) / 1000) if claims else 0.0
+        events = sum([await client.xlen(key) for key in after_keys if key.startswith("jaxplay:events:")])
+    finally:
+        await client.aclose()
+    claim_bytes = sum(after_keys[key] for key in claims)
+    return {"used": (after_used - before_used) / runs,
+            "keys": (sum(after_keys.values()) - sum(before_keys.values())) / runs,
+            "events": events / runs, "claims": len(claims) / runs, "claim_bytes": claim_bytes / max(1, len(claims)),
+            "claim_ttl_s": ttl_s}
+
+
 async def broker_hops(url: str, runs: int) -> list[float]:
     """The Redis work the broker adds to one run, without a sandbox: queue the job, take it, send its
     events back (one pipelined batch) and read them, as the two replicas do."""
@@ -200,7 +284,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=60, help="sequential runs for the latency figures")
     parser.add_argument("--seconds", type=float, default=10.0, help="duration of each throughput figure")
+    parser.add_argument("--only", default="handover,memory,setups",
+                        help="what to measure, comma-separated: handover, memory, setups (the three set-ups)")
     args = parser.parse_args()
+    only = set(args.only.split(","))
+    if "handover" in only:
+        print_handover()
+    if "memory" in only:
+        print_memory()
+    if "setups" in only:
+        setups(args)
+
+
+def print_handover() -> None:
+    redis = RedisServer()
+    try:
+        popped, moved = asyncio.run(handover(redis.url, 1000))
+    finally:
+        redis.stop()
+    p50_pop, p50_move = percentile(popped, 0.5), percentile(moved, 0.5)
+    print("Hand-over of a job, push to an executor holding it (1000 each, alternately, one Redis):")
+    print(f"  destructive pop (RPUSH, BLPOP):                p50 {p50_pop:.2f} ms, p95 {percentile(popped, 0.95):.2f} ms")
+    print(f"  at least once (MULTI RPUSH, BLMOVE, SET NX):   p50 {p50_move:.2f} ms, p95 {percentile(moved, 0.95):.2f} ms")
+    print(f"  difference: {p50_move - p50_pop:+.2f} ms p50 (target: within 3 ms: "
+          f"{'met' if p50_move - p50_pop <= 3 else 'NOT met'})\n")
+
+
+def print_memory() -> None:
+    urls: list[str] = []
+    with replicas("cross", redis_urls=urls) as servers:
+        kept = asyncio.run(kept_per_run(servers[0], urls[0]))
+    print("Redis memory kept per run once its browser has its done (cross set-up, 200 runs of print after 50):")
+    print(f"  used_memory: {kept['used']:+.0f} B per run; our keys' MEMORY USAGE: {kept['keys']:+.0f} B per run")
+    print(f"  events left in the streams: {kept['events']:.2f} per run (target: 0 once read)")
+    print(f"  claims: {kept['claims']:.2f} per run, {kept['claim_bytes']:.0f} B each, expiring in "
+          f"{kept['claim_ttl_s']:.0f} s (the run's deadline, plus the clock skew allowed, twice)\n")
+
+
+def setups(args: argparse.Namespace) -> None:
     results = {}
     redis = RedisServer()
     try:

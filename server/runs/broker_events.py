@@ -24,8 +24,9 @@ output missing.
 Retention: the origin trims its stream (XTRIM MINID, exact) up to what it has
 read, in the round trip of its next read, so Redis keeps a delivered event for
 one read at most. What is not read yet is bounded in bytes per stream
-(``STREAM_MAX_BYTES``, an approximate cap checked with MEMORY USAGE before each
-batch), and every stream expires STREAM_TTL_S after its last write or heartbeat.
+(``STREAM_MAX_BYTES``, an approximate cap checked with MEMORY USAGE before a
+batch, once a second at most per stream: a cap, not a count, need not be exact),
+and every stream expires STREAM_TTL_S after its last write or heartbeat.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -47,6 +49,8 @@ log = logging.getLogger("jaxplay.broker")
 T = TypeVar("T")
 # Unread events one origin's stream may hold, about: beyond it the oldest are trimmed (and their runs told).
 STREAM_MAX_BYTES = 32 << 20
+# How often the sender checks an origin's stream against STREAM_MAX_BYTES (while it sends it events).
+CAP_CHECK_S = 1.0
 # An event after a gap waits this long for the missing ones before its run is taken for damaged.
 GAP_WAIT_S = 5.0
 # Events and settles per MULTI/EXEC: Redis serves nobody else while it runs one.
@@ -129,6 +133,7 @@ class EventSender:
         self.replica = replica
         self.is_gone = is_gone
         self.queue: asyncio.Queue[Outgoing] = asyncio.Queue()
+        self.checked: dict[str, float] = {}  # origin -> when its stream was last checked against its cap
 
     def put(self, item: Outgoing) -> None:
         self.queue.put_nowait(item)
@@ -155,9 +160,8 @@ class EventSender:
 
     async def _send(self, redis: aioredis.Redis, batch: list[Outgoing]) -> None:
         origins = sorted({item.origin for item in batch if isinstance(item, Event)})
+        await self._cap(redis, origins)
         async with redis.pipeline(transaction=True) as pipe:
-            for origin in origins:
-                pipe.eval(CAP_SCRIPT, 1, events_key(origin), STREAM_MAX_BYTES)
             for item in batch:
                 if isinstance(item, Event):
                     pipe.xadd(events_key(item.origin), item.fields(self.replica))
@@ -165,8 +169,20 @@ class EventSender:
                     pipe.lrem(item.taken, 1, item.job)
             for origin in origins:
                 pipe.expire(events_key(origin), STREAM_TTL_S)  # a stopped origin's stream expires
-            trimmed = (await pipe.execute())[:len(origins)]
-        for origin, count in zip(origins, trimmed, strict=True):
+            await pipe.execute()
+
+    async def _cap(self, redis: aioredis.Redis, origins: list[str]) -> None:
+        """Trim the streams of ``origins`` not checked for a second that are over STREAM_MAX_BYTES."""
+        now = time.monotonic()
+        due = [origin for origin in origins if now - self.checked.get(origin, 0.0) >= CAP_CHECK_S]
+        if not due:
+            return
+        async with redis.pipeline(transaction=False) as pipe:
+            for origin in due:
+                pipe.eval(CAP_SCRIPT, 1, events_key(origin), STREAM_MAX_BYTES)
+            trimmed = await pipe.execute()
+        for origin, count in zip(due, trimmed, strict=True):
+            self.checked[origin] = now
             if count:
                 log.warning("broker: replica %s's event stream was over %d MiB unread: its %d oldest events "
                             "were dropped (their runs end saying so)", origin, STREAM_MAX_BYTES >> 20, count)
