@@ -147,8 +147,8 @@ class Settings:
                                        "empty: 'cpu' where a cpu worker is connected, else the first backend "
                                        "that has one (on a GPU-only host, 'gpu').")
     shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
-    broker: str = setting("", "redis://HOST:PORT/DB to share queues and workers between several `serve` "
-                              "replicas; empty keeps everything in this process.")
+    broker: str = setting("", "redis://[USER:PASSWORD@]HOST:PORT/DB (rediss:// for TLS) to share queues and "
+                              "workers between several `serve` replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
                                     "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.",
                                 commands=(SERVE, PURGE_RESULTS))
