@@ -3,12 +3,15 @@
 Every ``HEARTBEAT_S`` one pipeline writes this replica's beat (its backends,
 workers, free slots and local queue, EX ``HEARTBEAT_TTL_S``), renews the
 expiry of its event stream and processing lists, reads the data epoch, every
-replica's beat and every queue's length. From that the rules of
-server/runs/broker_liveness.py judge who is gone; for each replica judged gone
-its stream is deleted and the jobs it had taken go back to their queues
-(server/runs/broker_jobs.py ``recover``). A failed beat means Redis is
-unreachable or refuses writes (full, or this replica's credentials): logged
-once per outage with what to check, and new runs are refused until a beat works.
+replica's beat and every queue's length (read again on demand for /metrics
+and /api/backends). From that the rules of server/runs/broker_liveness.py
+judge who is gone; for each replica judged gone its stream is deleted and the
+jobs it had taken go back to their queues (server/runs/broker_jobs.py
+``recover``). A new data epoch means Redis lost its data: the jobs of this
+replica's that no executor had taken are pushed again. A failed beat means
+Redis is unreachable or refuses writes (full, or this replica's credentials):
+logged once per outage with what to check, and new runs are refused until a
+beat works.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from jaxplay.server.runs import broker_jobs
+from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs import broker_jobs, broker_sessions
 from jaxplay.server.runs.broker_keys import (
     EPOCH_KEY,
     HINTS,
     PREFIX,
+    PROBE_S,
+    QUEUE_TTL_S,
     REPLICAS,
     STREAM_TTL_S,
     TAKEN_TTL_S,
@@ -76,7 +82,7 @@ class Heartbeat:
         broker = self.broker
         redis, own = broker.redis, broker.id
         assert redis is not None
-        backends = broker.known_backends()
+        backends = self.known_backends()
         pulled = list(broker.executor.pullers)
         async with redis.pipeline(transaction=False) as pipe:
             pipe.set(f"{PREFIX}replica:{own}", self.beat(), ex=HEARTBEAT_TTL_S)
@@ -110,8 +116,29 @@ class Heartbeat:
             self.unrecovered.discard(replica)
             if moved:
                 log.info("broker: %d job(s) that replica %s had taken are queued again", moved, replica)
-        broker.saw_epoch(epoch)
+        self.saw_epoch(epoch)
         broker.executor.pull_for({link.hello.backend for link in broker.scheduler.workers})
+
+    async def refresh_waiting(self) -> None:
+        """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""
+        if self.broker.redis is None:
+            return
+        backends = self.known_backends()
+        try:
+            async with self.broker.redis.pipeline(transaction=False) as pipe:
+                for backend in backends:
+                    pipe.llen(queue_key(backend))
+                lengths = await asyncio.wait_for(pipe.execute(), PROBE_S)
+        except (RedisError, OSError, TimeoutError) as exc:
+            log.debug("broker: queue lengths not read: %s", exc)
+            return
+        self.broker.waiting = dict(zip(backends, map(int, lengths), strict=True))
+
+    def known_backends(self) -> list[str]:
+        scheduler = self.broker.scheduler
+        names = {w.hello.backend for w in scheduler.workers} | scheduler.expected_backends
+        names |= {b for beat in self.broker.live.values() for b in beat.get("backends", {})}
+        return sorted(names)
 
     def soon(self) -> None:
         """Beat now (a worker joined: the others learn of its backend at once, not at the next beat)."""
@@ -135,6 +162,39 @@ class Heartbeat:
             log.info("broker: this replica's heartbeat works again")
             self.failing = ""
         return True
+
+    def saw_epoch(self, epoch: str | None) -> None:
+        """Redis's data epoch, read just now: a new one means it lost its data (a restart without persistence)."""
+        broker = self.broker
+        if epoch is None or epoch == broker.epoch:
+            return
+        if broker.epoch is not None:
+            log.warning("broker: Redis lost its data (restarted?); queueing this replica's waiting runs again")
+            asyncio.create_task(self._push_lost_jobs(epoch))
+        broker.epoch = epoch
+
+    async def _push_lost_jobs(self, epoch: str) -> None:
+        """After Redis lost its data: push again, in submission order, every job no executor had taken."""
+        broker = self.broker
+        assert broker.redis is not None
+        lost = [p for p in broker.pending.values() if p.executor is None and p.epoch not in (None, epoch)]
+        try:
+            async with broker.redis.pipeline(transaction=False) as pipe:
+                for pending in lost:
+                    pipe.rpush(queue_key(pending.run.backend), pending.payload)
+                    pipe.expire(queue_key(pending.run.backend), QUEUE_TTL_S)
+                for pending in broker.pending.values():
+                    if is_browser_session(pending.run.session_id):
+                        broker_sessions.remember(pipe, broker.id, pending.run)
+                await pipe.execute()
+        except (RedisError, OSError) as exc:
+            log.error("broker: could not queue %d run(s) again: %s", len(lost), describe_failure(exc))
+            broker.liveness.failed(failure_kind(exc))
+            broker.epoch = None  # the next heartbeat that reaches Redis tries again
+            return
+        for pending in lost:
+            pending.epoch = epoch
+        log.info("broker: %d waiting run(s) queued again", len(lost))
 
     async def loop(self) -> None:
         while True:

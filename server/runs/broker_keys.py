@@ -58,6 +58,8 @@ CONNECTION_RETRIES = 3
 SOCKET_TIMEOUT_S = 5.0
 # How long a task waits before trying Redis again after a failure.
 RETRY_S = 0.5
+# /readyz and /metrics wait this long for Redis.
+PROBE_S = 1.5
 
 # What a failure of Redis means, as /readyz, the logs and the runs it ends tell it.
 OUT_OF_MEMORY = "out of memory"
@@ -114,6 +116,18 @@ def describe_failure(exc: BaseException) -> str:
         text = reply.strip("(),'\"")
     return f"{failure_kind(exc)}: {text}"
 
+
+# What a run's browser is told when Redis failed it.
+BROKER_UNREACHABLE = ("The playground's run queue (Redis) cannot be reached right now, so this run was not queued; "
+                      "run it again in a moment.")
+BROKER_FULL = ("The playground's run queue (Redis) is out of memory, so this run was not queued; run it again in a "
+               "moment.")
+BROKER_LOST = ("The server lost its connection to the run queue (Redis) while this run was in flight, and its result "
+               "never came back; run it again.")
+BROKER_FULL_LOST = ("The playground's run queue (Redis) ran out of memory while this run was in flight, and its result "
+                    "never came back; run it again.")
+OUTPUT_LOST = ("Part of this run's output was lost in the playground's run queue (Redis), so its result is "
+               "incomplete; run it again.")
 
 HINTS = {OUT_OF_MEMORY: "Redis reached its maxmemory and refuses writes: raise maxmemory or free memory "
                         "(runs are refused meanwhile)",

@@ -79,11 +79,17 @@ from jaxplay.server.runs.broker_events import GAP_WAIT_S, EventReader, InOrder
 from jaxplay.server.runs.broker_executor import JobExecutor
 from jaxplay.server.runs.broker_heartbeat import Heartbeat
 from jaxplay.server.runs.broker_keys import (
+    BROKER_FULL,
+    BROKER_FULL_LOST,
+    BROKER_LOST,
+    BROKER_UNREACHABLE,
     CANCELS,
     EPOCH_KEY,
     HINTS,
     OUT_OF_MEMORY,
+    OUTPUT_LOST,
     PREFIX,
+    PROBE_S,
     QUEUE_TTL_S,
     REPLICAS,
     RETRY_S,
@@ -100,21 +106,9 @@ from jaxplay.server.storage.interface import redact
 
 log = logging.getLogger("jaxplay.broker")
 
-# /readyz and /metrics wait this long for Redis.
-PROBE_S = 1.5
-PROBE_TTL_MS = 2000
+PROBE_TTL_MS = 2000  # /readyz's write expires at once
 
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
-BROKER_UNREACHABLE = ("The playground's run queue (Redis) cannot be reached right now, so this run was not queued; "
-                      "run it again in a moment.")
-BROKER_FULL = ("The playground's run queue (Redis) is out of memory, so this run was not queued; run it again in a "
-               "moment.")
-BROKER_LOST = ("The server lost its connection to the run queue (Redis) while this run was in flight, and its result "
-               "never came back; run it again.")
-BROKER_FULL_LOST = ("The playground's run queue (Redis) ran out of memory while this run was in flight, and its result "
-                    "never came back; run it again.")
-OUTPUT_LOST = ("Part of this run's output was lost in the playground's run queue (Redis), so its result is "
-               "incomplete; run it again.")
 
 
 @dataclass(eq=False)
@@ -237,26 +231,6 @@ class RedisBroker:
             self.liveness.failed(failure_kind(exc))
             return describe_failure(exc)
 
-    async def refresh_waiting(self) -> None:
-        """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""
-        if self.redis is None:
-            return
-        backends = self.known_backends()
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for backend in backends:
-                    pipe.llen(queue_key(backend))
-                lengths = await asyncio.wait_for(pipe.execute(), PROBE_S)
-        except (RedisError, OSError, TimeoutError) as exc:
-            log.debug("broker: queue lengths not read: %s", exc)
-            return
-        self.waiting = dict(zip(backends, map(int, lengths), strict=True))
-
-    def known_backends(self) -> list[str]:
-        names = {w.hello.backend for w in self.scheduler.workers} | self.scheduler.expected_backends
-        names |= {b for beat in self.live.values() for b in beat.get("backends", {})}
-        return sorted(names)
-
     # --- origin side -------------------------------------------------------
 
     def enqueue(self, run: Run) -> None:
@@ -323,41 +297,10 @@ class RedisBroker:
         finally:
             pending.pushing = False
         pending.epoch = epoch
-        self.saw_epoch(epoch)
+        self.heartbeat.saw_epoch(epoch)
         if run.key in self.pending and run.state == "queued" and run.position != int(position):
             run.position = int(position)
             run.send(bp.queued_event(run.client_id, run.position))
-
-    def saw_epoch(self, epoch: str | None) -> None:
-        """Redis's data epoch, read just now: a new one means it lost its data (a restart without persistence)."""
-        if epoch is None or epoch == self.epoch:
-            return
-        if self.epoch is not None:
-            log.warning("broker: Redis lost its data (restarted?); queueing this replica's waiting runs again")
-            asyncio.create_task(self._push_lost_jobs(epoch))
-        self.epoch = epoch
-
-    async def _push_lost_jobs(self, epoch: str) -> None:
-        """After Redis lost its data: push again, in submission order, every job no executor had taken."""
-        assert self.redis is not None
-        lost = [p for p in self.pending.values() if p.executor is None and p.epoch not in (None, epoch)]
-        try:
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for pending in lost:
-                    pipe.rpush(queue_key(pending.run.backend), pending.payload)
-                    pipe.expire(queue_key(pending.run.backend), QUEUE_TTL_S)
-                for pending in self.pending.values():
-                    if is_browser_session(pending.run.session_id):
-                        broker_sessions.remember(pipe, self.id, pending.run)
-                await pipe.execute()
-        except (RedisError, OSError) as exc:
-            log.error("broker: could not queue %d run(s) again: %s", len(lost), describe_failure(exc))
-            self.liveness.failed(failure_kind(exc))
-            self.epoch = None  # the next heartbeat that reaches Redis tries again
-            return
-        for pending in lost:
-            pending.epoch = epoch
-        log.info("broker: %d waiting run(s) queued again", len(lost))
 
     def cancel(self, run: Run) -> None:
         asyncio.create_task(self._cancel(run))

@@ -70,7 +70,7 @@ class BrokeredScheduler(Scheduler):
         return self.broker.waiting.get(backend, 0) + taken + super().waiting(backend)
 
     async def refresh_waiting(self) -> None:
-        await self.broker.refresh_waiting()
+        await self.broker.heartbeat.refresh_waiting()
 
     def waiting_since(self, backend: str) -> float | None:
         """Also this replica's browsers' runs waiting in Redis: each replica reports the oldest of its own,

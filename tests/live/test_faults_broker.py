@@ -16,8 +16,8 @@ import time
 import pytest
 import redis
 
-from jaxplay.server.runs.broker_keys import PREFIX, queue_key
-from jaxplay.server.runs.broker_redis import BROKER_UNREACHABLE, EXECUTOR_GONE
+from jaxplay.server.runs.broker_keys import BROKER_UNREACHABLE, PREFIX, queue_key
+from jaxplay.server.runs.broker_redis import EXECUTOR_GONE
 from jaxplay.server.runs.broker_sessions import ORIGIN_GONE
 from tests.live.faults import (
     Client,
