@@ -19,8 +19,9 @@ from pathlib import Path
 from tests.live_server import free_port
 
 MISSING = "Broker tests need Debian's 'redis-server' package; `make test` installs it, or run: apt-get install redis-server"
-# What a replica needs: its own keys and channels, every command but the dangerous ones (docs/operations.md).
-REPLICA_ACL = "~jaxplay:* &jaxplay:* +@all -@dangerous"
+# What a replica needs: its own keys and channels, every command but the dangerous ones, and INFO for the memory
+# gauges: the bundled Redis's user (docs/operations.md).
+REPLICA_ACL = "~jaxplay:* &jaxplay:* +@all -@dangerous +info"
 
 
 class RedisServer:

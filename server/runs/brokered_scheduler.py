@@ -20,7 +20,8 @@ from redis.exceptions import RedisError
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs import runtimes
-from jaxplay.server.runs.broker_redis import PROBE_S, RedisBroker
+from jaxplay.server.runs.broker_keys import PROBE_S
+from jaxplay.server.runs.broker_redis import RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
 
