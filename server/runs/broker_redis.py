@@ -162,6 +162,7 @@ class RedisBroker:
         does not stop the start: the replica stays up, unready (/readyz says why), and its heartbeat keeps
         trying, so a wrong password or an outage at start is no crash loop."""
         self.redis = connect(self.url)
+        self.executor.start(self.redis)  # before the first beat, which may start its pullers
         try:
             await self.heartbeat.once()
             log.info("broker: replica %s on %s", self.id, redact(self.url))
@@ -171,7 +172,6 @@ class RedisBroker:
             self.heartbeat.failing = kind  # said here, with what to check: the heartbeat logs only a change
             log.error("broker: replica %s cannot use Redis at %s: %s. %s. It stays up, not ready, and tries "
                       "again every second.", self.id, redact(self.url), describe_failure(exc), HINTS[kind])
-        self.executor.start(self.redis)
         reader = EventReader(self.id, self.deliver)
         self.tasks += [asyncio.create_task(self.heartbeat.loop()), asyncio.create_task(reader.run(self.redis)),
                        asyncio.create_task(self._push_in_order())]
