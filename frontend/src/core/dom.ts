@@ -51,3 +51,19 @@ export function isStopShortcut(e: KeyboardEvent): boolean {
   const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
   return mod && !e.altKey && !e.shiftKey && e.key === ".";
 }
+
+/** Ctrl+Enter (Cmd+Enter on a Mac): run, wherever focus is on the page. */
+export function isRunShortcut(e: KeyboardEvent): boolean {
+  const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
+  return mod && !e.altKey && !e.shiftKey && e.key === "Enter";
+}
+
+let idCounter = 0;
+
+/** An id no other element of the page has (for aria-controls, aria-describedby). */
+export function uniqueId(prefix: string): string {
+  let id: string;
+  do id = `${prefix}-${++idCounter}`;
+  while (document.getElementById(id));
+  return id;
+}

@@ -4,6 +4,7 @@
  */
 
 import { el } from "../core/dom";
+import { Popup } from "../core/popup";
 import type { PlaygroundEditor } from "../editor/editor";
 
 interface CreatedRoom {
@@ -62,7 +63,7 @@ export function mountRoomEntry(topbar: HTMLElement, editor: PlaygroundEditor): H
   });
   const panel = el(
     "div",
-    { class: "room-menu-panel", hidden: true, "data-testid": "room-menu-panel" },
+    { class: "room-menu-panel", "data-testid": "room-menu-panel" },
     el("p", { class: "room-menu-lead" }, "Teach live: everyone who joins sees your code, cursor and output as you go."),
     start,
     el("div", { class: "room-menu-join" }, input,
@@ -71,15 +72,11 @@ export function mountRoomEntry(topbar: HTMLElement, editor: PlaygroundEditor): H
   );
   const toggle = el(
     "button",
-    { class: "btn btn-ghost", type: "button", "aria-expanded": "false", "data-testid": "room-menu",
+    { class: "btn btn-ghost", type: "button", "data-testid": "room-menu",
       title: "Start a workshop room, or join one by its code" },
     "Room",
   );
-  toggle.addEventListener("click", () => {
-    panel.hidden = !panel.hidden;
-    toggle.setAttribute("aria-expanded", String(!panel.hidden));
-    if (!panel.hidden) input.focus();
-  });
+  new Popup({ button: toggle, popup: panel, kind: "dialog", label: "Rooms" });
   const menu = el("div", { class: "room-menu" }, toggle, panel);
   topbar.querySelector(".topbar-spacer")?.before(menu);
   return menu;

@@ -5,6 +5,7 @@
  */
 
 import { el } from "../core/dom";
+import { Popup } from "../core/popup";
 import type { BackendInfo } from "../wire/protocol";
 
 export class LibrariesPopover {
@@ -14,49 +15,23 @@ export class LibrariesPopover {
       type: "button",
       class: "btn btn-ghost backend-libraries",
       title: "Libraries installed on this backend",
-      "aria-haspopup": "dialog",
-      "aria-expanded": "false",
       "data-testid": "backend-libraries",
     },
     el("span", { class: "libraries-label-long" }, "Libraries"),
     el("span", { class: "libraries-label-short" }, "Libs"),
   );
-  readonly popover = el("div", {
-    class: "libraries-popover",
-    role: "dialog",
-    "aria-label": "Installed libraries",
-    hidden: true,
-    "data-testid": "libraries-popover",
-  });
+  readonly popover = el("div", { class: "libraries-popover", "data-testid": "libraries-popover" });
   readonly element = el("span", { class: "libraries-anchor" }, this.button, this.popover);
+  private readonly popup = new Popup({
+    button: this.button, popup: this.popover, kind: "dialog", label: "Installed libraries", onOpen: () => this.render(),
+  });
   private backend: BackendInfo | undefined;
-
-  constructor() {
-    this.button.addEventListener("click", () => (this.popover.hidden ? this.open() : this.close()));
-    document.addEventListener("keydown", (e) => {
-      if (e.key === "Escape" && !this.popover.hidden) this.close();
-    });
-    document.addEventListener("mousedown", (e) => {
-      if (!this.popover.hidden && !this.element.contains(e.target as Node)) this.close();
-    });
-  }
 
   /** The backend whose libraries to show; an open popover follows the picker. */
   show(backend: BackendInfo | undefined): void {
     this.backend = backend;
     this.button.disabled = !backend;
-    if (!this.popover.hidden) this.render();
-  }
-
-  private open(): void {
-    this.render();
-    this.popover.hidden = false;
-    this.button.setAttribute("aria-expanded", "true");
-  }
-
-  private close(): void {
-    this.popover.hidden = true;
-    this.button.setAttribute("aria-expanded", "false");
+    if (this.popup.isOpen) this.render();
   }
 
   private render(): void {
@@ -80,7 +55,8 @@ export class LibrariesPopover {
     this.popover.replaceChildren(
       heading,
       // The list scrolls on its own: the sentence under it stays in view, whatever the list's length.
-      el("div", { class: "libraries-list" }, el("table", { class: "libraries-table" }, el("tbody", {}, ...rows))),
+      // Focusable, so a keyboard scrolls it with the arrow keys.
+      el("div", { class: "libraries-list", tabindex: "0", role: "region", "aria-label": "Libraries and versions" }, el("table", { class: "libraries-table" }, el("tbody", {}, ...rows))),
       el(
         "p",
         { class: "libraries-note" },

@@ -11,6 +11,7 @@
 
 import type { Boot } from "../core/boot";
 import { el, isApple } from "../core/dom";
+import { Popup } from "../core/popup";
 import type { PlaygroundEditor } from "../editor/editor";
 import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
 import { ShareBanner } from "./share_banner";
@@ -117,7 +118,7 @@ export class ShareController {
   private link: { id: string; forkedFrom: string | null } | null;
   private last: RecordedRun | null = null;
   private replaying = false;
-  private readonly popover = el("div", { class: "share-popover", role: "dialog", "aria-label": "Share", hidden: true, "data-testid": "share-dialog" });
+  private readonly popover = el("div", { class: "share-popover", hidden: true, "data-testid": "share-dialog" });
   private readonly origin = el("span", { class: "share-origin", "data-testid": "share-origin" });
   private readonly modifiedStrip = el("div", { class: "share-modified", role: "status", hidden: true, "data-testid": "draft-note" });
   private readonly shareButton = el(
@@ -132,6 +133,7 @@ export class ShareController {
   private includeRun = true;
   private embedView: EmbedView = "output";
   private busy = false;
+  private sharePopup: Popup | null = null;
 
   constructor(private readonly ctx: ShareContext) {
     this.embed = ctx.boot.mode === "embed";
@@ -320,6 +322,8 @@ export class ShareController {
     this.ctx.editorPane.prepend(this.modifiedStrip);
     const exportMenu = this.exportMenu();
     const anchor = el("span", { class: "share-anchor" }, this.shareButton, this.popover);
+    this.sharePopup = new Popup({ button: this.shareButton, popup: this.popover, kind: "dialog", label: "Share",
+                                  within: anchor, toggleOnClick: false });
     const before = topbar.querySelector(".backend");
     if (before) before.before(exportMenu, anchor);
     else topbar.append(exportMenu, anchor);
@@ -328,26 +332,19 @@ export class ShareController {
     this.shareButton.addEventListener("click", () => void this.share());
     // Back and Forward move between pages this one pushed (`/`, `/s/{id}`): load the one now named.
     window.addEventListener("popstate", () => window.location.reload());
+    // Ctrl+S shares from anywhere on the page (the browser would save the page instead).
     document.addEventListener("keydown", (e) => {
       const mod = isApple ? e.metaKey && !e.ctrlKey : e.ctrlKey && !e.metaKey;
       if (mod && !e.altKey && !e.shiftKey && e.key.toLowerCase() === "s") {
         e.preventDefault();
         void this.share();
-      } else if (e.key === "Escape" && !this.popover.hidden) {
-        // Focus was on the link in the popover: it goes back to Share, not to the page's body.
-        const hadFocus = this.popover.contains(document.activeElement);
-        this.popover.hidden = true;
-        if (hadFocus || document.activeElement === document.body) this.shareButton.focus();
       }
     }, true);
-    document.addEventListener("mousedown", (e) => {
-      if (!this.popover.hidden && !anchor.contains(e.target as Node)) this.popover.hidden = true;
-    });
   }
 
   private showPopover(children: (Node | null)[]): void {
     this.popover.replaceChildren(...children.filter((c): c is Node => c !== null));
-    this.popover.hidden = false;
+    this.sharePopup?.open("none");
   }
 
   /** The editor's text changed: a link's page says when it no longer shows what its link holds. */
@@ -394,12 +391,14 @@ export class ShareController {
   }
 
   private exportMenu(): HTMLElement {
-    const menu = el("div", { class: "share-menu", role: "menu", hidden: true });
-    const toggle = el("button", { class: "btn btn-ghost", type: "button", "aria-haspopup": "menu", title: "Download the code", "data-testid": "export" }, "Export ▾");
+    const menu = el("div", { class: "share-menu" });
+    const toggle = el("button", { class: "btn btn-ghost", type: "button", title: "Download the code", "data-testid": "export" },
+      "Export", el("span", { "aria-hidden": "true" }, " ▾"));
     const name = () => exportBaseName(this.link?.id ?? null);
+    const popup = new Popup({ button: toggle, popup: menu, kind: "menu" });
     const item = (label: string, testid: string, action: () => void) =>
-      el("button", { class: "share-menu-item", type: "button", role: "menuitem", "data-testid": testid,
-        onclick: () => { menu.hidden = true; action(); } }, label);
+      el("button", { class: "share-menu-item", type: "button", role: "menuitem", tabindex: "-1", "data-testid": testid,
+        onclick: () => { popup.close(true); action(); } }, label);
     menu.append(
       item("Python file (.py)", "export-py", () => downloadPython(this.ctx.editor.getCode(), name())),
       item("Jupyter notebook (.ipynb)", "export-ipynb", () => {
@@ -407,21 +406,7 @@ export class ShareController {
         downloadNotebook(code, name(), this.runOf(code));
       }),
     );
-    toggle.addEventListener("click", () => {
-      menu.hidden = !menu.hidden;
-      toggle.setAttribute("aria-expanded", String(!menu.hidden));
-    });
-    const wrapper = el("span", { class: "share-anchor" }, toggle, menu);
-    document.addEventListener("keydown", (e) => {
-      if (e.key !== "Escape" || menu.hidden) return;
-      menu.hidden = true;
-      toggle.setAttribute("aria-expanded", "false");
-      if (wrapper.contains(document.activeElement)) toggle.focus();
-    }, true);
-    document.addEventListener("mousedown", (e) => {
-      if (!menu.hidden && !wrapper.contains(e.target as Node)) menu.hidden = true;
-    });
-    return wrapper;
+    return el("span", { class: "share-anchor" }, toggle, menu);
   }
 }
 
