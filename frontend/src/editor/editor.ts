@@ -11,7 +11,7 @@
  */
 
 import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap } from "@codemirror/autocomplete";
-import { defaultKeymap, history, historyKeymap, indentWithTab } from "@codemirror/commands";
+import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { python } from "@codemirror/lang-python";
 import {
   bracketMatching,
@@ -39,6 +39,7 @@ import {
   rectangularSelection,
 } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
+import { keyboardExit } from "./keyboard_exit";
 
 // --- what the page and its panels may do with the editor -------------------
 
@@ -186,6 +187,11 @@ const playgroundTheme = EditorView.theme({
   ".cm-tooltip-autocomplete > ul > li[aria-selected]": { backgroundColor: "var(--accent)", color: "var(--on-accent)" },
   ".cm-panels": { backgroundColor: "var(--surface)", color: "var(--text)" },
   ".cm-panels.cm-panels-top": { borderBottom: "1px solid var(--border)" },
+  ".cm-panels.cm-panels-bottom": { borderTop: "1px solid var(--border)" },
+  ".cm-keys-hint": {
+    padding: "3px 12px", backgroundColor: "var(--surface-2)", color: "var(--text-dim)", fontFamily: "var(--ui)", fontSize: "12px",
+  },
+  ".cm-keys-hint kbd": { fontSize: "11px", padding: "0 4px" },
   ".cm-mark-gutter .cm-gutterElement": { display: "flex", alignItems: "center", justifyContent: "center", width: "10px" },
   ".cm-mark-dot": { display: "block", width: "7px", height: "7px", borderRadius: "50%" },
   ".cm-mark-dot-error": { backgroundColor: "var(--error)" },
@@ -270,8 +276,9 @@ export function createEditor(options: EditorOptions): PlaygroundEditor {
       ...historyKeymap,
       ...foldKeymap,
       ...completionKeymap,
-      indentWithTab,
     ]),
+    // Tab indents only once the person edits, and Escape then Tab always leaves (keyboard_exit.ts).
+    keyboardExit(options.parent),
     EditorView.contentAttributes.of({ "aria-label": "Python code", "data-testid": "editor" }),
     EditorState.readOnly.of(options.readOnly ?? false),
     ...(options.extensions ?? []),
