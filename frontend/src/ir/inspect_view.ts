@@ -43,14 +43,18 @@ const irTheme = EditorView.theme({
   ".cm-collapsedLines:after": { content: '"\\2195"' },
 });
 
-/** Everything an IR view has except its language and wrapping. */
-export function irExtensions(): Extension[] {
+/** What a screen reader calls an IR view of each dialect. */
+export const IR_NAMES: Record<IrDialect, string> = { jaxpr: "jaxpr", stablehlo: "StableHLO", hlo: "Optimized HLO" };
+
+/** Everything an IR view has except its language and wrapping; `label` names it (it is read-only text). */
+export function irExtensions(label: string): Extension[] {
   return [
     lineNumbers(),
     drawSelection(),
     EditorState.readOnly.of(true),
     EditorView.editable.of(false),
-    EditorView.contentAttributes.of({ tabindex: "0" }), // focusable, so Ctrl+F and selection work
+    // Focusable, so Ctrl+F and selection work; named, since a text field without a name is a puzzle.
+    EditorView.contentAttributes.of({ tabindex: "0", "aria-label": label, "aria-readonly": "true" }),
     syntaxHighlighting(irHighlight),
     highlightSelectionMatches(),
     search({ top: true }),
@@ -105,7 +109,7 @@ export class ArtifactView {
     return EditorState.create({
       doc: text,
       extensions: [
-        ...irExtensions(),
+        ...irExtensions(`${IR_NAMES[dialect]} (read-only)`),
         IR_LANGUAGES[dialect],
         this.wrapping.of(this.wrap ? EditorView.lineWrapping : []),
         highlightActiveLine(),
@@ -194,10 +198,11 @@ export class DiffView {
 
   show(before: string, after: string, dialect: IrDialect, wrap: boolean): void {
     this.merge?.destroy();
-    const extensions = [...irExtensions(), IR_LANGUAGES[dialect], wrap ? EditorView.lineWrapping : []];
+    const side = (label: string) => [...irExtensions(`${IR_NAMES[dialect]}, ${label} (read-only)`), IR_LANGUAGES[dialect],
+                                       wrap ? EditorView.lineWrapping : []];
     this.merge = new MergeView({
-      a: { doc: before, extensions },
-      b: { doc: after, extensions },
+      a: { doc: before, extensions: side("before") },
+      b: { doc: after, extensions: side("after") },
       parent: this.element,
       gutter: true,
       highlightChanges: true,

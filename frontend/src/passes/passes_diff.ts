@@ -27,10 +27,11 @@ export class LinkedPassDiff {
 
   show(before: DiffSide, after: DiffSide, wrap: boolean): void {
     this.clear();
-    const extensions = [...irExtensions(), IR_LANGUAGES.hlo, wrap ? EditorView.lineWrapping : []];
+    const side = (label: string) => [...irExtensions(`HLO ${label} the pass (read-only)`), IR_LANGUAGES.hlo,
+                                       wrap ? EditorView.lineWrapping : []];
     this.merge = new MergeView({
-      a: { doc: before.text, extensions },
-      b: { doc: after.text, extensions },
+      a: { doc: before.text, extensions: side("before") },
+      b: { doc: after.text, extensions: side("after") },
       parent: this.element,
       gutter: true,
       highlightChanges: true,
