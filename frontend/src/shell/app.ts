@@ -12,7 +12,7 @@ import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
 import type { Boot } from "../core/boot";
 import { Connection, type ConnectionState, socketUrl } from "../wire/connection";
-import { el, runShortcutLabel, stopShortcutLabel, isStopShortcut } from "../core/dom";
+import { el, isRunShortcut, isStopShortcut, runShortcutLabel, stopShortcutLabel } from "../core/dom";
 import { Drafts } from "../editor/drafts";
 import { createEditor, type PlaygroundEditor } from "../editor/editor";
 import { EMBED_HIDDEN_TABS, embedViewFrom } from "../sharing/embed_view";
@@ -29,6 +29,7 @@ import { Splitter } from "./splitter";
 import { StatusLine } from "./status";
 import { syntaxMarks } from "../editor/syntax_marks";
 import { Tabs } from "./tabs";
+import { keepTopbarFitted } from "./topbar_fit";
 
 /** How long the page waits for the server before saying it cannot be reached. */
 const UNREACHABLE_AFTER_MS = 1500;
@@ -129,6 +130,8 @@ export class App {
     const header = el(
       "header",
       { class: "topbar" },
+      // The page's one top-level heading, for screen readers' heading navigation; the brand shows the name.
+      el("h1", { class: "visually-hidden" }, boot.page_title),
       el(
         "a",
         { class: "brand", href: embed && boot.snippet?.id ? `/s/${boot.snippet.id}` : "/", target: embed ? "_blank" : null, rel: embed ? "noopener" : null },
@@ -149,7 +152,7 @@ export class App {
       goToLine: (line) => this.editor.goToLine(line),
     });
     this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
-    this.tabs.list.append(resultsSizeButton());
+    this.tabs.tools.append(resultsSizeButton());
     this.tabs.onChange = () => this.runAlert.render();
     // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
     this.backends.element.insertBefore(this.runtimes.element, this.backends.element.children[1] ?? null);
@@ -158,6 +161,7 @@ export class App {
     splitter.attach(main);
     const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
     root.replaceChildren(header, main, footer);
+    keepTopbarFitted(header);
 
     this.snippetId = typeof boot.snippet?.id === "string" ? boot.snippet.id : null;
     this.sharedCode = boot.snippet?.code ?? null;
@@ -218,8 +222,14 @@ export class App {
     window.setTimeout(() => {
       if (this.connection.state !== "open") this.showUnreachable();
     }, UNREACHABLE_AFTER_MS);
-    // An embed taking focus would scroll the page that frames it.
-    if (!embed) this.editor.focus();
+    // The editor does not take focus on load: Tab would then indent the code instead of moving through the
+    // page (keyboard_exit.ts), and an embed taking focus would scroll the page that frames it.
+    // Ctrl+Enter runs wherever focus is; the editor's own binding handles it there (and marks it handled).
+    document.addEventListener("keydown", (e) => {
+      if (!isRunShortcut(e) || e.defaultPrevented) return;
+      e.preventDefault();
+      this.run();
+    });
   }
 
   /** `extra`: fields for this run only, e.g. `{ fresh: true }` to bypass the result cache. */

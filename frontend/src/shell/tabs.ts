@@ -2,6 +2,12 @@
  * The results area: a tab per panel, with an optional badge on each tab.
  * A slot is reserved before its panel's factory runs, so the panel's context
  * (setBadge, activate) exists while the panel is being built.
+ *
+ * The tab bar holds the tab list and, beside it (never inside the tablist,
+ * which may own only tabs), the results' tools. When the tabs are wider than
+ * the bar (a phone, a narrow embed) the list scrolls sideways: its hidden
+ * end fades, and a chevron button on that side scrolls it; the tab brought
+ * forward, by click or arrow key, is scrolled into view.
  */
 
 import { el } from "../core/dom";
@@ -35,7 +41,8 @@ export class TabSlot {
     const id = `panel-${panel.id}`;
     this.pane.id = id;
     this.pane.dataset.panel = panel.id;
-    this.pane.append(panel.element);
+    // The panel's heading, for screen readers' outline: the page's h1, each panel's h2, sections' h3.
+    this.pane.append(el("h2", { class: "visually-hidden" }, panel.title), panel.element);
     this.button.id = `tab-${panel.id}`;
     this.button.dataset.panel = panel.id;
     this.button.setAttribute("aria-controls", id);
@@ -47,8 +54,14 @@ export class TabSlot {
 
 export class Tabs {
   readonly list = el("div", { class: "tab-list", role: "tablist", "aria-label": "Results" });
+  /** The results' own controls, at the end of the tab bar (the enlarge button). */
+  readonly tools = el("div", { class: "tab-tools" });
+  private readonly scrollBack = scrollButton("back");
+  private readonly scrollOn = scrollButton("on");
+  private readonly scroller = el("div", { class: "tab-scroller" }, this.scrollBack, this.list, this.scrollOn);
+  readonly bar = el("div", { class: "tab-bar" }, this.scroller, this.tools);
   readonly panes = el("div", { class: "tab-panes" });
-  readonly element = el("section", { class: "results", "aria-label": "Results" }, this.list, this.panes);
+  readonly element = el("section", { class: "results", "aria-label": "Results" }, this.bar, this.panes);
   readonly slots: TabSlot[] = [];
   active: TabSlot | null = null;
   /** Called with the panel id whenever another tab comes to the front. */
@@ -56,14 +69,17 @@ export class Tabs {
 
   constructor() {
     this.list.addEventListener("keydown", (e) => this.onKey(e));
+    this.list.addEventListener("scroll", () => this.markOverflow(), { passive: true });
+    this.scrollBack.addEventListener("click", () => this.scrollBy(-1));
+    this.scrollOn.addEventListener("click", () => this.scrollBy(1));
+    // The chevrons lie over the list's ends, so showing them never changes its width (no resize loop).
+    new ResizeObserver(() => this.markOverflow()).observe(this.list);
   }
 
   reserve(): TabSlot {
     const slot = new TabSlot(this);
     this.slots.push(slot);
-    const tool = this.list.querySelector(".tab-tool");
-    if (tool) tool.before(slot.button);
-    else this.list.append(slot.button);
+    this.list.append(slot.button);
     this.panes.append(slot.pane);
     if (!this.active) this.activate(slot);
     return slot;
@@ -73,6 +89,7 @@ export class Tabs {
   hide(id: string): void {
     const slot = this.slots.find((s) => s.panel?.id === id);
     if (slot) slot.button.hidden = true;
+    this.markOverflow();
   }
 
   /** Brings the tab of panel `id` to the front; unknown ids are ignored. */
@@ -98,15 +115,45 @@ export class Tabs {
       slot.panel?.onShow?.();
       this.onChange?.(slot.panel?.id ?? null);
     }
+    if (slot.button.isConnected) slot.button.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
+  /** ←/→ step through the shown tabs (wrapping), Home and End go to the first and last. */
   private onKey(e: KeyboardEvent): void {
-    const step = e.key === "ArrowRight" ? 1 : e.key === "ArrowLeft" ? -1 : 0;
-    if (!step || !this.active) return;
-    const i = this.slots.indexOf(this.active);
-    const next = this.slots[(i + step + this.slots.length) % this.slots.length];
+    const shown = this.slots.filter((s) => !s.button.hidden);
+    if (!this.active || !shown.length) return;
+    const i = shown.indexOf(this.active);
+    let next: TabSlot;
+    if (e.key === "ArrowRight") next = shown[(i + 1) % shown.length];
+    else if (e.key === "ArrowLeft") next = shown[(i - 1 + shown.length) % shown.length];
+    else if (e.key === "Home") next = shown[0];
+    else if (e.key === "End") next = shown[shown.length - 1];
+    else return;
     this.activate(next);
     next.button.focus();
     e.preventDefault();
   }
+
+  /** Says which ends of the tab list are scrolled out of view: the fade and chevron on that side show. */
+  private markOverflow(): void {
+    const { scrollLeft, scrollWidth, clientWidth } = this.list;
+    const back = scrollLeft > 1;
+    const on = scrollLeft + clientWidth < scrollWidth - 1;
+    this.scroller.dataset.overflow = [back ? "back" : "", on ? "on" : ""].join(" ").trim();
+    this.scrollBack.hidden = !back;
+    this.scrollOn.hidden = !on;
+  }
+
+  private scrollBy(direction: 1 | -1): void {
+    this.list.scrollBy({ left: direction * this.list.clientWidth * 0.7, behavior: "smooth" });
+  }
+}
+
+/** A chevron over one end of the tab list. Pointer only: keyboard users move through the tabs with the arrow keys,
+ * which scroll the tab they reach into view, so the chevron is kept out of the tab order and of the reading. */
+function scrollButton(side: "back" | "on"): HTMLButtonElement {
+  return el("button", {
+    class: `tab-scroll tab-scroll-${side}`, type: "button", tabindex: "-1", "aria-hidden": "true", hidden: true,
+    title: side === "on" ? "More tabs" : "Earlier tabs", "data-testid": `tabs-scroll-${side}`,
+  }, side === "on" ? "›" : "‹");
 }
