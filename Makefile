@@ -17,12 +17,12 @@ APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server ku
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 comma := ,
 
-.PHONY: run test lint bench frontend dist image image-gpu system-deps system-test-deps clean runtimes run-runtimes
+.PHONY: run test lint bench frontend frontend-test dist image image-gpu system-deps system-test-deps clean runtimes run-runtimes
 
 run: system-deps $(VENV)/.installed frontend run-runtimes
 	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT) --runtimes $(RUN_RUNTIMES) --runtimes-dir $(RUNTIMES_DIR)
 
-test: system-deps system-test-deps $(VENV)/.installed-test frontend runtimes
+test: system-deps system-test-deps $(VENV)/.installed-test frontend-test runtimes
 	$(BIN)/ruff check jaxplay server sandbox tests bench setup.py
 	JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest -q
 
@@ -50,6 +50,10 @@ bench: $(VENV)/.installed-test frontend runtimes
 # is usable; otherwise serves the assets already built, and says which (NODE=... picks a Node).
 frontend:
 	@NODE=$(NODE) ./scripts/frontend-build frontend
+
+# The same, plus the page's test dependencies (vitest; axe-core, which the browser tests inject from disk).
+frontend-test:
+	@FRONTEND_DEPS=1 NODE=$(NODE) ./scripts/frontend-build frontend
 
 # A wheel and an sdist in dist/, both carrying the built page (setup.py copies it in).
 dist: $(VENV)/.installed-test frontend

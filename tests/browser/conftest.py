@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +25,8 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 from tests.browser.helpers import PageAt
+from tests.live_server import LiveServer
+from tests.runtimes_server import require_runtimes, runtimes_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 FRONTEND = PROJECT_ROOT / "frontend"
@@ -80,9 +83,8 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
-@pytest.fixture
-def page_at(browser: Browser, base_url: str) -> Iterator[PageAt]:
-    """``page_at("/", color_scheme="dark")`` -> a loaded page whose editor is ready."""
+def pages_of(browser: Browser, base_url: str) -> Iterator[PageAt]:
+    """Opens pages of ``base_url``, each in a fresh context; closes them after, failing on uncaught JavaScript errors."""
     contexts = []
     errors: list[str] = []
 
@@ -100,6 +102,46 @@ def page_at(browser: Browser, base_url: str) -> Iterator[PageAt]:
     for context in contexts:
         context.close()
     assert not errors, f"uncaught JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def page_at(browser: Browser, base_url: str) -> Iterator[PageAt]:
+    """``page_at("/", color_scheme="dark")`` -> a loaded page whose editor is ready."""
+    yield from pages_of(browser, base_url)
+
+
+@pytest.fixture(scope="session")
+def versions_base_url() -> Iterator[str]:
+    """A server as ``make run`` serves it: offering a JAX version besides its own, so the header holds the JAX
+    version picker too. Skipped, saying what to run, where that runtime is not installed."""
+    ensure_frontend_built()
+    external = os.environ.get("JAXPLAY_BROWSER_BASE_URL")
+    if external:
+        yield external.rstrip("/")
+        return
+    versions = require_runtimes()
+    with tempfile.TemporaryDirectory(prefix="jaxplay-versions-") as data_dir:
+        server = LiveServer(Path(data_dir), ["--runtimes", versions[0], "--runtimes-dir", str(runtimes_dir())])
+        try:
+            server.wait_ready(timeout_s=240)
+            yield server.http_url
+        finally:
+            server.stop()
+
+
+@pytest.fixture
+def page_with_versions_at(browser: Browser, versions_base_url: str) -> Iterator[PageAt]:
+    """``page_at`` for the server of ``versions_base_url``; pages wait for the version picker to be filled."""
+    opened = pages_of(browser, versions_base_url)
+    open_page = next(opened)
+
+    def open_with_versions(*args: object, **kwargs: object) -> Page:
+        page = open_page(*args, **kwargs)
+        page.wait_for_selector("[data-testid=runtime] option", state="attached")
+        return page
+
+    yield open_with_versions
+    next(opened, None)
 
 
 @pytest.fixture(scope="session")
