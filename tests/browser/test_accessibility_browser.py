@@ -8,6 +8,7 @@ header's menus follow the menu button pattern.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -199,6 +200,18 @@ def test_a_click_in_the_editor_means_editing_so_tab_indents_at_once(page_at: Pag
     page.keyboard.press("Home")
     page.keyboard.press("Tab")
     assert page.evaluate("window.jaxplay.editor.getCode()") == "    y = 2"
+
+
+def test_tab_leaves_a_read_only_editor_even_after_a_click(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/")
+    answer = page.request.post(base_url + "/api/snippets", data=json.dumps({"code": "z = 3\n"}),
+                               headers={"content-type": "application/json"})
+    embed = page_at(f"/e/{answer.json()['id']}")  # read-only until Edit is pressed
+    embed.click(".cm-content")
+    expect(embed.locator("[data-testid=editor-keys-hint]")).to_be_hidden()
+    embed.keyboard.press("Tab")
+    assert not focus_in_editor(embed)
+    assert embed.evaluate("window.jaxplay.editor.getCode()") == "z = 3\n"
 
 
 def test_ctrl_enter_and_ctrl_s_work_wherever_focus_is(page_at: PageAt) -> None:

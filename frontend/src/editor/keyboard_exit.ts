@@ -42,25 +42,31 @@ const tabStateField = StateField.define<TabState>({
   provide: (field) => showPanel.from(field, (state) => (state.hint ? keysPanel : null)),
 });
 
+type TabMode = "leaves" | "indents" | "read-only";
+
 /** What Tab does now, and how to leave: the visible line. */
-function hintChildren(tabLeaves: boolean): (Node | string)[] {
+function hintChildren(mode: TabMode): (Node | string)[] {
   const key = (name: string) => el("kbd", {}, name);
-  const leave = [key("Esc"), " then ", key("Tab"), " leaves the editor"];
   const run = [key(runShortcutLabel), " runs"];
-  return tabLeaves
-    ? [key("Tab"), " moves to the next control; type to edit, then ", key("Tab"), " indents · ", ...run]
-    : [key("Tab"), " indents · ", ...leave, " · ", ...run];
+  if (mode === "read-only") return ["Read-only · ", key("Tab"), " moves to the next control · ", ...run];
+  if (mode === "leaves") return [key("Tab"), " moves to the next control; type to edit, then ", key("Tab"), " indents · ", ...run];
+  return [key("Tab"), " indents · ", key("Esc"), " then ", key("Tab"), " leaves the editor · ", ...run];
+}
+
+function tabMode(view: EditorView): TabMode {
+  if (view.state.readOnly) return "read-only";
+  return view.state.field(tabStateField).tabLeaves ? "leaves" : "indents";
 }
 
 function keysPanel(view: EditorView): Panel {
   const dom = el("div", { class: "cm-keys-hint", "data-testid": "editor-keys-hint", "aria-hidden": "true" });
-  let shown: boolean | null = null;
+  let shown: TabMode | null = null;
   const render = () => {
-    const { tabLeaves } = view.state.field(tabStateField);
-    if (tabLeaves === shown) return;
-    shown = tabLeaves;
-    dom.dataset.tab = tabLeaves ? "leaves" : "indents";
-    dom.replaceChildren(...hintChildren(tabLeaves));
+    const mode = tabMode(view);
+    if (mode === shown) return;
+    shown = mode;
+    dom.dataset.tab = mode;
+    dom.replaceChildren(...hintChildren(mode));
   };
   render();
   return { dom, top: false, update: render };
@@ -77,11 +83,11 @@ document.addEventListener("pointerdown", () => { lastPointerDown = Date.now(); }
 
 function tabKey(indent: (view: EditorView) => boolean) {
   return (view: EditorView): boolean => {
-    // Returning false lets the browser move focus.
-    if (view.state.field(tabStateField).tabLeaves) return false;
+    // Returning false lets the browser move focus: read-only code (an embed, a room's follower) has nothing to indent.
+    if (tabMode(view) !== "indents") return false;
     view.dispatch({ effects: setTabState.of({ hint: true }) });
     indent(view);
-    return true; // indenting read-only code does nothing, but Tab stays in the editor as the hint says
+    return true;
   };
 }
 
