@@ -47,7 +47,7 @@ const irTheme = EditorView.theme({
 export const IR_NAMES: Record<IrDialect, string> = { jaxpr: "jaxpr", stablehlo: "StableHLO", hlo: "Optimized HLO" };
 
 /** Everything an IR view has except its language and wrapping; `label` names it (it is read-only text). */
-export function irExtensions(label: string): Extension[] {
+export function irExtensions(label = "Compiled program (read-only)"): Extension[] {
   return [
     lineNumbers(),
     drawSelection(),
