@@ -161,7 +161,7 @@ def test_tab_passes_through_the_editor_without_changing_the_code(page_at: PageAt
             reached_editor = True
             hint = page.locator("[data-testid=editor-keys-hint]")
             expect(hint).to_be_visible()
-            expect(hint).to_contain_text("moves to the next control")
+            expect(hint).to_contain_text("Tab moves on; once you type, Tab indents")
     assert reached_editor
     assert page.evaluate("window.jaxplay.editor.getCode()") == code
     # Shift+Tab leaves it backwards too.

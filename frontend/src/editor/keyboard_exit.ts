@@ -49,7 +49,7 @@ function hintChildren(mode: TabMode): (Node | string)[] {
   const key = (name: string) => el("kbd", {}, name);
   const run = [key(runShortcutLabel), " runs"];
   if (mode === "read-only") return ["Read-only · ", key("Tab"), " moves to the next control · ", ...run];
-  if (mode === "leaves") return [key("Tab"), " moves to the next control; type to edit, then ", key("Tab"), " indents · ", ...run];
+  if (mode === "leaves") return [key("Tab"), " moves on; once you type, ", key("Tab"), " indents · ", ...run];
   return [key("Tab"), " indents · ", key("Esc"), " then ", key("Tab"), " leaves the editor · ", ...run];
 }
 
