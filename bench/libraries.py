@@ -1,13 +1,13 @@
 """Import time of each worker library inside a sandboxed run, and what preloading costs the zygote.
 
-For two real sandbox slots, one whose zygote preloads nothing beyond JAX and
+For two real warm sandboxes, one whose zygote preloads nothing beyond JAX and
 one with the shipped preload list (sandbox/engine/library_preload.py), it prints:
 
 - each library's import time measured inside a run (a fresh run each time,
   median of --runs), with and without the preload;
 - what ``import optax, flax.nnx as nnx, equinox`` adds to a run: the
   statement's own time inside the run (target: <= 100 ms), and beside it the
-  whole run's time minus an empty run's. A slot prepares the next run's
+  whole run's time minus an empty run's. A warm sandbox prepares the next run's
   process (backend started and warmed) while a run executes, so before each
   of these runs the bench waits --settle-s for that to finish: the figure is
   then the run, not the wait for its process;
@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jaxplay.sandbox.engine import library_preload  # noqa: E402
-from jaxplay.sandbox.engine.slot import Slot  # noqa: E402
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox  # noqa: E402
 from jaxplay.sandbox.isolation import bwrap  # noqa: E402
 from jaxplay.settings import Settings  # noqa: E402
 
@@ -86,7 +86,7 @@ def zygote_host_pid(root_pid: int) -> int:
             if is_zygote(child) and not is_zygote(pid):
                 return child
             stack.append(child)
-    raise RuntimeError("no zygote found under the slot's process")
+    raise RuntimeError("no zygote found under the sandbox's process")
 
 
 def memory_mb(pid: int) -> tuple[float, float]:
@@ -96,7 +96,7 @@ def memory_mb(pid: int) -> tuple[float, float]:
     return int(rss.split()[1]) / 1024, int(pss.split()[1]) / 1024
 
 
-async def run_once(slot: Slot, code: str) -> tuple[float, list[str], str]:
+async def run_once(sandbox: WarmSandbox, code: str) -> tuple[float, list[str], str]:
     """(the run's elapsed ms, stdout lines, status) of one run."""
     out: list[str] = []
     errors: list[str] = []
@@ -107,7 +107,7 @@ async def run_once(slot: Slot, code: str) -> tuple[float, list[str], str]:
         elif event.get("type") in ("stderr", "error"):
             errors.append(json.dumps(event)[:300])
 
-    result = await slot.run("bench", code, 120.0, {"inspect": False}, keep)
+    result = await sandbox.run("bench", code, 120.0, {"inspect": False}, keep)
     if str(result.status) != "ok":
         raise RuntimeError(f"run failed ({result.status}): {result.message} {errors}")
     return result.elapsed_ms, out, str(result.status)
@@ -115,38 +115,38 @@ async def run_once(slot: Slot, code: str) -> tuple[float, list[str], str]:
 
 async def measure(preload: str | None, runs: int, settle_s: float) -> dict[str, Any]:
     with_preload_override(preload)
-    slot = Slot(0, Settings.from_env(), "bench")
-    await slot.start()
+    sandbox = WarmSandbox(0, Settings.from_env(), "bench")
+    await sandbox.start()
     try:
-        assert slot.process is not None
-        rss, pss = memory_mb(zygote_host_pid(slot.process.pid))
-        await run_once(slot, "pass")  # warm-up
+        assert sandbox.process is not None
+        rss, pss = memory_mb(zygote_host_pid(sandbox.process.pid))
+        await run_once(sandbox, "pass")  # warm-up
         imports: dict[str, float] = {}
         for name in LIBRARIES:
             samples = []
             for _ in range(runs):
-                _, out, _ = await run_once(slot, TIMED_IMPORT.format(name=name))
+                _, out, _ = await run_once(sandbox, TIMED_IMPORT.format(name=name))
                 samples.append(json.loads(out[-1])["ms"])
             imports[name] = statistics.median(samples)
         empty, target, statement = [], [], []
         for _ in range(runs):  # alternated, so that a burst of load on the machine hits both alike
             await asyncio.sleep(settle_s)
-            empty.append((await run_once(slot, "pass"))[0])
+            empty.append((await run_once(sandbox, "pass"))[0])
             await asyncio.sleep(settle_s)
-            elapsed, out, _ = await run_once(slot, TIMED_TARGET)
+            elapsed, out, _ = await run_once(sandbox, TIMED_TARGET)
             target.append(elapsed)
             statement.append(json.loads(out[-1])["ms"])
         return {"rss": rss, "pss": pss, "imports": imports, "empty_ms": statistics.median(empty),
                 "target_ms": statistics.median(target), "statement_ms": statistics.median(statement)}
     finally:
-        await slot.close()
+        await sandbox.close()
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--settle-s", type=float, default=3.0,
-                        help="pause before each whole-run measurement, for the slot to prepare the next run")
+                        help="pause before each whole-run measurement, for the sandbox to prepare the next run")
     args = parser.parse_args()
     settings = Settings.from_env()
     print(f"sandbox: {settings.sandbox}; each figure is the median of {args.runs} fresh runs")

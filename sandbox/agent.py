@@ -1,18 +1,18 @@
-"""The worker agent: dials the server, advertises its devices, runs jobs in sandbox slots.
+"""The worker agent: dials the server, advertises its devices, runs jobs in warm sandboxes.
 
 Tasks and ownership::
 
     WorkerAgent.serve_forever
-      ├─ starts the slots of its own JAX (each owns one sandbox) and probes the
+      ├─ starts the sandboxes of its own JAX (one per seat) and probes the
       │  devices once; checks the other JAX runtimes it offers (agent_runtimes.py),
-      │  whose slots start at first use; a sweep stops runtimes left idle
+      │  whose sandboxes start at first use; a sweep stops runtimes left idle
       └─ per connection: the receive loop (jobs, cancels), one writer task that
          sends every outgoing frame in order, and one task per job in flight.
          A lost connection kills the runs in flight (the server has already
          failed them) and the agent dials again with backoff.
 
 A job takes a seat (``--slots`` of them; on a GPU host each owns its GPUs),
-then its runtime's slot on that seat (sandbox/engine/runtime_pool.py).
+then its runtime's sandbox on that seat (sandbox/engine/runtime_pool.py).
 
 A refused token is final: the agent prints the server's reason and exits 2.
 """
@@ -32,8 +32,8 @@ from jaxplay import worker_protocol as wp
 from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
-from jaxplay.sandbox.engine.runtime_pool import RuntimePool, Seats, SlotFactory
-from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
+from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
 
@@ -73,12 +73,12 @@ class WorkerAgent:
         self.server_url = server_url
         self.token = token
         self.name = name or socket.gethostname()
-        self.slots: list[Slot] = []  # the slots of its own JAX, one per seat
+        self.sandboxes: list[WarmSandbox] = []  # those of its own JAX, one per seat
         self.seats = Seats(0)
         self.seat_devices: list[tuple[str, ...]] = []
-        self.running: dict[str, Slot | None] = {}  # None while the run's slot starts
+        self.running: dict[str, WarmSandbox | None] = {}  # None while the run's sandbox starts
         self.cancelled_early: set[str] = set()
-        self.pools: dict[str, RuntimePool] = {}  # JAX version -> its slots
+        self.pools: dict[str, RuntimePool] = {}  # JAX version -> its sandboxes
         self.default_runtime = ""
         self.runtime_entries: list[dict[str, Any]] = []
         self.description: dict[str, Any] = {}
@@ -91,7 +91,7 @@ class WorkerAgent:
         self._fill: asyncio.Task[None] | None = None
         self._runtime_fills: list[asyncio.Task[None]] = []
 
-    async def start_slots(self) -> None:
+    async def start_sandboxes(self) -> None:
         """Start the worker's own JAX on every seat and probe the devices; a host this worker must not
         serve from as configured raises ``WorkerCannotStart`` naming the cause (its sandboxes closed)."""
         if self.settings.cgroups != "off" and (removed := await asyncio.to_thread(cgroups.remove_abandoned_groups)):
@@ -107,10 +107,10 @@ class WorkerAgent:
             devices = self.seat_devices = [() for _ in range(max(1, self.settings.slots))]
             own = await self.start_own_runtime(devices)
         backend = "gpu" if devices[0] else "cpu"
-        self.device_peak = await self.measured_peak(self.slots[0])
+        self.device_peak = await self.measured_peak(self.sandboxes[0])
         own.name = self.default_runtime = self.description["jax_version"]
         others, listed = await agent_runtimes.start_offered(
-            self.settings, self.default_runtime, lambda name, runtime: self.runtime_slots(backend, name, runtime),
+            self.settings, self.default_runtime, lambda name, runtime: self.runtime_sandboxes(backend, name, runtime),
             self.probe)
         self.pools = {own.name: own, **others}
         for pool in others.values():
@@ -119,19 +119,19 @@ class WorkerAgent:
         asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
         self.seats = Seats(len(devices))
         if self.caches is not None:
-            self._fill = asyncio.create_task(self.caches.fill(self.slots[0].fill_environment()))
+            self._fill = asyncio.create_task(self.caches.fill(self.sandboxes[0].fill_environment()))
         log.info("worker %s: %s x%s (%s), %d slot(s)", self.name, self.description["backend"],
-                 self.description["device_count"], self.description["device_kind"], len(self.slots))
+                 self.description["device_count"], self.description["device_kind"], len(self.sandboxes))
 
     async def start_own_runtime(self, devices: list[tuple[str, ...]]) -> RuntimePool:
         """The worker's own JAX, started on every seat and probed; refused with the cause when it cannot be."""
         self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
-        own = RuntimePool("", lambda seat: Slot(seat, self.settings, self.name, devices[seat], self.caches),
+        own = RuntimePool("", lambda seat: WarmSandbox(seat, self.settings, self.name, devices[seat], self.caches),
                           stays_warm=True, idle_s=self.settings.runtime_idle_s)
         try:
             await own.start(list(range(len(devices))))
-            self.slots = [own.slots[seat] for seat in range(len(devices))]
-            self.description = await self.probe(self.slots[0])
+            self.sandboxes = [own.sandboxes[seat] for seat in range(len(devices))]
+            self.description = await self.probe(self.sandboxes[0])
         except (bwrap.SandboxUnavailable, RuntimeError) as exc:
             await own.close()
             raise WorkerCannotStart(str(exc)) from exc
@@ -141,18 +141,18 @@ class WorkerAgent:
             raise WorkerCannotStart(refusal)
         return own
 
-    def runtime_slots(self, backend: str, version: str, runtime: SlotRuntime) -> SlotFactory:
-        """Slots of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""
+    def runtime_sandboxes(self, backend: str, version: str, runtime: SandboxRuntime) -> SandboxFactory:
+        """Sandboxes of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""
         caches = self.compile_caches(f"{backend}-jax-{version}")
-        return lambda seat: Slot(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat], caches,
+        return lambda seat: WarmSandbox(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat], caches,
                                  runtime)
 
     def fill_on_first_use(self, pool: RuntimePool) -> None:
         """A runtime's shared compile cache is filled (by its own Python) when it is first used, not at start."""
-        def fill(slot: Slot) -> None:
-            if slot.caches is not None and pool.runtime is not None:
+        def fill(sandbox: WarmSandbox) -> None:
+            if sandbox.caches is not None and pool.runtime is not None:
                 self._runtime_fills.append(asyncio.create_task(
-                    slot.caches.fill(slot.fill_environment(), str(pool.runtime.interpreter))))
+                    sandbox.caches.fill(sandbox.fill_environment(), str(pool.runtime.interpreter))))
         pool.on_first_start = fill
 
     def compile_caches(self, backend: str) -> CompileCaches | None:
@@ -162,14 +162,14 @@ class WorkerAgent:
         caches.prepare()
         return caches
 
-    async def measured_peak(self, slot: Slot) -> dict[str, Any]:
+    async def measured_peak(self, sandbox: WarmSandbox) -> dict[str, Any]:
         """The device's peak FLOP/s and bytes/s for rooflines: kept per host, measured on the first start."""
         cache = PeakCache(self.settings.compile_cache_dir)
         peak = cache.load(self.description)
         if peak is not None:
             return peak
         try:
-            report = await self.probe(slot, {"calibrate": True})
+            report = await self.probe(sandbox, {"calibrate": True})
         except RuntimeError as exc:
             log.warning("worker %s: the device peak could not be measured: %s", self.name, exc)
             return {}
@@ -183,7 +183,7 @@ class WorkerAgent:
                  peak["bytes_per_s"])
         return peak
 
-    async def probe(self, slot: Slot, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def probe(self, sandbox: WarmSandbox, options: dict[str, Any] | None = None) -> dict[str, Any]:
         found: list[dict[str, Any]] = []
 
         def keep(event: dict[str, Any]) -> None:
@@ -192,7 +192,7 @@ class WorkerAgent:
             else:
                 log.warning("device probe: %s", event)
 
-        result = await slot.run("probe", "", 120.0, options or {}, keep, probe=True)
+        result = await sandbox.run("probe", "", 120.0, options or {}, keep, probe=True)
         if not found:
             raise RuntimeError(f"device probe failed: {result.status} {result.message or ''}")
         return found[0]
@@ -202,7 +202,7 @@ class WorkerAgent:
         return wp.WorkerHello(
             token=self.token, name=self.name, backend=d["backend"], device_kind=d["device_kind"],
             device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
-            slots=len(self.slots), platform_version=d.get("platform_version", ""),
+            slots=len(self.sandboxes), platform_version=d.get("platform_version", ""),
             device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
             device_peak=self.device_peak,
             runtimes=self.runtime_entries,
@@ -210,7 +210,7 @@ class WorkerAgent:
 
     async def serve_forever(self) -> None:
         allow_priority_restore()
-        await self.start_slots()
+        await self.start_sandboxes()
         attempt = 0
         try:
             while True:
@@ -256,13 +256,13 @@ class WorkerAgent:
 
     def report_slots(self) -> None:
         if self.outbox is not None:
-            self.outbox.put_nowait(wp.encode(wp.WorkerSlots(busy=len(self.running), total=len(self.slots),
+            self.outbox.put_nowait(wp.encode(wp.WorkerSlots(busy=len(self.running), total=len(self.sandboxes),
                                                             oom_kills=self.oom_kills, crashes=self.crashes)))
 
     def cancel(self, run_id: str) -> None:
-        slot = self.running.get(run_id)
-        if slot is not None:
-            slot.cancel(run_id)
+        sandbox = self.running.get(run_id)
+        if sandbox is not None:
+            sandbox.cancel(run_id)
         elif run_id in self.running:  # its runtime's sandbox is still starting
             self.cancelled_early.add(run_id)
 
@@ -287,16 +287,16 @@ class WorkerAgent:
         def send(event: dict[str, Any]) -> None:
             outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
 
-        slot: Slot | None = None
+        sandbox: WarmSandbox | None = None
         try:
-            slot = await pool.slot_for(seat)  # an idle runtime starts its sandbox here
-            self.running[job.run_id] = slot
+            sandbox = await pool.sandbox_for(seat)  # an idle runtime starts its sandbox here
+            self.running[job.run_id] = sandbox
             if job.run_id in self.cancelled_early:
                 outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
                                                               "Stopped at your request.")))
                 return
             options = {**job.options, "device_peak": self.device_peak} if self.device_peak else job.options
-            result = await slot.run(job.run_id, job.code, job.timeout_s, options, send)
+            result = await sandbox.run(job.run_id, job.code, job.timeout_s, options, send)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,
@@ -310,14 +310,14 @@ class WorkerAgent:
             self.cancelled_early.discard(job.run_id)
             pool.released()
             self.report_slots()
-            if slot is not None and not slot.alive and pool.stays_warm:
+            if sandbox is not None and not sandbox.alive and pool.stays_warm:
                 asyncio.create_task(self._revive(pool, seat))
-            else:  # another runtime's dead slot is started again at its next run
+            else:  # another runtime's dead sandbox is started again at its next run
                 self.seats.give(seat)
 
     async def _revive(self, pool: RuntimePool, seat: int) -> None:
         try:
-            await pool.slot_for(seat)
+            await pool.sandbox_for(seat)
             self.seats.give(seat)
         except Exception:
             log.exception("seat %s of JAX %s could not be restarted; retrying in 5 s", seat, pool.name)

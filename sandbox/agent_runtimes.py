@@ -1,8 +1,8 @@
 """The JAX runtimes a worker offers: its own JAX, and those ``--runtimes`` lists (sandbox/runtimes/).
 
 At start each listed runtime is checked once: its interpreter lists what its
-sandbox must expose, one slot starts and probes it (the versions and libraries
-it reports go into the hello), and the slot stops again, so a runtime holds
+sandbox must expose, one sandbox starts and probes it (the versions and libraries
+it reports go into the hello), and the sandbox stops again, so a runtime holds
 no memory until its first run. A runtime that is missing, failed to install or
 fails its probe is offered with its ``problem``: the others serve runs.
 """
@@ -14,16 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SlotFactory
-from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory
+from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import exposed_paths
 from jaxplay.sandbox.runtimes import store
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.worker")
 
-Probe = Callable[[Slot], Awaitable[dict[str, Any]]]
-PoolSlotFactory = Callable[[str, SlotRuntime], SlotFactory]
+Probe = Callable[[WarmSandbox], Awaitable[dict[str, Any]]]
+PoolSandboxFactory = Callable[[str, SandboxRuntime], SandboxFactory]
 
 
 def entry(name: str, description: dict[str, Any], default: bool, problem: str | None = None) -> dict[str, Any]:
@@ -33,16 +33,16 @@ def entry(name: str, description: dict[str, Any], default: bool, problem: str | 
             "libraries": dict(description.get("libraries") or {}), "problem": problem}
 
 
-async def start_offered(settings: Settings, own_version: str, make_slot: PoolSlotFactory,
+async def start_offered(settings: Settings, own_version: str, make_sandboxes: PoolSandboxFactory,
                         probe: Probe) -> tuple[dict[str, RuntimePool], list[dict[str, Any]]]:
     """Pools for the listed runtimes that work, and every listed runtime's hello entry."""
     wanted = [r for r in store.offered(settings) if r.name != own_version]
-    checked = await asyncio.gather(*(_check(settings, runtime, make_slot, probe) for runtime in wanted))
+    checked = await asyncio.gather(*(_check(settings, runtime, make_sandboxes, probe) for runtime in wanted))
     pools = {pool.name: pool for pool, _ in checked if pool is not None}
     return pools, [listed for _, listed in checked]
 
 
-async def _check(settings: Settings, runtime: store.Runtime, make_slot: PoolSlotFactory,
+async def _check(settings: Settings, runtime: store.Runtime, make_sandboxes: PoolSandboxFactory,
                  probe: Probe) -> tuple[RuntimePool | None, dict[str, Any]]:
     if runtime.problem:
         log.warning("JAX %s is not offered: %s", runtime.name, runtime.problem)
@@ -50,12 +50,12 @@ async def _check(settings: Settings, runtime: store.Runtime, make_slot: PoolSlot
     try:
         roots = exposed_paths.root_requirements()
         paths = await asyncio.to_thread(store.exposed_paths_of, runtime, roots)
-        slot_runtime = SlotRuntime(runtime.interpreter, paths)
-        pool = RuntimePool(runtime.name, make_slot(runtime.name, slot_runtime), stays_warm=False,
-                           idle_s=settings.runtime_idle_s, runtime=slot_runtime)
+        sandbox_runtime = SandboxRuntime(runtime.interpreter, paths)
+        pool = RuntimePool(runtime.name, make_sandboxes(runtime.name, sandbox_runtime), stays_warm=False,
+                           idle_s=settings.runtime_idle_s, runtime=sandbox_runtime)
         first_start, pool.on_first_start = pool.on_first_start, None  # the probe's start is not a first use
         try:
-            description = await probe(await pool.slot_for(0))
+            description = await probe(await pool.sandbox_for(0))
         finally:
             await pool.close()
             pool.starts = 0

@@ -1,6 +1,6 @@
 """A test double of a GPU host's worker: the real worker and protocol, announcing a ``gpu`` backend.
 
-It is ``jaxplay worker`` itself (the real agent, slots, sandbox and wire
+It is ``jaxplay worker`` itself (the real agent, warm sandboxes and wire
 protocol) whose device probe reports one NVIDIA-like device on a ``gpu``
 backend; programs run on one virtual CPU device, so they see what one GPU
 would give them in number. The topology tests start it beside servers with
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxplay.sandbox.agent import WorkerAgent
-from jaxplay.sandbox.engine.slot import Slot
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
 from jaxplay.settings import Settings
 
 DEVICE_KIND = "NVIDIA H100 80GB HBM3 (test double)"
@@ -29,8 +29,8 @@ DEVICE_MEMORY_BYTES = 80 << 30
 
 
 class GpuDoubleAgent(WorkerAgent):
-    async def probe(self, slot: Slot, options: dict[str, Any] | None = None) -> dict[str, Any]:
-        found = await super().probe(slot, options)
+    async def probe(self, sandbox: WarmSandbox, options: dict[str, Any] | None = None) -> dict[str, Any]:
+        found = await super().probe(sandbox, options)
         return {**found, "backend": "gpu", "device_kind": DEVICE_KIND, "device_count": 1,
                 "device_memory_bytes": DEVICE_MEMORY_BYTES, "backend_error": None}
 

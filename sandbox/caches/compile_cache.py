@@ -22,7 +22,7 @@ every run, so that many cookies cannot outrun it); sessions idle for longer
 than ``compile_cache_idle_s`` are dropped whole.
 
 A session's entries are code its own runs wrote. ``session_has_entries``
-tells the slot, before a run starts, whether the run may load any: its
+tells the sandbox, before a run starts, whether the run may load any: its
 result is then never served to another session.
 """
 

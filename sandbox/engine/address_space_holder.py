@@ -9,7 +9,7 @@ that shares its address space (``CLONE_VM``) and sleeps in ``pause`` with
 every signal blocked. The run's exit then only drops a reference to its
 memory: it is reaped within a millisecond or so, and the pages are freed when
 the init kills the holder, after the status has gone out, while the rest of
-the run tears down (the slot's next run still waits for that).
+the run tears down (the sandbox's next run still waits for that).
 
 What the holder is, for whoever changes this:
 

@@ -1,9 +1,9 @@
 """How a run ended, in the words the worker reports: the status from the kernel's exit, never the program's.
 
-``Slot`` (sandbox/engine/slot.py) gathers what it knows of a run's end: the
+``WarmSandbox`` (sandbox/engine/warm_sandbox.py) gathers what it knows of a run's end: the
 exit status the run's init read from the kernel (``exited`` from the zygote,
 or the init's own ``ended`` on the spare's door, as ``status_of`` reads it),
-whether the slot killed it (deadline, cancel), the cgroup's OOM counter, and
+whether the sandbox killed it (deadline, cancel), the cgroup's OOM counter, and
 what the relay saw (an ``error`` event). ``outcome`` turns that into the
 ``RunResult`` the worker sends as ``finished``.
 """
@@ -40,7 +40,7 @@ def status_of(ended: dict[str, Any] | None) -> dict[str, int | None] | None:
 
 def outcome(exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: float, timeout_s: float,
             out_of_memory: bool, relay: OutputRelay, memory_limit_bytes: int, oom_counted: bool) -> RunResult:
-    """How a run ended. ``oom_counted``: the slot's cgroup counts OOM kills, so a SIGKILL it did not count
+    """How a run ended. ``oom_counted``: the sandbox's cgroup counts OOM kills, so a SIGKILL it did not count
     came from elsewhere (the run itself, say) and is not blamed on memory."""
     if ended_by is RunStatus.TIMEOUT:
         return RunResult(ended_by, elapsed_ms, f"The run exceeded its time limit of {timeout_s:g} s and was stopped.")

@@ -1,17 +1,17 @@
-"""The slots of one JAX runtime: started at worker start (the worker's own JAX) or at first use,
-stopped after ``--runtime-idle-s`` without a run (every other runtime).
+"""The warm sandboxes of one JAX runtime: started at worker start (the worker's own JAX) or at first
+use, stopped after ``--runtime-idle-s`` without a run (every other runtime).
 
 A worker has ``--slots`` seats (one run each, and on a GPU host the GPU that
-seat owns); every runtime may have a slot on each seat, made when a run of
+seat owns); every runtime may have a sandbox on each seat, made when a run of
 that runtime first sits there. The agent hands out seats, so all runtimes
 together never run more than ``--slots`` programs at once.
 
 Tasks and ownership (all in the worker's event loop)::
 
     RuntimePool
-      ├─ its Slots, one per seat used (each owns its sandbox, slot.py)
-      ├─ per seat, a lock held while that seat's slot starts
-      └─ ``stop_if_idle``: called by the agent's idle sweep; closes every slot
+      ├─ its WarmSandboxes, one per seat used (warm_sandbox.py)
+      ├─ per seat, a lock held while that seat's sandbox starts
+      └─ ``stop_if_idle``: called by the agent's idle sweep; closes every sandbox
          of a pool with no run in flight and none for ``idle_s``
 """
 
@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxplay.sandbox.engine.slot import Slot, SlotRuntime
+from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 
 log = logging.getLogger("jaxplay.worker")
 
-SlotFactory = Callable[[int], Slot]
+SandboxFactory = Callable[[int], WarmSandbox]
 
 
 # A run whose runtime is warm only on a busy seat waits this long for that seat before starting a
@@ -74,50 +74,51 @@ class Seats:
 
 
 class RuntimePool:
-    def __init__(self, name: str, make_slot: SlotFactory, stays_warm: bool, idle_s: float,
-                 runtime: SlotRuntime | None = None) -> None:
+    def __init__(self, name: str, make_sandbox: SandboxFactory, stays_warm: bool, idle_s: float,
+                 runtime: SandboxRuntime | None = None) -> None:
         self.name = name  # the JAX version
         self.runtime = runtime
-        self.make_slot = make_slot
+        self.make_sandbox = make_sandbox
         self.stays_warm = stays_warm  # the worker's own JAX: never stopped for being idle
         self.idle_s = idle_s
-        self.slots: dict[int, Slot] = {}
+        self.sandboxes: dict[int, WarmSandbox] = {}
         self.busy = 0
         self.last_used = time.monotonic()
         self.starts = 0  # sandboxes started at first use (after idle), for the log and the benchmarks
         # Told of this runtime's first sandbox to start (the agent then fills its shared compile cache).
-        self.on_first_start: Callable[[Slot], None] | None = None
+        self.on_first_start: Callable[[WarmSandbox], None] | None = None
         self._locks: dict[int, asyncio.Lock] = {}
 
     async def start(self, seats: list[int]) -> None:
-        await asyncio.gather(*(self.slot_for(seat) for seat in seats))
+        await asyncio.gather(*(self.sandbox_for(seat) for seat in seats))
 
-    async def slot_for(self, seat: int) -> Slot:
-        """The seat's slot of this runtime, started now if it has none or it died."""
+    async def sandbox_for(self, seat: int) -> WarmSandbox:
+        """The seat's sandbox of this runtime, started now if it has none or it died."""
         async with self._locks.setdefault(seat, asyncio.Lock()):
-            slot = self.slots.get(seat)
-            if slot is not None and slot.alive:
-                return slot
-            if slot is not None:
-                await slot.close()
-            slot = self.make_slot(seat)
+            sandbox = self.sandboxes.get(seat)
+            if sandbox is not None and sandbox.alive:
+                return sandbox
+            if sandbox is not None:
+                await sandbox.close()
+            sandbox = self.make_sandbox(seat)
             started = time.monotonic()
             try:
-                await slot.start()
+                await sandbox.start()
             except BaseException:
-                await slot.close()
+                await sandbox.close()
                 raise
-            self.slots[seat] = slot
+            self.sandboxes[seat] = sandbox
             self.starts += 1
             if self.on_first_start is not None:
                 first, self.on_first_start = self.on_first_start, None
-                first(slot)
-            log.info("runtime %s: slot %s started in %.2f s", self.name, slot.name, time.monotonic() - started)
-            return slot
+                first(sandbox)
+            log.info("runtime %s: slot %d: sandbox %s started in %.2f s", self.name, seat, sandbox.name,
+                     time.monotonic() - started)
+            return sandbox
 
     def warm_on(self, seat: int) -> bool:
-        slot = self.slots.get(seat)
-        return slot is not None and slot.alive
+        sandbox = self.sandboxes.get(seat)
+        return sandbox is not None and sandbox.alive
 
     def taken(self) -> None:
         self.busy += 1
@@ -128,20 +129,20 @@ class RuntimePool:
         self.last_used = time.monotonic()
 
     async def stop_if_idle(self, now: float | None = None) -> bool:
-        """Close every slot when nothing ran for ``idle_s``; True if it stopped any."""
+        """Close every sandbox when nothing ran for ``idle_s``; True if it stopped any."""
         now = time.monotonic() if now is None else now
-        if self.stays_warm or self.busy or not self.slots or now - self.last_used < self.idle_s:
+        if self.stays_warm or self.busy or not self.sandboxes or now - self.last_used < self.idle_s:
             return False
-        slots, self.slots = list(self.slots.values()), {}
-        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+        sandboxes, self.sandboxes = list(self.sandboxes.values()), {}
+        await asyncio.gather(*(sandbox.close() for sandbox in sandboxes), return_exceptions=True)
         log.info("runtime %s: idle for %.0f s, its %d sandbox(es) stopped", self.name, now - self.last_used,
-                 len(slots))
+                 len(sandboxes))
         return True
 
     async def close(self) -> None:
-        slots, self.slots = list(self.slots.values()), {}
-        await asyncio.gather(*(slot.close() for slot in slots), return_exceptions=True)
+        sandboxes, self.sandboxes = list(self.sandboxes.values()), {}
+        await asyncio.gather(*(sandbox.close() for sandbox in sandboxes), return_exceptions=True)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "running_sandboxes": sum(s.alive for s in self.slots.values()),
+        return {"name": self.name, "running_sandboxes": sum(s.alive for s in self.sandboxes.values()),
                 "busy": self.busy}

@@ -229,7 +229,7 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
     if session is None or not session.has_new_entries():
         # The kernel's word on the run's process, final whatever the program said: the worker may
         # report the run done once its pipes are closed. A run whose new cache entries must be saved
-        # first waits for ``gone``, so the session's next run (on any slot) finds them.
+        # first waits for ``gone``, so the session's next run (in any sandbox) finds them.
         _report(door, "ended", status)
     door.close()
     if isolated:

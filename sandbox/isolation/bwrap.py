@@ -76,7 +76,7 @@ def require_bwrap() -> str:
 def bwrap_args(inner: list[str], env: dict[str, str], sources: dict[Path, str],
                devices: list[str] | tuple[str, ...] = (), extra: list[Bind] | tuple[Bind, ...] = ()) -> list[str]:
     """bwrap's arguments; ``sources`` maps each exposed path to where bwrap reads it;
-    ``devices`` are device nodes (a slot's GPU) added to the minimal /dev; ``extra``
+    ``devices`` are device nodes (its seat's GPU) added to the minimal /dev; ``extra``
     are further binds (the compile caches), their sources already staged."""
     args = [
         require_bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",

@@ -1,24 +1,24 @@
-"""Memory, pids and CPU cgroups per sandbox slot, where the host lets us make them.
+"""Memory, pids and CPU cgroups per warm sandbox, where the host lets us make them.
 
 Hosts differ: some offer cgroup v1 controllers writable by root, some a
-delegated v2 subtree, some nothing. ``SlotCgroup.create`` detects what is
+delegated v2 subtree, some nothing. ``SandboxCgroup.create`` detects what is
 there and returns None when it cannot make a group; the caller then falls
 back to rlimits (``sandbox/isolation/limits.py``). The kernel's OOM killer, told by
 ``oom_score_adj`` to prefer the run, kills the run and not the zygote; the
 group's oom-kill counter tells the worker that this is what happened.
 
-CPU: each slot's group gets the same weight (v1 ``cpu.shares``, v2
-``cpu.weight``), so slots that are busy at once share the cores equally,
+CPU: each sandbox's group gets the same weight (v1 ``cpu.shares``, v2
+``cpu.weight``), so sandboxes that are busy at once share the cores equally,
 however many processes each runs: a run that spins 16 processes takes one
-slot's share, not 16/17 of the host. The weight is that of as many ordinary
-processes as the host has cores, so against the host's other work a slot
+sandbox's share, not 16/17 of the host. The weight is that of as many ordinary
+processes as the host has cores, so against the host's other work a sandbox
 fares like a run with a thread per core, and an idle neighbour's share is
-the busy slot's to use (weights never cap). Without a cpu controller the
+the busy sandbox's to use (weights never cap). Without a cpu controller the
 kernel's autogroup is the fallback where it is on
 (``/proc/sys/kernel/sched_autogroup_enabled``): every run leads a session of
 its own (``sandbox/engine/spare.py``), and the scheduler shares the CPU
 between sessions first; a run that starts new sessions itself escapes it.
-``cpu_fairness()`` names which of these a slot has.
+``cpu_fairness()`` names which of these a sandbox has.
 
 Groups are named for their worker's pid (``group_name``), so a worker at its
 start removes the empty groups of workers that are gone
@@ -49,14 +49,14 @@ CPU_WEIGHT_V2 = min(100 * CORES, 10000)  # an ordinary process weighs 100
 
 
 @dataclass
-class SlotCgroup:
+class SandboxCgroup:
     memory_dir: Path | None
     pids_dir: Path | None
     version: int
     cpu_dir: Path | None = None
 
     @classmethod
-    def create(cls, name: str, memory_limit_bytes: int, mode: str = "auto") -> SlotCgroup | None:
+    def create(cls, name: str, memory_limit_bytes: int, mode: str = "auto") -> SandboxCgroup | None:
         if mode == "off":
             log.info("cgroups turned off for %s: memory is capped by rlimit instead", name)
             return None
@@ -69,11 +69,11 @@ class SlotCgroup:
             log.info("no cgroup for %s (%s): memory is capped by rlimit instead", name, exc)
             return None
         if group is not None:
-            log.info("slot %s: CPU shared between slots by %s", name, group.cpu_fairness())
+            log.info("sandbox %s: CPU shared between sandboxes by %s", name, group.cpu_fairness())
         return group
 
     @classmethod
-    def _create_v1(cls, name: str, memory_limit_bytes: int) -> SlotCgroup | None:
+    def _create_v1(cls, name: str, memory_limit_bytes: int) -> SandboxCgroup | None:
         memory_root, pids_root, cpu_root = ROOT / "memory", ROOT / "pids", ROOT / "cpu"
         if not os.access(memory_root, os.W_OK):
             return None
@@ -88,7 +88,7 @@ class SlotCgroup:
         return cls(memory_dir, pids_dir, 1, _cpu_group_v1(cpu_root, name))
 
     @classmethod
-    def _create_v2(cls, name: str, memory_limit_bytes: int) -> SlotCgroup | None:
+    def _create_v2(cls, name: str, memory_limit_bytes: int) -> SandboxCgroup | None:
         own = Path("/proc/self/cgroup").read_text().strip().split("::", 1)[-1]
         parent = ROOT / own.lstrip("/")
         controllers = (parent / "cgroup.controllers").read_text().split()
@@ -141,14 +141,14 @@ class SlotCgroup:
         return gone
 
 
-def group_name(worker_pid: int, slot: str, number: int) -> str:
-    """A slot group's name: it starts with its worker's pid, so a later worker knows whose it was."""
-    return f"{worker_pid}-{slot}-{number}"
+def group_name(worker_pid: int, sandbox: str, number: int) -> str:
+    """A sandbox group's name: it starts with its worker's pid, so a later worker knows whose it was."""
+    return f"{worker_pid}-{sandbox}-{number}"
 
 
 def remove_abandoned_groups() -> int:
     """Remove the empty groups of workers that are gone (killed before they could): each worker made
-    a few per slot start, and a host that restarts workers would otherwise gather them by thousands.
+    a few per sandbox start, and a host that restarts workers would otherwise gather them by thousands.
     A group of a live worker, or one still holding a process, is left. Returns how many were removed."""
     candidates = [*_children(ROOT / "memory" / "jaxplay"), *_children(ROOT / "pids" / "jaxplay"),
                   *_children(ROOT / "cpu", "jaxplay-")]
@@ -195,8 +195,8 @@ def _alive(pid: int) -> bool:
 
 
 def _cpu_group_v1(cpu_root: Path, name: str) -> Path | None:
-    """A cpu group of the slot's own directly under the hierarchy's root: there it weighs against the
-    host's processes with its own shares (under a common parent, all slots together would weigh one)."""
+    """A cpu group of the sandbox's own directly under the hierarchy's root: there it weighs against the
+    host's processes with its own shares (under a common parent, all sandboxes together would weigh one)."""
     if not os.access(cpu_root, os.W_OK) or not (cpu_root / "cpu.shares").exists():
         return None
     cpu_dir = cpu_root / f"jaxplay-{name}"
@@ -210,7 +210,7 @@ def _cpu_group_v1(cpu_root: Path, name: str) -> Path | None:
 
 
 def no_cgroup_cpu_fairness() -> str:
-    """The fallback without a cpu controller: what shares the CPU between slots, in words."""
+    """The fallback without a cpu controller: what shares the CPU between sandboxes, in words."""
     try:
         enabled = AUTOGROUP.read_text().strip() == "1"
     except OSError:

@@ -1,6 +1,6 @@
 """Per-run resource limits applied inside the run's process, before user code.
 
-Memory is capped by the slot's memory cgroup when the host offers one (see
+Memory is capped by the sandbox's memory cgroup when the host offers one (see
 ``sandbox/isolation/cgroups.py``). Without one, the fallback is RLIMIT_DATA, not an
 address-space limit: CUDA and XLA reserve huge virtual ranges (PROT_NONE)
 that RLIMIT_AS counts and RLIMIT_DATA does not, so a GPU backend can start

@@ -1,10 +1,10 @@
-"""A slot closed and another started in the same worker: the second must hear its own zygote.
+"""A warm sandbox closed and another started in the same worker: the second must hear its own zygote.
 
 A worker stops and starts sandboxes while it serves (an idle JAX runtime's
-sandboxes stop, a broken slot restarts). The slot's socket to its zygote is
+sandboxes stop, a broken sandbox restarts). The sandbox's socket to its zygote is
 watched by the event loop; closing it while the loop still believes it
 watched leaves a stale entry under that fd number, and the next socket given
-the same number (the next slot's) is then never watched: its start waits
+the same number (the next sandbox's) is then never watched: its start waits
 forever for "ready". Real sandboxes, one event loop, as in the worker.
 """
 
@@ -16,7 +16,7 @@ import gc
 
 import pytest
 
-from jaxplay.sandbox.engine.slot import Slot
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
 from jaxplay.settings import Settings
 
 pytestmark = pytest.mark.live
@@ -26,23 +26,23 @@ async def _start_close_start() -> list[str]:
     settings = dataclasses.replace(Settings.from_env(), cgroups="off")
     printed: list[str] = []
     for round_ in range(3):
-        slot = Slot(0, settings, f"lifecycle-{round_}")
+        sandbox = WarmSandbox(0, settings, f"lifecycle-{round_}")
         try:
-            await asyncio.wait_for(slot.start(), 60)  # the old code waited here forever from the second round
+            await asyncio.wait_for(sandbox.start(), 60)  # the old code waited here forever from the second round
             events: list[dict] = []
-            result = await slot.run(f"r{round_}", f"print({round_})", 60.0, {}, events.append)
+            result = await sandbox.run(f"r{round_}", f"print({round_})", 60.0, {}, events.append)
             assert str(result.status) == "ok", (result, events)
             printed += [e["text"] for e in events if e.get("type") == "stdout"]
         finally:
-            await slot.close()
+            await sandbox.close()
     return printed
 
 
-def test_a_slot_started_after_another_closed_hears_its_zygote() -> None:
+def test_a_sandbox_started_after_another_closed_hears_its_zygote() -> None:
     assert asyncio.run(_start_close_start()) == ["0\n", "1\n", "2\n"]
 
 
-def test_closing_a_slot_leaves_no_task_failing_unheard() -> None:
+def test_closing_a_sandbox_leaves_no_task_failing_unheard() -> None:
     unheard: list[dict] = []
 
     async def scenario() -> None:
@@ -55,14 +55,14 @@ def test_closing_a_slot_leaves_no_task_failing_unheard() -> None:
     assert not [c for c in unheard if "exception" in c], unheard
 
 
-def test_a_closed_slots_cgroups_are_removed() -> None:
+def test_the_cgroups_of_a_closed_sandbox_are_removed() -> None:
     async def scenario() -> tuple[bool, list]:
-        slot = Slot(0, Settings.from_env(), "lifecycle-groups")
-        await asyncio.wait_for(slot.start(), 60)
-        group = slot.cgroup
-        await slot.close()
+        sandbox = WarmSandbox(0, Settings.from_env(), "lifecycle-groups")
+        await asyncio.wait_for(sandbox.start(), 60)
+        group = sandbox.cgroup
+        await sandbox.close()
         if group is None:
-            pytest.skip("this host gives slots no cgroup")
+            pytest.skip("this host gives sandboxes no cgroup")
         for _ in range(40):  # the sandbox's last processes leave within moments; then its groups go
             left = [p.parent for p in group.procs_files() if p.parent.exists()]
             if not left:

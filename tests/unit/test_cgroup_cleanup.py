@@ -1,6 +1,6 @@
-"""Slot cgroups do not pile up on the host: a closed slot's groups go, and so do those of dead workers.
+"""Sandbox cgroups do not pile up on the host: a closed sandbox's groups go, and so do those of dead workers.
 
-Each slot start makes a memory, pids and cpu group; a worker killed before it
+Each sandbox start makes a memory, pids and cpu group; a worker killed before it
 could remove them (or a group still emptying at close) left them for good, and
 a host that ran workers for a while held thousands. Real cgroups, where this
 host lets root make them.
@@ -29,7 +29,7 @@ def dead_pid() -> int:
 
 def test_empty_groups_of_dead_workers_are_removed_and_live_ones_kept(monkeypatch) -> None:
     gone, live = dead_pid(), os.getpid()
-    made = [cgroups.SlotCgroup.create(cgroups.group_name(pid, "cleanup-test", 0), 64 << 20) for pid in (gone, live)]
+    made = [cgroups.SandboxCgroup.create(cgroups.group_name(pid, "cleanup-test", 0), 64 << 20) for pid in (gone, live)]
     assert all(made)
     try:
         cgroups.remove_abandoned_groups()  # just made: its worker may be in another pid namespace, joining it
@@ -46,7 +46,7 @@ def test_empty_groups_of_dead_workers_are_removed_and_live_ones_kept(monkeypatch
 def test_a_group_holding_a_process_is_never_removed(monkeypatch) -> None:
     monkeypatch.setattr(cgroups, "ABANDONED_AFTER_S", 0.0)
     gone = dead_pid()
-    group = cgroups.SlotCgroup.create(cgroups.group_name(gone, "cleanup-busy", 0), 64 << 20)
+    group = cgroups.SandboxCgroup.create(cgroups.group_name(gone, "cleanup-busy", 0), 64 << 20)
     assert group is not None
     sleeper = subprocess.Popen(["sleep", "30"])
     try:

@@ -1,8 +1,11 @@
-"""One sandbox slot: a bubblewrap sandbox with a zygote in it, running one run at a time.
+"""A warm sandbox: a bubblewrap sandbox with a zygote in it, running one run at a time.
+
+It sits on one of the worker's seats (``--slots``, sandbox/engine/runtime_pool.py); each
+JAX runtime may have one on a seat.
 
 Tasks and ownership (all in the worker's event loop)::
 
-    Slot
+    WarmSandbox
       ├─ the sandbox process tree (unshare/setpriv/bwrap -> zygote): owned here,
       │  killed by ``close()``; bwrap's --die-with-parent covers a worker crash
       ├─ _read_zygote task: every zygote message into ``_messages``, but a
@@ -10,7 +13,7 @@ Tasks and ownership (all in the worker's event loop)::
       └─ per run: an OutputRelay reading its three pipes, the spare's door (the
          init's ``ended``), and the deadline
 
-A run's child writes to pipes the slot created, so its output streams to the
+A run's child writes to pipes the sandbox created, so its output streams to the
 worker as it is written, whatever the child does with Python's buffers.
 
 Invariants kept here: the program goes to the spare through its door (as a
@@ -40,7 +43,7 @@ from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
-from jaxplay.sandbox.isolation.cgroups import SlotCgroup, no_cgroup_cpu_fairness
+from jaxplay.sandbox.isolation.cgroups import SandboxCgroup, no_cgroup_cpu_fairness
 from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.isolation.numeric_settings import numerical_library_settings
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
@@ -56,7 +59,7 @@ _GROUP_NUMBERS = itertools.count()  # each start's cgroups are its own
 EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the rest: gone within this
 
 
-class SlotDied(RuntimeError):
+class SandboxDied(RuntimeError):
     pass
 
 
@@ -69,25 +72,25 @@ class NotStarted(Exception):
 
 
 @dataclass(frozen=True)
-class SlotRuntime:
+class SandboxRuntime:
     """A JAX runtime's interpreter and the paths its sandbox binds (sandbox/runtimes/store.py)."""
     interpreter: Path
     exposed: list[Path]
 
 
-class Slot:
+class WarmSandbox:
     def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
-                 caches: CompileCaches | None = None, runtime: SlotRuntime | None = None) -> None:
+                 caches: CompileCaches | None = None, runtime: SandboxRuntime | None = None) -> None:
         self.index = index
         # Which Python (hence which JAX) the sandbox runs, and what it exposes; None: the worker's own.
         self.runtime = runtime
-        self.gpus = gpus  # the GPUs this slot owns (/dev/nvidiaN): one run on them at a time
+        self.gpus = gpus  # the GPUs its seat owns (/dev/nvidiaN): one run on them at a time
         self.caches = caches
         self.settings = settings
         self.name = f"{name}-{index}"
         self.process: asyncio.subprocess.Process | None = None
         self.control: socket.socket | None = None
-        self.cgroup: SlotCgroup | None = None
+        self.cgroup: SandboxCgroup | None = None
         self.versions: dict[str, Any] = {}
         self._messages: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
@@ -109,9 +112,9 @@ class Slot:
         if isolated:
             # A group of its own each start: the last start's may still be emptying (removed below, later).
             name = cgroups.group_name(os.getpid(), self.name, next(_GROUP_NUMBERS))
-            self.cgroup = SlotCgroup.create(name, self.memory_limit_bytes, self.settings.cgroups)
+            self.cgroup = SandboxCgroup.create(name, self.memory_limit_bytes, self.settings.cgroups)
             if self.cgroup is None:
-                log.info("slot %s: CPU shared between slots by %s", self.name, no_cgroup_cpu_fairness())
+                log.info("sandbox %s: CPU shared between sandboxes by %s", self.name, no_cgroup_cpu_fairness())
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []
@@ -133,10 +136,10 @@ class Slot:
         asyncio.create_task(self._log_stderr(self.process))
         ready = await asyncio.wait_for(self._next_message(), START_TIMEOUT_S)
         if ready.get("type") != "ready":
-            raise SlotDied(f"zygote sent {ready!r} instead of ready")
+            raise SandboxDied(f"zygote sent {ready!r} instead of ready")
         self.versions = ready
         self.alive = True
-        log.info("slot %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
+        log.info("sandbox %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
 
     def zygote_environment(self) -> dict[str, str]:
         """Everything a run's environment holds, built here from an allow-list (never the worker's).
@@ -169,7 +172,7 @@ class Slot:
             self._spare = None
         if self.control:
             # Unwatched before it is closed: the cancelled reader runs its cleanup only later, when the fd
-            # number may already be another socket's (a restarted slot's), which the loop would then
+            # number may already be another socket's (a restarted sandbox's), which the loop would then
             # believe watched while epoll had dropped it (a start that waits forever for "ready").
             asyncio.get_running_loop().remove_reader(self.control.fileno())
             self.control.close()
@@ -237,7 +240,7 @@ class Slot:
         while True:
             if self._spare is None:
                 if self._reader is None or self._reader.done():
-                    raise SlotDied("the sandbox process ended unexpectedly")
+                    raise SandboxDied("the sandbox process ended unexpectedly")
                 self._spare_offered.clear()
                 offered, stop = asyncio.create_task(self._spare_offered.wait()), asyncio.create_task(cancelled.wait())
                 done, _ = await asyncio.wait({offered, stop}, timeout=max(deadline - time.monotonic(), 0),
@@ -257,13 +260,13 @@ class Slot:
         message = await self._messages.get()
         if message is None:
             self.alive = False
-            raise SlotDied("the sandbox process ended unexpectedly")
+            raise SandboxDied("the sandbox process ended unexpectedly")
         return message
 
     async def _log_stderr(self, process: asyncio.subprocess.Process) -> None:
         assert process.stderr is not None
         async for line in process.stderr:
-            log.debug("slot %s: %s", self.name, line.decode(errors="replace").rstrip())
+            log.debug("sandbox %s: %s", self.name, line.decode(errors="replace").rstrip())
 
     # --- runs --------------------------------------------------------------
 
@@ -288,7 +291,7 @@ class Slot:
                        send: SendEvent, probe: bool) -> RunResult:
         await self._previous_run_gone()
         if self.control is None:
-            raise SlotDied("the slot could not be restarted after its previous run")
+            raise SandboxDied("the sandbox could not be restarted after its previous run")
         cancelled = self._cancel_requested[run_id] = asyncio.Event()
         pipes = [os.pipe() for _ in range(3)]
         run_options = {**options, "memory_limit_text": format_bytes(self.memory_limit_bytes),
@@ -314,7 +317,7 @@ class Slot:
                 exited, ended_by = refused, None
             else:
                 exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay, door)
-        except SlotDied:
+        except SandboxDied:
             relay.close()
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
         except NotStarted as never:
@@ -359,7 +362,7 @@ class Slot:
             door = message.get("door")
             if not isinstance(door, socket.socket):
                 await self.close()
-                raise SlotDied("the zygote started a run without a door to it")
+                raise SandboxDied("the zygote started a run without a door to it")
         else:
             pid, door = await self._take_spare(deadline, cancelled)
             # Before the run goes through the door: the zygote must know the spare is taken before its
@@ -380,7 +383,7 @@ class Slot:
         try:
             zp.send(self.control, message)
         except OSError as exc:
-            raise SlotDied(f"the zygote cannot be reached ({exc})") from None
+            raise SandboxDied(f"the zygote cannot be reached ({exc})") from None
 
     async def _await_exit(self, run_id: str, deadline: float, cancelled: asyncio.Event, relay: OutputRelay | None,
                           door: socket.socket | None = None) -> tuple[dict[str, Any], RunStatus | None]:
@@ -416,7 +419,7 @@ class Slot:
                     continue  # both together end the run; either alone, the exit tells
                 if ended_by is not None:  # killed, yet no exit within the grace: the sandbox is stuck
                     await self.close()
-                    raise SlotDied("the sandbox did not end the run")
+                    raise SandboxDied("the sandbox did not end the run")
                 ended_by = RunStatus.CANCELLED if cancel_wait in done else RunStatus.TIMEOUT
                 zp.send(self.control, {"type": "kill", "run_id": run_id})  # type: ignore[arg-type]
         finally:
@@ -430,18 +433,18 @@ class Slot:
         """After a run was reported done: every process of it is gone (or killed), then its cache is tended.
 
         Its init has reaped the run's process and kills what is left at once; a sandbox that has not
-        done so within EXIT_GRACE_S is restarted, so the next run gets a sound slot.
+        done so within EXIT_GRACE_S is restarted, so the next run gets a sound sandbox.
         """
         try:
             await self._await_exit(run_id, time.monotonic() + EXIT_GRACE_S, asyncio.Event(), None)
             if self.caches is not None:
                 await asyncio.to_thread(self.caches.after_run, session)
-        except (SlotDied, OSError) as exc:
-            log.warning("slot %s: %s after run %s; restarting it", self.name, exc, run_id)
+        except (SandboxDied, OSError) as exc:
+            log.warning("sandbox %s: %s after run %s; restarting it", self.name, exc, run_id)
             try:
                 await self.restart()
             except Exception:
-                log.exception("slot %s could not be restarted", self.name)
+                log.exception("sandbox %s could not be restarted", self.name)
                 await self.close()
 
     async def _previous_run_gone(self) -> None:
@@ -450,7 +453,7 @@ class Slot:
             await waiting
 
 
-async def _remove_when_empty(group: SlotCgroup) -> None:
+async def _remove_when_empty(group: SandboxCgroup) -> None:
     """A closed sandbox's processes leave their groups within moments of its init's death."""
     for _ in range(CGROUP_REMOVE_TRIES):
         await asyncio.sleep(0.5)
