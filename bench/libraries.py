@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from jaxplay import worker_protocol as wp  # noqa: E402
 from jaxplay.sandbox.engine import library_preload  # noqa: E402
 from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox  # noqa: E402
 from jaxplay.sandbox.isolation import bwrap  # noqa: E402
@@ -107,7 +108,7 @@ async def run_once(sandbox: WarmSandbox, code: str) -> tuple[float, list[str], s
         elif event.get("type") in ("stderr", "error"):
             errors.append(json.dumps(event)[:300])
 
-    result = await sandbox.run("bench", code, 120.0, {"inspect": False}, keep)
+    result = await sandbox.run("bench", code, 120.0, wp.JobOptions(inspect=False), keep)
     if str(result.status) != "ok":
         raise RuntimeError(f"run failed ({result.status}): {result.message} {errors}")
     return result.elapsed_ms, out, str(result.status)

@@ -24,14 +24,15 @@ import logging
 import os
 import resource
 import socket
-from typing import Any
+from typing import Any, cast
 
 import websockets
 
 from jaxplay import worker_protocol as wp
+from jaxplay.run_events import RunEvent
 from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
-from jaxplay.sandbox.engine.peak_cache import PeakCache, checked
+from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
 from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
@@ -80,9 +81,10 @@ class WorkerAgent:
         self.cancelled_early: set[str] = set()
         self.pools: dict[str, RuntimePool] = {}  # JAX version -> its sandboxes
         self.default_runtime = ""
-        self.runtime_entries: list[dict[str, Any]] = []
+        self.runtime_entries: list[wp.WorkerRuntime] = []
         self.description: dict[str, Any] = {}
-        self.device_peak: dict[str, Any] = {}  # measured once per host (sandbox/engine/calibration.py)
+        # Measured once per host (sandbox/engine/calibration.py); every sandbox gives it to its runs.
+        self.peak = HostPeak()
         # Since this process started; reported to the server in every ``slots`` message.
         self.oom_kills = 0
         self.crashes = 0
@@ -107,7 +109,7 @@ class WorkerAgent:
             devices = self.seat_devices = [() for _ in range(max(1, self.settings.slots))]
             own = await self.start_own_runtime(devices)
         backend = "gpu" if devices[0] else "cpu"
-        self.device_peak = await self.measured_peak(self.sandboxes[0])
+        self.peak.peak = await self.measured_peak(self.sandboxes[0])
         own.name = self.default_runtime = self.description["jax_version"]
         others, listed = await agent_runtimes.start_offered(
             self.settings, self.default_runtime, lambda name, runtime: self.runtime_sandboxes(backend, name, runtime),
@@ -126,7 +128,8 @@ class WorkerAgent:
     async def start_own_runtime(self, devices: list[tuple[str, ...]]) -> RuntimePool:
         """The worker's own JAX, started on every seat and probed; refused with the cause when it cannot be."""
         self.caches = self.compile_caches("gpu" if devices[0] else "cpu")
-        own = RuntimePool("", lambda seat: WarmSandbox(seat, self.settings, self.name, devices[seat], self.caches),
+        own = RuntimePool("", lambda seat: WarmSandbox(seat, self.settings, self.name, devices[seat], self.caches,
+                                                       peak=self.peak),
                           stays_warm=True, idle_s=self.settings.runtime_idle_s)
         try:
             await own.start(list(range(len(devices))))
@@ -144,8 +147,8 @@ class WorkerAgent:
     def runtime_sandboxes(self, backend: str, version: str, runtime: SandboxRuntime) -> SandboxFactory:
         """Sandboxes of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""
         caches = self.compile_caches(f"{backend}-jax-{version}")
-        return lambda seat: WarmSandbox(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat], caches,
-                                 runtime)
+        return lambda seat: WarmSandbox(seat, self.settings, f"{self.name}-jax{version}", self.seat_devices[seat],
+                                        caches, runtime, self.peak)
 
     def fill_on_first_use(self, pool: RuntimePool) -> None:
         """A runtime's shared compile cache is filled (by its own Python) when it is first used, not at start."""
@@ -162,28 +165,29 @@ class WorkerAgent:
         caches.prepare()
         return caches
 
-    async def measured_peak(self, sandbox: WarmSandbox) -> dict[str, Any]:
+    async def measured_peak(self, sandbox: WarmSandbox) -> wp.DevicePeak | None:
         """The device's peak FLOP/s and bytes/s for rooflines: kept per host, measured on the first start."""
         cache = PeakCache(self.settings.compile_cache_dir)
         peak = cache.load(self.description)
         if peak is not None:
             return peak
         try:
-            report = await self.probe(sandbox, {"calibrate": True})
+            report = await self.probe(sandbox, calibrate=True)
         except RuntimeError as exc:
             log.warning("worker %s: the device peak could not be measured: %s", self.name, exc)
-            return {}
+            return None
         peak = checked(report.get("device_peak"))
         if peak is None:
             log.warning("worker %s: the device peak could not be measured: %s", self.name,
                         report.get("device_peak_error", "no figures"))
-            return {}
+            return None
         cache.save(self.description, peak)
-        log.info("worker %s: measured peak %.3g FLOP/s, %.3g bytes/s", self.name, peak["flops_per_s"],
-                 peak["bytes_per_s"])
+        log.info("worker %s: measured peak %.3g FLOP/s, %.3g bytes/s", self.name, peak.flops_per_s,
+                 peak.bytes_per_s)
         return peak
 
-    async def probe(self, sandbox: WarmSandbox, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def probe(self, sandbox: WarmSandbox, calibrate: bool = False) -> dict[str, Any]:
+        """The devices as a sandboxed run sees them; with ``calibrate`` also their measured peak."""
         found: list[dict[str, Any]] = []
 
         def keep(event: dict[str, Any]) -> None:
@@ -192,7 +196,7 @@ class WorkerAgent:
             else:
                 log.warning("device probe: %s", event)
 
-        result = await sandbox.run("probe", "", 120.0, options or {}, keep, probe=True)
+        result = await sandbox.run("probe", "", 120.0, wp.JobOptions(), keep, probe=True, calibrate=calibrate)
         if not found:
             raise RuntimeError(f"device probe failed: {result.status} {result.message or ''}")
         return found[0]
@@ -204,8 +208,8 @@ class WorkerAgent:
             device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
             slots=len(self.sandboxes), platform_version=d.get("platform_version", ""),
             device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
-            device_peak=self.device_peak,
-            runtimes=self.runtime_entries,
+            device_peak=self.peak.peak,
+            runtimes=tuple(self.runtime_entries),
         )
 
     async def serve_forever(self) -> None:
@@ -267,10 +271,9 @@ class WorkerAgent:
             self.cancelled_early.add(run_id)
 
     def runtime_refusal(self, name: str) -> str:
-        offered = ", ".join(e["name"] + (" (default)" if e["default"] else "")
-                            for e in self.runtime_entries if not e["problem"])
-        broken = next((e for e in self.runtime_entries if e["name"] == name and e["problem"]), None)
-        why = f"JAX {name} cannot run programs here: {broken['problem']}" if broken else f"JAX {name} is not offered here"
+        offered = ", ".join(e.name + (" (default)" if e.default else "") for e in self.runtime_entries if not e.problem)
+        broken = next((e for e in self.runtime_entries if e.name == name and e.problem), None)
+        why = f"JAX {name} cannot run programs here: {broken.problem}" if broken else f"JAX {name} is not offered here"
         return f"{why}. This worker offers JAX {offered}."
 
     async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
@@ -285,7 +288,8 @@ class WorkerAgent:
         self.report_slots()
 
         def send(event: dict[str, Any]) -> None:
-            outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=event)))
+            # The relay passes on only the kinds a run may send (sandbox/output/event_channel.py).
+            outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=cast(RunEvent, event))))
 
         sandbox: WarmSandbox | None = None
         try:
@@ -295,8 +299,7 @@ class WorkerAgent:
                 outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
                                                               "Stopped at your request.")))
                 return
-            options = {**job.options, "device_peak": self.device_peak} if self.device_peak else job.options
-            result = await sandbox.run(job.run_id, job.code, job.timeout_s, options, send)
+            result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory
 from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import exposed_paths
@@ -26,15 +27,15 @@ Probe = Callable[[WarmSandbox], Awaitable[dict[str, Any]]]
 PoolSandboxFactory = Callable[[str, SandboxRuntime], SandboxFactory]
 
 
-def entry(name: str, description: dict[str, Any], default: bool, problem: str | None = None) -> dict[str, Any]:
-    """One runtime as the hello lists it (jaxplay/worker_protocol.py RUNTIME_FIELDS)."""
-    return {"name": name, "jax_version": str(description.get("jax_version") or name),
-            "jaxlib_version": str(description.get("jaxlib_version") or ""), "default": default,
-            "libraries": dict(description.get("libraries") or {}), "problem": problem}
+def entry(name: str, description: dict[str, Any], default: bool, problem: str | None = None) -> wp.WorkerRuntime:
+    """One runtime as the hello lists it, from its probe's ``description``."""
+    return wp.WorkerRuntime(name=name, jax_version=str(description.get("jax_version") or name),
+                            jaxlib_version=str(description.get("jaxlib_version") or ""), default=default,
+                            libraries=dict(description.get("libraries") or {}), problem=problem)
 
 
 async def start_offered(settings: Settings, own_version: str, make_sandboxes: PoolSandboxFactory,
-                        probe: Probe) -> tuple[dict[str, RuntimePool], list[dict[str, Any]]]:
+                        probe: Probe) -> tuple[dict[str, RuntimePool], list[wp.WorkerRuntime]]:
     """Pools for the listed runtimes that work, and every listed runtime's hello entry."""
     wanted = [r for r in store.offered(settings) if r.name != own_version]
     checked = await asyncio.gather(*(_check(settings, runtime, make_sandboxes, probe) for runtime in wanted))
@@ -43,7 +44,7 @@ async def start_offered(settings: Settings, own_version: str, make_sandboxes: Po
 
 
 async def _check(settings: Settings, runtime: store.Runtime, make_sandboxes: PoolSandboxFactory,
-                 probe: Probe) -> tuple[RuntimePool | None, dict[str, Any]]:
+                 probe: Probe) -> tuple[RuntimePool | None, wp.WorkerRuntime]:
     if runtime.problem:
         log.warning("JAX %s is not offered: %s", runtime.name, runtime.problem)
         return None, entry(runtime.name, {}, False, runtime.problem)

@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from jaxplay import __version__
-from jaxplay.server.browser_socket import RunInterceptor, handle_browser_socket
+from jaxplay.server.browser_socket import handle_browser_socket
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.hosts import AllowedHosts, AllowedHostsMiddleware
 from jaxplay.server.clients.proxies import ClientAddressMiddleware, TrustedProxies, parse_networks
@@ -40,6 +40,7 @@ from jaxplay.server.rooms.store import RoomStore
 from jaxplay.server.rooms.sync import RedisRoomSync
 from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
 from jaxplay.server.runs.local_workers import LocalWorkers
+from jaxplay.server.runs.run import RunWatcher
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
@@ -54,7 +55,7 @@ class AppState:
     settings: Settings
     scheduler: Scheduler
     local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
-    interceptors: list[RunInterceptor] = field(default_factory=list)
+    watchers: list[RunWatcher] = field(default_factory=list)  # of every run, in order (server/runs/run.py)
     browser_hooks: BrowserHooks = field(default_factory=BrowserHooks)
     sharing: Sharing | None = None
     metrics: PlaygroundMetrics | None = None
@@ -81,9 +82,10 @@ def create_app(settings: Settings) -> Starlette:
     state.metrics = metrics = PlaygroundMetrics(state.scheduler, state.browser_hooks)
     state.sharing = sharing = Sharing(settings, state.scheduler)
     metrics.cache, metrics.snippets = sharing.cache, sharing.snippets
-    # Metrics first: it must watch every run, including those the cache answers.
-    state.interceptors.extend([metrics.intercept, sharing.cache.intercept])
     state.rooms = rooms = RoomHub(settings, RoomStore(sharing.storage), sharing.snippets)
+    # Rooms first (an attendee's shorter deadline is the one the cache checks a recorded run against),
+    # the cache last: metrics and rooms must see the runs it answers too.
+    state.watchers.extend([rooms, metrics, sharing.cache])
     if isinstance(state.scheduler, BrokeredScheduler):  # rooms span the replicas too
         rooms.sync = RedisRoomSync(state.scheduler.broker)
 
@@ -101,7 +103,7 @@ def create_app(settings: Settings) -> Starlette:
         return Response(metrics.scrape(), media_type=CONTENT_TYPE)
 
     async def browser_socket(websocket: WebSocket) -> None:
-        await handle_browser_socket(websocket, state.scheduler, state.interceptors, rooms, state.browser_hooks)
+        await handle_browser_socket(websocket, state.scheduler, state.watchers, rooms, state.browser_hooks)
 
     async def worker_socket(websocket: WebSocket) -> None:
         await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)

@@ -13,7 +13,12 @@ Tasks and ownership per connection::
 When the browser goes away its runs in flight are cancelled and it leaves
 its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
 (server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
-(one ``json.dumps`` for a whole room). Who the connection counts as comes from
+(one ``json.dumps`` for a whole room).
+
+Every request that executes code takes one path: its client message is
+lowered to a ``RunRequest`` (jaxplay/worker_protocol.py), the run's
+watchers see it before it is queued (rooms, metrics, the result cache:
+``before_dispatch`` in server/runs/run.py), then the scheduler queues it. Who the connection counts as comes from
 ``SessionMiddleware`` (server/clients/identity.py): its browser session, or
 its network's address client when it has no session cookie. Rooms, metrics
 and shutdown see a connection only as a ``Client`` and watch them all
@@ -26,20 +31,22 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
+from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.clients.socket_transport import transport_of
 from jaxplay.server.ops.outage import outage_message
-from jaxplay.server.runs.scheduler import Run, Scheduler
+from jaxplay.server.runs.run import Run, RunWatcher, before_dispatch
+from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.interface import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -58,12 +65,10 @@ DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "
                        "notice", "profile", "roofline"})
 # What a ``passes`` request's run sends the page: its answer and its course, not the program's output.
 PASSES_EVENTS = frozenset({"queued", "started", "passes", "error", "notice", "done"})
-# Hooks that may answer a run before it is queued (the result cache): return True if handled.
-RunInterceptor = Callable[[bp.ClientRun, Run], Awaitable[bool]]
 
 
 class BrowserConnection:
-    def __init__(self, websocket: WebSocket, scheduler: Scheduler, interceptors: list[RunInterceptor],
+    def __init__(self, websocket: WebSocket, scheduler: Scheduler, watchers: list[RunWatcher],
                  rooms: RoomHub | None = None, hooks: BrowserHooks | None = None) -> None:
         self.hooks = hooks or BrowserHooks()
         self.websocket = websocket
@@ -73,7 +78,7 @@ class BrowserConnection:
         self.network = identity.network
         self.scheduler = scheduler
         self.settings = scheduler.settings
-        self.interceptors = interceptors
+        self.watchers = watchers  # of every run this connection starts (server/runs/run.py)
         self.rooms = rooms
         # Its own bound, and its network's share with every other connection of that network, counting
         # what the socket was given and has not sent.
@@ -199,7 +204,7 @@ class BrowserConnection:
             return
         try:
             if isinstance(message, bp.ClientPasses):
-                self.start_passes(message)
+                await self.start_passes(message)
             else:
                 await self.start_run(message)
         except bp.ProtocolError as exc:
@@ -214,10 +219,10 @@ class BrowserConnection:
         else:
             self.emit(bp.notice_event(str(exc), run_id))
 
-    def start_passes(self, message: bp.ClientPasses) -> None:
+    async def start_passes(self, message: bp.ClientPasses) -> None:
         """XLA's pass pipeline of one compilation: the program runs again, in a fresh sandbox, until
         that compilation, which is compiled once more with per-pass dumps (sandbox/capture/pass_pipeline.py).
-        Queued, limited and cancelled like any run of this browser; never answered from the result cache."""
+        Queued, limited and cancelled like any run of this browser; no watcher answers or relays it."""
         self._check_room_for_run(message.id, None)
         backend = self._backend(message.backend, message.id)
         runtime = self._runtime(backend, message.runtime, message.id)  # the JAX whose passes Inspect shows
@@ -226,11 +231,17 @@ class BrowserConnection:
             if event.get("type") in PASSES_EVENTS:
                 self.emit(event)
 
-        run = Run(client_id=message.id, code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
-                  options={"inspect": True, "passes": {"key": message.key, "fn": message.fn}}, emit=emit,
-                  session_id=self.session_id, network=self.network, runtime=runtime)
-        self.runs[message.id] = run
-        self._submit(run)
+        options = wp.RunOptions(inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn))
+        request = wp.RunRequest(code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
+                                options=options, runtime=runtime)
+        await self._dispatch(Run(client_id=message.id, request=request, emit=emit, session_id=self.session_id,
+                                 network=self.network))
+
+    async def _dispatch(self, run: Run) -> None:
+        """The one path of every request that executes code: its watchers, then the queue."""
+        self.runs[run.client_id] = run
+        if not await before_dispatch(run, self, self.watchers):
+            self._submit(run)
 
     def _submit(self, run: Run) -> None:
         try:
@@ -271,23 +282,12 @@ class BrowserConnection:
         self._check_room_for_run(message.id, message.timeout_s)
         backend = self._backend(message.backend, message.id)
         runtime = self._runtime(backend, message.runtime, message.id)
-        limit = self.settings.run_timeout_s
-        options: dict[str, Any] = {"inspect": message.inspect}
-        if message.profile:
-            options["profile"] = True
-        run = Run(client_id=message.id, code=message.code, backend=backend,
-                  timeout_s=float(message.timeout_s or limit),
-                  options=options, emit=self.emit, session_id=self.session_id, network=self.network, runtime=runtime)
-        if self.rooms is not None:
-            self.rooms.prepare_run(self, run)  # presenter lane and broadcast, attendee timeout, room counts
-        self.runs[message.id] = run
-        for intercept in self.interceptors:
-            try:
-                if await intercept(message, run):
-                    return
-            except Exception:  # a hook (the cache, metrics) that fails must never cost the run its done
-                log.exception("run %s: a run hook failed; the run goes on without it", run.key)
-        self._submit(run)
+        request = wp.RunRequest(code=message.code, backend=backend,
+                                timeout_s=float(message.timeout_s or self.settings.run_timeout_s),
+                                options=wp.RunOptions(inspect=message.inspect, profile=message.profile),
+                                runtime=runtime, fresh=message.fresh)
+        await self._dispatch(Run(client_id=message.id, request=request, emit=self.emit,
+                                 session_id=self.session_id, network=self.network))
 
 
 def _looks_like_run(text: str | None) -> bool:
@@ -296,14 +296,14 @@ def _looks_like_run(text: str | None) -> bool:
 
 
 async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
-                                interceptors: list[RunInterceptor], rooms: RoomHub | None = None,
+                                watchers: list[RunWatcher], rooms: RoomHub | None = None,
                                 hooks: BrowserHooks | None = None) -> None:
     if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host"), websocket.url.scheme == "wss"):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return
     await websocket.accept()
-    connection = BrowserConnection(websocket, scheduler, interceptors, rooms, hooks)
+    connection = BrowserConnection(websocket, scheduler, watchers, rooms, hooks)
     try:
         try:
             scheduler.attach_client(connection.session_id, connection.network)

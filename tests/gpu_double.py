@@ -29,8 +29,8 @@ DEVICE_MEMORY_BYTES = 80 << 30
 
 
 class GpuDoubleAgent(WorkerAgent):
-    async def probe(self, sandbox: WarmSandbox, options: dict[str, Any] | None = None) -> dict[str, Any]:
-        found = await super().probe(sandbox, options)
+    async def probe(self, sandbox: WarmSandbox, calibrate: bool = False) -> dict[str, Any]:
+        found = await super().probe(sandbox, calibrate)
         return {**found, "backend": "gpu", "device_kind": DEVICE_KIND, "device_count": 1,
                 "device_memory_bytes": DEVICE_MEMORY_BYTES, "backend_error": None}
 

@@ -23,6 +23,7 @@ FORKING_RUNNER = r"""
 import json, os, sys
 import jax, jax.numpy  # imported once, as the zygote does; each program runs in a fork of this process
 from jaxplay.sandbox.output import events
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine import runner
 
 programs = json.load(sys.stdin)
@@ -37,7 +38,7 @@ for code in programs:
         os.dup2(devnull, 2)
         runner.reopen_std_streams()
         events.open_channel(write_fd)
-        os._exit(runner.execute(code, {}))
+        os._exit(runner.execute(code, wp.SandboxRun()))
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as pipe:
         lines = pipe.read().splitlines()

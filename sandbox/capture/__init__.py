@@ -1,11 +1,12 @@
 """What a run reports besides its output, installed before user code runs.
 
-Each capture module exposes ``install(options)`` (patch JAX, matplotlib, ...
+Each capture module exposes ``install(run)`` (patch JAX, matplotlib, ...
 before the user's code executes) and ``finish()`` (send what is still pending
 when the code has ended); an optional ``before_finish()`` runs for every
-module before any ``finish``. ``options`` is the job's options dict, e.g.
-``{"inspect": True}``. A capture that fails to install must not fail the run:
-it is reported on stderr and skipped.
+module before any ``finish``. ``run`` is the ``SandboxRun`` the worker gave
+(jaxplay/worker_protocol.py): what the browser asked (``run.options.inspect``
+...) and what the worker added (``run.device_peak`` ...). A capture that
+fails to install must not fail the run: it is reported on stderr and skipped.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import importlib
 import sys
 import traceback
 from typing import Any
+
+from jaxplay import worker_protocol as wp
 
 # Order matters: display wraps matplotlib before user imports it.
 # profile_capture last: a whole-run profile starts just before the program and, stopped by its
@@ -24,11 +27,11 @@ CAPTURE_MODULES = ("jaxplay.sandbox.capture.display", "jaxplay.sandbox.capture.j
 _installed: list[Any] = []
 
 
-def install(options: dict[str, Any]) -> None:
+def install(run: wp.SandboxRun) -> None:
     for name in CAPTURE_MODULES:
         try:
             module = importlib.import_module(name)
-            module.install(options)
+            module.install(run)
             _installed.append(module)
         except Exception:
             print(f"[playground] capture {name} could not be installed:", file=sys.stderr)

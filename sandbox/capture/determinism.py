@@ -49,6 +49,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.output import events
 
 USER_FILENAME = "<playground>"
@@ -90,7 +91,7 @@ def prepare() -> None:
     _add_audit_hook()
 
 
-def install(options: dict[str, Any]) -> None:
+def install(run: wp.SandboxRun) -> None:
     _reported.clear()
     _seeded.update(random=False, numpy=False)
     prepare()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import display_event, display_figures, display_render
 from jaxplay.sandbox.capture.display_budget import Budget
 
@@ -29,7 +30,7 @@ MAX_DISPLAY_BYTES = 16 * 1024 * 1024
 budget = Budget("displayed values", MAX_DISPLAYS, MAX_DISPLAY_BYTES)
 
 
-def install(options: dict[str, Any]) -> None:
+def install(run: wp.SandboxRun) -> None:
     global budget
     budget = Budget("displayed values", MAX_DISPLAYS, MAX_DISPLAY_BYTES)
     display_figures.configure_matplotlib()

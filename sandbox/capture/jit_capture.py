@@ -54,6 +54,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render, pass_pipeline, roofline
 from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
 from jaxplay.sandbox.output import events
@@ -142,7 +143,7 @@ class _State:
         self.local = threading.local()
         self.last_timing_emit = 0.0
         self.listeners_registered = False
-        self.device_peak: Any = None
+        self.device_peak: wp.DevicePeak | None = None
         # A ``passes`` request's compilation (pass_pipeline): when it comes, its pipeline is sent
         # and the run ends; until then nothing is rendered.
         self.passes_target: pass_pipeline.Target | None = None
@@ -473,8 +474,8 @@ def _sandbox_directory() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def install(options: dict[str, Any]) -> None:
-    if not options.get("inspect", True):
+def install(run: wp.SandboxRun) -> None:
+    if not run.options.inspect:
         return
     import jax
     from jax._src import source_info_util
@@ -485,9 +486,9 @@ def install(options: dict[str, Any]) -> None:
 
     _trace_state_clean = trace_state_clean
     _locations_in_cache_key = functools.partial(jax_config.compilation_cache_include_metadata_in_key, True)
-    _renderer.limit_bytes = int(options.get("artifact_limit_bytes", jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES))
-    _state.device_peak = options.get("device_peak")
-    _state.passes_target = pass_pipeline.Target.from_options(options)
+    _renderer.limit_bytes = run.artifact_limit_bytes or jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES
+    _state.device_peak = run.device_peak
+    _state.passes_target = pass_pipeline.Target.of(run.options.passes)
     _state.compiled_keys = []
     _roofline.clear()
     if _roofline.hook not in COMPILED_HOOKS:

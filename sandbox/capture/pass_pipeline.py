@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import hlo_ops, pass_dump
 from jaxplay.sandbox.output import events
 
@@ -54,14 +55,9 @@ class Target:
     limit_bytes: int = DEFAULT_LIMIT_BYTES
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> Target | None:
-        raw = options.get("passes")
-        if not isinstance(raw, dict) or not isinstance(raw.get("key"), str) or not isinstance(raw.get("fn"), str):
-            return None
-        limit = raw.get("limit_bytes", DEFAULT_LIMIT_BYTES)
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
-            limit = DEFAULT_LIMIT_BYTES
-        return cls(raw["key"], raw["fn"], min(limit, DEFAULT_LIMIT_BYTES))
+    def of(cls, passes: wp.PassesTarget | None) -> Target | None:
+        """What a ``passes`` request asked for (None for any other run)."""
+        return None if passes is None else cls(passes.key, passes.fn)
 
 
 @contextlib.contextmanager

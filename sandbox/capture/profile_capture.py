@@ -35,6 +35,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import hlo_ops, profile_timeline
 from jaxplay.sandbox.output import events
 
@@ -84,7 +85,7 @@ def _module_links() -> dict[str, profile_timeline.ModuleLink]:
             for name, (fn, fn_id, key, line, text) in modules.items()}
 
 
-def install(options: dict[str, Any]) -> None:
+def install(run: wp.SandboxRun) -> None:
     _state.sent = 0
     _state.refused_noted = False
     _state.clock_noted = False
@@ -94,7 +95,7 @@ def install(options: dict[str, Any]) -> None:
 
     if module_hook not in jit_capture.COMPILED_HOOKS:
         jit_capture.COMPILED_HOOKS.append(module_hook)
-    if options.get("profile"):
+    if run.options.profile:
         _state.whole_run = start()
 
 

@@ -5,7 +5,7 @@ The two axes come from XLA's cost analysis of the compiled function
 median of its calls timed until ready (the jit capture's own samples, calls
 that compiled left out); the roof is the device's measured peak
 (``sandbox/engine/calibration.py``: a matmul for FLOP/s, a copy for bytes/s),
-which the worker passes in the run's options as ``device_peak``.
+which the worker gives every run as ``SandboxRun.device_peak``.
 
     intensity = flops / bytes                  (FLOP per byte)
     ridge     = peak_flops / peak_bytes        (the intensity where the two roofs meet)
@@ -22,30 +22,12 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
 from typing import Any
+
+from jaxplay.worker_protocol import DevicePeak, to_wire
 
 BYTES_KEY = "bytes accessed"
 MAX_ROWS = 1000  # compilations listed; a program that compiles more is told in ``left_out``
-
-
-@dataclass(frozen=True)
-class DevicePeak:
-    flops_per_s: float
-    bytes_per_s: float
-
-    @classmethod
-    def from_options(cls, raw: Any) -> DevicePeak | None:
-        if not isinstance(raw, dict):
-            return None
-        flops, bytes_ = raw.get("flops_per_s"), raw.get("bytes_per_s")
-        if not all(isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in (flops, bytes_)):
-            return None
-        return cls(float(flops), float(bytes_))
-
-    @property
-    def ridge(self) -> float:
-        return self.flops_per_s / self.bytes_per_s
 
 
 def figures(flops: float | None, bytes_accessed: float | None, seconds: float | None,
@@ -98,9 +80,8 @@ class RooflineCollector:
         with self._lock:
             self._compiled = {}
 
-    def event(self, timings: dict[str, tuple[int, float | None]], peak_options: Any) -> dict[str, Any] | None:
+    def event(self, timings: dict[str, tuple[int, float | None]], peak: DevicePeak | None) -> dict[str, Any] | None:
         """``timings``: key -> (timed calls, median seconds); None when nothing compiled."""
-        peak = DevicePeak.from_options(peak_options)
         with self._lock:
             compiled = list(self._compiled.values())
         if not compiled:
@@ -111,8 +92,7 @@ class RooflineCollector:
             rows.append({**entry, "timed_calls": calls,
                          "median_ms": None if median_s is None else round(median_s * 1e3, 6),
                          **figures(entry["flops"], entry["bytes"], median_s, peak)})
-        shown_peak = dict(peak_options) if peak is not None else None
-        return {"type": "roofline", "peak": shown_peak, "functions": rows,
+        return {"type": "roofline", "peak": to_wire(peak), "functions": rows,
                 "left_out": max(0, len(compiled) - MAX_ROWS)}
 
 

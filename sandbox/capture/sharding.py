@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import jax_compat
 from jaxplay.sandbox.capture.sharding_compiled import add_sharding_fields
 from jaxplay.sandbox.capture.sharding_layout import axis_type_name, describe_layout, describe_mesh
@@ -46,7 +47,7 @@ _sent = 0
 _dropped = 0
 
 
-def install(options: dict[str, Any]) -> None:
+def install(run: wp.SandboxRun) -> None:
     global _sent, _dropped
     _sent = _dropped = 0
     _originals.setdefault("visualize_array_sharding", jax.debug.visualize_array_sharding)

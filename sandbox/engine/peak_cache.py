@@ -8,6 +8,10 @@ machine, an upgrade or a different device count measures again.
 
 Only the worker (trusted code) writes here, from its own probe; a run's
 events never reach this file.
+
+``HostPeak`` holds the peak once the worker has it: one per worker, shared by
+its warm sandboxes, each of which gives it to every run it starts (its
+rooflines' roofs, ``SandboxRun.device_peak``); the hello reports it.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import math
 import os
 import platform
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from jaxplay import worker_protocol as wp
 
 log = logging.getLogger("jaxplay.worker")
 
@@ -49,20 +56,24 @@ def fingerprint(description: dict[str, Any]) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:24]
 
 
-def checked(raw: Any) -> dict[str, Any] | None:
-    """A peak as the probe reported it, or None when it is not two positive finite rates (and short text)."""
+def checked(raw: Any) -> wp.DevicePeak | None:
+    """A peak as the probe reported it, or None when it is not two positive finite rates (texts cut short)."""
     if not isinstance(raw, dict):
         return None
-    peak: dict[str, Any] = {}
+    rates: list[float] = []
     for name in ("flops_per_s", "bytes_per_s"):
         value = raw.get(name)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
             return None
-        peak[name] = float(value)
-    for name in TEXT_FIELDS:
-        if isinstance(raw.get(name), str):
-            peak[name] = raw[name][:MAX_TEXT_CHARS]
-    return peak
+        rates.append(float(value))
+    texts = {name: raw[name][:MAX_TEXT_CHARS] for name in TEXT_FIELDS if isinstance(raw.get(name), str)}
+    return wp.DevicePeak(*rates, **texts)
+
+
+@dataclass
+class HostPeak:
+    """This host's device peak, once the worker has it (None until then, or when it could not be measured)."""
+    peak: wp.DevicePeak | None = None
 
 
 class PeakCache:
@@ -72,18 +83,18 @@ class PeakCache:
     def path(self, description: dict[str, Any]) -> Path:
         return self.folder / f"{fingerprint(description)}.json"
 
-    def load(self, description: dict[str, Any]) -> dict[str, Any] | None:
+    def load(self, description: dict[str, Any]) -> wp.DevicePeak | None:
         try:
             return checked(json.loads(self.path(description).read_text()))
         except (OSError, ValueError):
             return None
 
-    def save(self, description: dict[str, Any], peak: dict[str, Any]) -> None:
+    def save(self, description: dict[str, Any], peak: wp.DevicePeak) -> None:
         path = self.path(description)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             staging = path.with_suffix(f".{os.getpid()}.tmp")
-            staging.write_text(json.dumps(peak))
+            staging.write_text(json.dumps(wp.to_wire(peak)))
             staging.replace(path)  # two workers starting at once: one of the two whole files wins
         except OSError as exc:
             log.warning("could not keep the measured device peak in %s: %s", self.folder, exc)

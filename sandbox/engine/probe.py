@@ -73,10 +73,10 @@ def installed_plugins() -> list[str]:
         return []
 
 
-def report(options: dict) -> None:
-    """The devices; with ``calibrate`` in the options also their measured peak (``device_peak``)."""
+def report(calibrate: bool) -> None:
+    """The devices; with ``calibrate`` also their measured peak (``device_peak``)."""
     description = describe()
-    if options.get("calibrate"):
+    if calibrate:
         from jaxplay.sandbox.engine import calibration
 
         try:

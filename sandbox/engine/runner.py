@@ -19,8 +19,10 @@ import traceback
 import types
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox import capture
 from jaxplay.sandbox.engine import libraries
+from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.learning import error_hints, oom_message
 from jaxplay.sandbox.output import events
 from jaxplay.sandbox.output.ordering import ordered_text_streams
@@ -102,8 +104,9 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     return error_hints.refine(event, exc)
 
 
-def execute(code: str, options: dict[str, Any]) -> int:
-    """Run ``code``; return the exit status the worker reads (0 ok, 1 error)."""
+def execute(code: str, run: wp.SandboxRun) -> int:
+    """Run ``code`` as ``run`` says (what it captures, its limits); return the exit status the worker reads
+    (0 ok, 1 error)."""
     linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
     if USERLIB not in sys.path:
         sys.path.insert(0, USERLIB)
@@ -112,8 +115,8 @@ def execute(code: str, options: dict[str, Any]) -> int:
     main_module.__dict__.update(namespace)
     sys.modules["__main__"] = main_module
     namespace = main_module.__dict__
-    memory_limit = options.get("memory_limit_text", "the configured limit")
-    capture.install(options)
+    memory_limit = format_bytes(run.memory_limit_bytes) if run.memory_limit_bytes else "the configured limit"
+    capture.install(run)
     error_hints.install()
     status = 0
     try:
@@ -156,7 +159,7 @@ def main() -> None:
         pass
     with open(path, encoding="utf-8") as f:
         code = f.read()
-    sys.exit(execute(code, {}))
+    sys.exit(execute(code, wp.SandboxRun()))
 
 
 if __name__ == "__main__":

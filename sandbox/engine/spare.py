@@ -213,9 +213,8 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
             if message is None:
                 return 0  # the worker let this spare go (or closed the sandbox)
             if isolated:
-                options = message.get("options", {})
-                session = cache_mounts.mount_for_run(options.get("compile_cache"),
-                                                     bool(options.get("compile_cache_read")))
+                run = zp.run_of(message)
+                session = cache_mounts.mount_for_run(run.options.compile_cache, run.compile_cache_read)
             _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             zp.send(init_end, message, fds)
             zp.close_all(fds)
@@ -384,17 +383,17 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
 
     warmup.reseed_numpy()
     jax_config.apply_environment_at_first_import()
-    options = message.get("options", {})
-    limits.apply_in_child(options)
+    run = zp.run_of(message)
+    limits.apply_in_child(run.memory_limit_bytes if run.memory_rlimit else 0, run.limit_processes)
     events.open_channel(events_fd)
     runner.reopen_std_streams()
     code = zp.read_code(code_fd)
-    if message.get("probe"):
+    if run.probe:
         from jaxplay.sandbox.engine import probe
 
-        probe.report(options)
+        probe.report(run.calibrate)
         return 0
-    return runner.execute(code, options)
+    return runner.execute(code, run)
 
 
 def _restore_priority(pid: int) -> None:

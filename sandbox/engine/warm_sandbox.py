@@ -16,6 +16,11 @@ Tasks and ownership (all in the worker's event loop)::
 A run's child writes to pipes the sandbox created, so its output streams to the
 worker as it is written, whatever the child does with Python's buffers.
 
+A job's options become here what the run's process is given, a
+``SandboxRun`` (jaxplay/worker_protocol.py): the sandbox adds its memory and
+process limits, the artifact limit, the host's device peak (``HostPeak``,
+sandbox/engine/peak_cache.py) and whether the session's cache may be read.
+
 Invariants kept here: the program goes to the spare through its door (as a
 memory file), never to the zygote (``zygote_protocol``); a run's status comes
 from its init or the zygote, never from the run's own pipes
@@ -37,14 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.browser_protocol import RunStatus
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
 from jaxplay.sandbox.engine import zygote_protocol as zp
+from jaxplay.sandbox.engine.peak_cache import HostPeak
 from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.sandbox.isolation.cgroups import SandboxCgroup, no_cgroup_cpu_fairness
-from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.isolation.numeric_settings import numerical_library_settings
 from jaxplay.sandbox.output.relay import OutputRelay, SendEvent
 from jaxplay.settings import Settings
@@ -80,8 +86,10 @@ class SandboxRuntime:
 
 class WarmSandbox:
     def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
-                 caches: CompileCaches | None = None, runtime: SandboxRuntime | None = None) -> None:
+                 caches: CompileCaches | None = None, runtime: SandboxRuntime | None = None,
+                 peak: HostPeak | None = None) -> None:
         self.index = index
+        self.peak = peak or HostPeak()  # the worker's, shared by its sandboxes; its runs' roofs
         # Which Python (hence which JAX) the sandbox runs, and what it exposes; None: the worker's own.
         self.runtime = runtime
         self.gpus = gpus  # the GPUs its seat owns (/dev/nvidiaN): one run on them at a time
@@ -274,41 +282,44 @@ class WarmSandbox:
         if run_id in self._cancel_requested:
             self._cancel_requested[run_id].set()
 
-    async def run(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
-                  send: SendEvent, probe: bool = False) -> RunResult:
-        """Execute one run; every event goes to ``send``; never raises for user faults.
+    async def run(self, run_id: str, code: str, timeout_s: float, options: wp.JobOptions, send: SendEvent,
+                  probe: bool = False, calibrate: bool = False) -> RunResult:
+        """Execute one run (or, with ``probe``, the worker's device probe); every event goes to ``send``;
+        never raises for user faults.
 
         The run may load its session's saved compile-cache entries only when there are some (decided
         here, before it starts, so no entry saved meanwhile can slip in unreported)."""
-        session = options.get("compile_cache")
+        session = options.compile_cache
         reads_session = bool(self.caches is not None and session and self.caches.session_has_entries(session))
-        result = await self._execute(run_id, code, timeout_s, {**options, "compile_cache_read": reads_session},
-                                     send, probe)
+        result = await self._execute(run_id, code, timeout_s, self.lower(options, reads_session, probe, calibrate),
+                                     send)
         result.read_session_cache = reads_session
         return result
 
-    async def _execute(self, run_id: str, code: str, timeout_s: float, options: dict[str, Any],
-                       send: SendEvent, probe: bool) -> RunResult:
+    def lower(self, options: wp.JobOptions, reads_session: bool, probe: bool = False,
+              calibrate: bool = False) -> wp.SandboxRun:
+        """A job's options, and what this sandbox adds, as its run's process is given them."""
+        return wp.SandboxRun(options=options, compile_cache_read=reads_session,
+                             memory_limit_bytes=self.memory_limit_bytes, memory_rlimit=self.cgroup is None,
+                             limit_processes=self.settings.sandbox != "none",
+                             artifact_limit_bytes=self.settings.artifact_limit_bytes, device_peak=self.peak.peak,
+                             probe=probe, calibrate=calibrate)
+
+    async def _execute(self, run_id: str, code: str, timeout_s: float, run: wp.SandboxRun,
+                       send: SendEvent) -> RunResult:
         await self._previous_run_gone()
         if self.control is None:
             raise SandboxDied("the sandbox could not be restarted after its previous run")
         cancelled = self._cancel_requested[run_id] = asyncio.Event()
         pipes = [os.pipe() for _ in range(3)]
-        run_options = {**options, "memory_limit_text": format_bytes(self.memory_limit_bytes),
-                       "limit_processes": self.settings.sandbox != "none",
-                       "cpu_devices": self.settings.cpu_devices,
-                       "artifact_limit_bytes": self.settings.artifact_limit_bytes}
-        if self.cgroup is None:
-            run_options["memory_rlimit_bytes"] = self.memory_limit_bytes
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
-        relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=probe)
+        relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=run.probe)
         started_at = time.monotonic()
         relay.start(*(r for r, _ in pipes))
         door: socket.socket | None = None
         try:
             try:
-                door, refused = await self._hand_over(run_id, code, {"type": "run", "options": run_options,
-                                                                     "probe": probe}, [w for _, w in pipes],
+                door, refused = await self._hand_over(run_id, code, zp.run_message(run), [w for _, w in pipes],
                                                       started_at + timeout_s, cancelled)
             finally:
                 for _, w in pipes:
@@ -333,11 +344,11 @@ class WarmSandbox:
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         oom_counted = self.cgroup is not None and self.cgroup.memory_dir is not None
         if exited.get("before_exit"):
-            self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, options.get("compile_cache")))
+            self._exit_wait = asyncio.create_task(self._await_late_exit(run_id, run.options.compile_cache))
             return run_outcome.outcome(exited, None, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes,
                                        oom_counted)
         if self.caches is not None:
-            await asyncio.to_thread(self.caches.after_run, options.get("compile_cache"))
+            await asyncio.to_thread(self.caches.after_run, run.options.compile_cache)
         if exited.get("unsaved_entries"):
             relay.send(run_outcome.unsaved_notice(exited["unsaved_entries"]))
         return run_outcome.outcome(exited, ended_by, elapsed_ms, timeout_s, oom, relay, self.memory_limit_bytes,

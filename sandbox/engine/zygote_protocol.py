@@ -19,9 +19,11 @@ named by who sends them::
 
 on a spare's door, between the worker and the spare's init::
 
-    worker -> init    run      {options, probe} + fds [stdout, stderr, events, code]; the init
-                               mounts the session's compile cache and hands it on to the run's
-                               process, which alone reads the code (a memfd: no packet's size limit)
+    worker -> init    run      {run} + fds [stdout, stderr, events, code]; ``run`` is a
+                               ``SandboxRun`` (jaxplay/worker_protocol.py: the job's options and
+                               what the worker adds). The init mounts the session's compile cache
+                               and hands the message on to the run's process, which alone reads
+                               the code (a memfd: no packet's size limit)
     init -> worker    ended    {status, max_rss_kb}   the run's process has exited: its status from
                                the kernel (not sent when the init must save cache entries first)
 
@@ -42,7 +44,7 @@ so a process that forks spares must never have held user input. The zygote
 keeps no copy of a door it has offered; the code travels as a file that the
 run's process alone reads (the init passes it on unread).
 
-Kept to the standard library: the zygote imports this before jax.
+Kept to the standard library and jaxplay's wire types: the zygote imports this before jax.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ import json
 import os
 import socket
 from typing import Any
+
+from jaxplay import worker_protocol as wp
 
 MAX_PACKET = 64 << 10  # messages are small: the code travels as a file
 MAX_FDS = 4  # a run's three pipes and its code; a ``started`` carries one door
@@ -73,6 +77,16 @@ def receive(sock: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:
         close_all(fds)
         return None, []
     return json.loads(data), list(fds)
+
+
+def run_message(run: wp.SandboxRun) -> dict[str, Any]:
+    """The ``run`` message a spare's door carries."""
+    return {"type": "run", "run": wp.to_wire(run)}
+
+
+def run_of(message: dict[str, Any]) -> wp.SandboxRun:
+    """The ``SandboxRun`` of a ``run`` message, its fields checked; ValueError names what is wrong."""
+    return wp.from_wire(wp.SandboxRun, message.get("run"), "the door's run")
 
 
 def close_all(fds: list[int]) -> None:

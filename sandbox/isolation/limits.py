@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Any
 
 DATA_SLACK_BYTES = 1 << 30
 STACK_SLACK_PER_CORE = 64 << 20
@@ -31,12 +30,13 @@ def data_limit(memory_limit_bytes: int) -> int:
     return memory_limit_bytes + DATA_SLACK_BYTES + STACK_SLACK_PER_CORE * cores()
 
 
-def apply_in_child(options: dict[str, Any]) -> None:
+def apply_in_child(memory_rlimit_bytes: int, limit_processes: bool) -> None:
+    """``memory_rlimit_bytes``: the run's memory limit when no cgroup holds it, else 0."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    if options.get("memory_rlimit_bytes"):
-        limit = data_limit(int(options["memory_rlimit_bytes"]))
+    if memory_rlimit_bytes:
+        limit = data_limit(memory_rlimit_bytes)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    if options.get("limit_processes"):
+    if limit_processes:
         resource.setrlimit(resource.RLIMIT_NPROC, (max_processes(), max_processes()))
 
 

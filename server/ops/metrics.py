@@ -6,8 +6,8 @@ Where each figure comes from::
     by reason                        (``BrowserHooks.run_told``): a run's ``done`` where its
                                      connection sends it, a refusal, and a crash told to a
                                      browser that came back through another replica
-    queue wait, run duration         a run observer that ``intercept`` (first of the
-                                     browser socket's interceptors) adds to every run
+    queue wait, run duration         a run watcher (server/runs/run.py) of every ``run``
+                                     request, those the result cache answers included
     browser connections              ``BrowserHooks.open``, read at scrape time
     queue depth, oldest waiting      the scheduler, read at scrape time; busy slots
     run, workers, slots              from each worker's own ``slots`` report; with
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,9 @@ from prometheus_client.registry import Collector
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import BrowserHooks
-from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+from jaxplay.server.clients.connection import BrowserHooks, Client
+from jaxplay.server.runs.run import Run, RunWatcher, WorkerLink
+from jaxplay.server.runs.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from jaxplay.server.runs.result_cache import ResultCache
@@ -56,7 +58,7 @@ RUN_DURATION_BUCKETS_S = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 ENDED_STATUSES = tuple(str(s) for s in bp.RunStatus if s is not bp.RunStatus.REJECTED)
 
 
-class PlaygroundMetrics:
+class PlaygroundMetrics(RunWatcher):
     def __init__(self, scheduler: Scheduler, hooks: BrowserHooks) -> None:
         self.scheduler = scheduler
         self.hooks = hooks
@@ -83,27 +85,36 @@ class PlaygroundMetrics:
         self.broker_memory: tuple[int, int] | None = None  # Redis's (used, max) bytes, as of the last refresh
         for reason in bp.REJECTION_REASONS:
             self.rejected.labels(reason)
+        # ``run`` requests from their dispatch to their done, and when a worker took each (weakly: a run
+        # refused before it was queued never sends its done).
+        self._watched: weakref.WeakSet[Run] = weakref.WeakSet()
+        self._started: weakref.WeakKeyDictionary[Run, float] = weakref.WeakKeyDictionary()
         r.register(_StateCollector(self))
         hooks.run_told.append(self.run_told)
         scheduler.slots_listeners.append(self.worker_reported)
 
     # --- events ------------------------------------------------------------
 
-    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
-        """An interceptor that answers nothing: it only starts watching the run."""
-        started: list[float] = []
-
-        def observe(r: Run, event: dict[str, Any]) -> None:
-            kind = event.get("type")
-            if kind == "started" and r.state == "running":  # a cache replay repeats 'started' while still queued
-                started.append(time.monotonic())
-                self.queue_wait.labels(r.backend).observe(started[0] - r.submitted_at)
-            elif kind == "done":
-                if started and not event.get("cached"):
-                    self.run_duration.labels(r.backend).observe(float(event.get("elapsed_ms", 0.0)) / 1000)
-
-        run.observers.append(observe)
+    async def before_dispatch(self, run: Run, client: Client) -> bool:
+        """Times ``run`` requests, their queue wait and duration (a ``passes`` request is not a run of the
+        program); answers none."""
+        if run.request.kind == "run":
+            self._watched.add(run)
         return False
+
+    def on_event(self, run: Run, event: dict[str, Any]) -> None:
+        # A cache replay repeats 'started' while the run is still queued.
+        if event.get("type") == "started" and run.state == "running" and run in self._watched:
+            self._started.setdefault(run, time.monotonic())
+            self.queue_wait.labels(run.backend).observe(self._started[run] - run.submitted_at)
+
+    def on_done(self, run: Run, done: dict[str, Any]) -> None:
+        # Its status is counted where its browser is told (``run_told``).
+        if run not in self._watched:
+            return
+        self._watched.discard(run)
+        if self._started.pop(run, None) is not None and not done.get("cached"):
+            self.run_duration.labels(run.backend).observe(float(done.get("elapsed_ms", 0.0)) / 1000)
 
     def run_told(self, backend: str | None, status: str, reason: str | None) -> None:
         """One outcome a browser was told (``BrowserHooks.run_told``): a rejection by its reason, any other

@@ -10,9 +10,9 @@ All on the server's event loop (no locks). Ownership::
       └─ saves: a changed room is written at most once a second (``RoomStore``)
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
-frame. A presenter's run is the one execution: ``prepare_run`` adds an
-observer that sends each of its events to the other members as ``room_run``
-and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
+frame. A presenter's run is the one execution: the hub watches the runs of
+its members (a ``RunWatcher``, server/runs/run.py) and sends each event of a
+presenter's run to the other members as ``room_run`` and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
 carries the output at once. A deck move makes the slide's recorded run, or
 none, the room's run: every member then shows the same.
 Attendees' own runs get the room's shorter timeout and are counted (how
@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
+import weakref
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ from jaxplay.server.rooms.codes import new_code, new_secret, normalize_code, sec
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
-from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.runs.run import Run, RunWatcher
 from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.settings import Settings
 
@@ -62,7 +64,7 @@ class TooManyUnknownCodes(RoomError):
     """A client (or its network) tried more unknown codes than its budget; right codes still work."""
 
 
-class RoomHub:
+class RoomHub(RunWatcher):
     def __init__(self, settings: Settings, store: RoomStore, snippets: SnippetStore) -> None:
         self.settings = settings
         self.store = store
@@ -77,6 +79,8 @@ class RoomHub:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
+        # The runs of members it watches: their room, and for a presenter's run the connection that runs it.
+        self.watching: weakref.WeakKeyDictionary[Run, tuple[Room, Client | None]] = weakref.WeakKeyDictionary()
 
     # --- lifecycle -----------------------------------------------------------
 
@@ -280,21 +284,40 @@ class RoomHub:
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
 
-    def prepare_run(self, connection: Client, run: Run) -> None:
-        room = self.joined.get(connection)
-        if room is None:
-            return
-        if room.members.get(connection):
+    async def before_dispatch(self, run: Run, client: Client) -> bool:
+        """A member's run: a presenter's goes first and becomes the room's run; an attendee's gets the
+        room's deadline and is counted. Answers none."""
+        room = self.joined.get(client)
+        if room is None or run.request.kind != "run":
+            return False
+        if room.members.get(client):
             run.priority = self._may_go_first(run)
             room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
             self.counts_soon(room)
-            run.observers.append(lambda r, event: self._presenter_event(room, connection, r, event))
+            self.watching[run] = (room, client)
             self._touch(room)
         else:
-            run.timeout_s = min(run.timeout_s, room.record.attendee_timeout_s)
-            run.observers.append(lambda r, event: self._attendee_event(room, r, event))
+            run.request = dataclasses.replace(run.request, timeout_s=min(run.timeout_s,
+                                                                         room.record.attendee_timeout_s))
+            self.watching[run] = (room, None)
+        return False
+
+    def on_event(self, run: Run, event: dict[str, Any]) -> None:
+        watched = self.watching.get(run)
+        if watched is not None and watched[1] is not None:
+            self._presenter_event(watched[0], watched[1], run, event)
+
+    def on_done(self, run: Run, done: dict[str, Any]) -> None:
+        watched = self.watching.pop(run, None)
+        if watched is None:
+            return
+        room, presenter = watched
+        if presenter is not None:
+            self._presenter_event(room, presenter, run, done)
+        else:
+            self._attendee_done(room, run, done)
 
     def _may_go_first(self, run: Run) -> bool:
         """One presenter's run per network at a time goes ahead of the queue, whatever rooms that network
@@ -322,10 +345,10 @@ class RoomHub:
             if member is not origin:
                 member.send_encoded(frame, event.get("type") != "done")  # a lost done would leave followers waiting
 
-    def _attendee_event(self, room: Room, run: Run, event: dict[str, Any]) -> None:
-        if event.get("type") == "done" and event.get("status") in COUNTED_STATUSES:
-            room.round_statuses[run.session_id] = str(event["status"])
-            self.sync.publish(room, "status", {"session": run.session_id, "status": str(event["status"])})
+    def _attendee_done(self, room: Room, run: Run, done: dict[str, Any]) -> None:
+        if done.get("status") in COUNTED_STATUSES:
+            room.round_statuses[run.session_id] = str(done["status"])
+            self.sync.publish(room, "status", {"session": run.session_id, "status": str(done["status"])})
             self.counts_soon(room)
 
     # --- counts, saves, expiry -------------------------------------------------

@@ -204,7 +204,12 @@ class JobExecutor:
             if done:  # after its done, in the same batch or a later one: never before it
                 self.sender.put(settle)
 
-        run = broker_jobs.job_run(job, relay)
+        try:
+            run = broker_jobs.job_run(job, relay)
+        except ValueError as exc:  # a job no replica of this version can run: its origin's deadline ends it
+            log.warning("broker: dropping run %s, whose job this replica cannot read: %s", key, exc)
+            self.sender.put(settle)
+            return
         self.executing[key] = (run, origin)
         if self.cancelled.pop(key, None) is not None:
             self.scheduler.finish(run, bp.RunStatus.CANCELLED, "Stopped at your request.")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
+from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs import broker_jobs, broker_sessions
 from jaxplay.server.runs.broker_keys import (
@@ -67,7 +68,7 @@ class Heartbeat:
             describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,
                         "device_memory_bytes": hello.device_memory_bytes, "jax_version": hello.jax_version,
                         "jaxlib_version": hello.jaxlib_version, "libraries": hello.libraries,
-                        "device_peak": hello.device_peak or None}
+                        "device_peak": wp.to_wire(hello.device_peak)}
             entry = backends.setdefault(hello.backend, {"workers": 0, "slots": 0, "free_slots": 0, "queued": 0,
                                                         "describe": describe, "hellos": []})
             entry["hellos"].append(public_hello(hello))

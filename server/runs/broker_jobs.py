@@ -23,20 +23,23 @@ origin's deadline, every executor drops one past it (plus ``CLOCK_SKEW_S``)
 unread, and the claim outlives that by ``CLOCK_SKEW_S`` again.
 
 The job's shape lives here alone (``job_payload`` writes it, ``read_job`` and
-``job_run`` read it): the one place to change when a run's options change.
+``job_run`` read it): the run's ``RunRequest`` (jaxplay/worker_protocol.py)
+flat beside the job's own fields, but ``fresh``, which only the origin's
+result cache reads; ``job_run`` checks it as it leaves Redis.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import redis.asyncio as aioredis
 
+from jaxplay import worker_protocol as wp
 from jaxplay.server.runs.broker_keys import claim_key, queue_key, taken_key
-from jaxplay.server.runs.scheduler import Emit, Run
+from jaxplay.server.runs.run import Emit, Run
 
 # How far apart the replicas' clocks may be (they compare the origin's wall-clock deadline).
 CLOCK_SKEW_S = 30.0
@@ -46,8 +49,8 @@ def job_payload(run: Run, origin: str, deadline: float) -> str:
     """A run as the job its origin pushes: everything an executor needs, and ``deadline``, the wall-clock time
     (``time.time()``) after which its origin no longer waits for it."""
     job = {"key": run.key, "origin": origin, "code": run.code, "backend": run.backend, "timeout_s": run.timeout_s,
-           "options": run.options, "session_id": run.session_id, "network": run.network, "runtime": run.runtime,
-           "deadline": deadline}
+           "options": wp.to_wire(run.request.options), "session_id": run.session_id, "network": run.network,
+           "runtime": run.runtime, "deadline": deadline}
     return json.dumps(job, separators=(",", ":"))
 
 
@@ -81,17 +84,20 @@ class Job:
     def expired(self) -> bool:
         return time.time() > self.expires_at
 
+    def request(self) -> wp.RunRequest:
+        """What the browser asked, each field checked; ValueError names what is wrong."""
+        asked = {f.name: self.fields[f.name] for f in fields(wp.RunRequest) if f.name in self.fields}
+        return wp.from_wire(wp.RunRequest, asked, "a queued job")
+
 
 def read_job(raw: str) -> Job:
     return Job(raw, json.loads(raw))
 
 
 def job_run(job: Job, emit: Emit) -> Run:
-    """The executor's own Run of a job: its events go to ``emit``."""
-    fields = job.fields
-    return Run(client_id=job.key, code=fields["code"], backend=job.backend, timeout_s=float(fields["timeout_s"]),
-               options=fields["options"], emit=emit, session_id=fields.get("session_id") or "",
-               network=fields.get("network") or "", key=job.key, runtime=str(fields.get("runtime") or ""))
+    """The executor's own Run of a job: its events go to ``emit``. ValueError if the job is malformed."""
+    return Run(client_id=job.key, request=job.request(), emit=emit, session_id=job.fields.get("session_id") or "",
+               network=job.fields.get("network") or "", key=job.key)
 
 
 async def take(connection: aioredis.Redis, backend: str, replica: str, block_s: float) -> str | None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -157,7 +156,14 @@ class OutageLog:
 
 def public_hello(hello: wp.WorkerHello) -> dict[str, Any]:
     """A worker's hello without its token: what other replicas may know of it."""
-    return {k: v for k, v in asdict(hello).items() if k not in ("token", "type")}
+    return {k: v for k, v in wp.to_wire(hello).items() if k not in ("token", "type")}
+
+
+def hello_of(public: dict[str, Any]) -> wp.WorkerHello:
+    """A hello another replica shared (``public_hello``), checked as one from a worker is; ValueError if not."""
+    hello = wp.from_wire(wp.WorkerHello, {**public, "token": ""}, "a replica's worker hello")
+    wp.check_limits(hello)
+    return hello
 
 
 async def listen_forever(redis: aioredis.Redis, channel: str, received: Callable[[str], None], what: str) -> None:

@@ -72,7 +72,6 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
-from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs import broker_jobs, broker_sessions
 from jaxplay.server.runs.broker_events import GAP_WAIT_S, EventReader, InOrder
@@ -98,6 +97,7 @@ from jaxplay.server.runs.broker_keys import (
     describe_failure,
     events_key,
     failure_kind,
+    hello_of,
     queue_key,
 )
 from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, ReplicaLiveness
@@ -382,7 +382,7 @@ class RedisBroker:
             if hello is not None and run.worker is None:
                 hello = dict(hello)
                 trusted = hello.pop("trusted", False) is True
-                run.worker = WorkerLink(hello=wp.WorkerHello(token="", **hello), send=_nowhere, trusted=trusted)
+                run.worker = WorkerLink(hello=hello_of(hello), send=_nowhere, trusted=trusted)
         run.send(event)
 
     # --- runs that cannot end well ----------------------------------------

@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs import runtimes
-from jaxplay.server.runs.broker_keys import PROBE_S
+from jaxplay.server.runs.broker_keys import PROBE_S, hello_of
 from jaxplay.server.runs.broker_redis import RedisBroker
 from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
 from jaxplay.settings import Settings
@@ -100,7 +100,7 @@ class BrokeredScheduler(Scheduler):
         return await self.broker.probe()
 
     def worker_hellos(self, backend: str) -> list[wp.WorkerHello]:
-        remote = [wp.WorkerHello(token="", **hello) for replica, beat in self.broker.live.items()
+        remote = [hello_of(hello) for replica, beat in self.broker.live.items()
                   if replica != self.broker.id for hello in beat.get("backends", {}).get(backend, {}).get("hellos", [])]
         return super().worker_hellos(backend) + remote
 

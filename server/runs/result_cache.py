@@ -2,7 +2,7 @@
 
 Identical means the same code, backend, device kind and count, JAX runtime
 (its name and its JAX and jaxlib versions, server/runs/runtimes.py), platform
-version and run options (``Run.options``, e.g. ``inspect``). The key is a SHA-256 of those; the entry holds the recorded
+version and run options (``RunRequest.options``, e.g. ``inspect``). The key is a SHA-256 of those; the entry holds the recorded
 events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
 rule and its reasons.
 
@@ -14,19 +14,19 @@ session, so it answers that session alone (a self-poisoned session hurts only
 itself), never another. Every other result was computed from the program, the
 trusted shared cache and the run's own compilations, and answers anyone.
 
-Flow, all on the server's event loop::
+Flow, all on the server's event loop; the cache is the last of the run's
+watchers (server/runs/run.py), and watches ``run`` requests only::
 
-    BrowserConnection.start_run
-      └─ ResultCache.intercept(message, run)
-           ├─ hit: replay the events through run.send, then Scheduler.finish
-           │       with cached=True and cached_at; the worker never sees it
-           └─ miss (or "fresh": true): add a recorder to run.observers and
-              let the run be queued; at its done, an ok run that sent no
-              ``nondeterministic`` event is stored by the storage writer
-              thread (compress, insert, evict least recently used)
+    before_dispatch(run)
+      ├─ hit: replay the events through run.send, then Scheduler.finish
+      │       with cached=True and cached_at; the worker never sees it
+      └─ miss (or "fresh": true): start a recording and let the run be
+         queued; at its done, an ok run that sent no ``nondeterministic``
+         event is stored by the storage writer thread (compress, insert,
+         evict least recently used)
 
-Bursts (a workshop pressing Run at once): identical runs in flight form a
-burst. They queue as usual; whichever of them ends first and cacheable
+Bursts (a workshop pressing Run at once): identical runs waiting in the queue
+form a burst (a run joins it at its first ``queued``). They queue as usual; whichever of them ends first and cacheable
 answers every one still waiting in the queue, which leaves it and gets that
 run's events at once. No run is singled out in advance as the leader: the
 queue may start an identical run before the first one to arrive (fair
@@ -44,6 +44,7 @@ import json
 import logging
 import sqlite3
 import time
+import weakref
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,8 +53,10 @@ import psycopg
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
+from jaxplay.server.clients.connection import Client
 from jaxplay.server.runs import runtimes
-from jaxplay.server.runs.scheduler import Run, Scheduler
+from jaxplay.server.runs.run import Run, RunWatcher
+from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.interface import Storage, StorageError, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
@@ -75,13 +78,14 @@ def environment(hello: wp.WorkerHello, runtime: str = "") -> dict[str, Any]:
     """What of the worker a result depends on, for a run on ``runtime`` ("": the worker's default)."""
     chosen = runtimes.runtime_of(hello, runtime) or runtimes.runtimes_of(hello)[0]
     return {"device_kind": hello.device_kind, "device_count": hello.device_count,
-            "runtime": chosen["name"], "jax_version": chosen["jax_version"],
-            "jaxlib_version": chosen["jaxlib_version"], "platform_version": hello.platform_version}
+            "runtime": chosen.name, "jax_version": chosen.jax_version,
+            "jaxlib_version": chosen.jaxlib_version, "platform_version": hello.platform_version}
 
 
-def cache_key(code: str, backend: str, env: dict[str, Any], options: dict[str, Any], session: str | None = None) -> str:
-    """``session``: the browser session alone that the entry may answer (its own session's cache was read)."""
-    identity = {"format": KEY_FORMAT, "code": code, "backend": backend, **env, "options": options}
+def cache_key(code: str, backend: str, env: dict[str, Any], options: wp.RunOptions, session: str | None = None) -> str:
+    """``session``: the browser session alone that the entry may answer (its own session's cache was read).
+    The options as the job's JSON holds them, so a key never changes with this module's types."""
+    identity = {"format": KEY_FORMAT, "code": code, "backend": backend, **env, "options": wp.to_wire(options)}
     if session is not None:
         identity["session"] = session
     return hashlib.sha256(json.dumps(identity, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -96,14 +100,15 @@ class Recording:
     events: list[dict[str, Any]] = field(default_factory=list)
     size: int = 0
     cacheable: bool = True
+    in_burst: bool = False
 
 
 def burst_key(run: Run) -> str:
     """Identity of a run before a worker is chosen (the environment joins at the leader's end)."""
-    return json.dumps([run.code, run.backend, run.options, run.runtime], sort_keys=True)
+    return json.dumps([run.code, run.backend, wp.to_wire(run.request.options), run.runtime], sort_keys=True)
 
 
-class ResultCache:
+class ResultCache(RunWatcher):
     def __init__(self, storage: Storage, scheduler: Scheduler, limit_bytes: int) -> None:
         self.storage = storage
         self.scheduler = scheduler
@@ -113,6 +118,8 @@ class ResultCache:
         self._pending: set[asyncio.Task[Any]] = set()
         # Identical runs in flight that may be answered by another's result ("fresh" runs are not).
         self._bursts: dict[str, list[Run]] = {}
+        # What each run it records has sent so far (weakly: a run refused before it was queued never ends).
+        self._recordings: weakref.WeakKeyDictionary[Run, Recording] = weakref.WeakKeyDictionary()
         # For the metrics: answers given without a worker, and lookups that found nothing.
         self.hits = 0
         self.misses = 0
@@ -125,12 +132,13 @@ class ResultCache:
 
     # --- answering ---------------------------------------------------------
 
-    async def intercept(self, message: bp.ClientRun, run: Run) -> bool:
-        """The browser socket's hook: True if the run was answered from the cache."""
-        if not self.enabled or not self.storage.is_open:
+    async def before_dispatch(self, run: Run, client: Client) -> bool:
+        """True if the run was answered from the cache; else it is recorded. A ``passes`` request is not a
+        run of the program: never answered, never recorded."""
+        if not self.enabled or not self.storage.is_open or run.request.kind != "run":
             return False
         try:
-            if not message.fresh:
+            if not run.request.fresh:
                 if await asyncio.wait_for(self._answer(run), LOOKUP_S):
                     self.hits += 1
                     return True
@@ -138,17 +146,14 @@ class ResultCache:
         except (StorageError, TimeoutError, sqlite3.Error, psycopg.Error, zlib.error, ValueError, KeyError) as exc:
             # A cache that cannot answer (a database outage too) must never cost the run: it runs uncached.
             log.warning("result cache lookup failed, running the program instead: %s", exc)
-        recording = Recording()
-        run.observers.append(lambda r, event: self._observe(recording, r, event))
-        if not message.fresh:
-            self._bursts.setdefault(burst_key(run), []).append(run)
+        self._recordings[run] = Recording()
         return False
 
     async def _answer(self, run: Run) -> bool:
         started = time.perf_counter()
         environments = {json.dumps(environment(hello, run.runtime), sort_keys=True): environment(hello, run.runtime)
                         for hello in self.scheduler.worker_hellos(run.backend) if runtimes.offers(hello, run.runtime)}
-        keys = [cache_key(run.code, run.backend, env, run.options, session)
+        keys = [cache_key(run.code, run.backend, env, run.request.options, session)
                 for env in environments.values() for session in (None, run.session_id or None)]
         for key in dict.fromkeys(keys):  # every session's entries first, then this session's own
             row = await self.storage.fetch_one(
@@ -192,24 +197,34 @@ class ResultCache:
 
     # --- recording ---------------------------------------------------------
 
-    def _observe(self, recording: Recording, run: Run, event: dict[str, Any]) -> None:
+    def on_event(self, run: Run, event: dict[str, Any]) -> None:
+        recording = self._recordings.get(run)
+        if recording is None:
+            return
         kind = event.get("type")
-        if kind == "done":
-            self._leave_burst(run)
+        if kind == "queued" and not recording.in_burst and not run.request.fresh:
+            recording.in_burst = True  # waiting in the queue: another identical run's result may answer it
+            self._bursts.setdefault(burst_key(run), []).append(run)
         if not recording.cacheable or kind in NOT_RECORDED:
             return
         if kind == NONDETERMINISTIC:
             recording.cacheable = False
             recording.events.clear()
             return
-        if kind != "done":
-            recorded = {k: v for k, v in event.items() if k != "id"}
-            recording.size += len(json.dumps(recorded, separators=(",", ":")))
-            if recording.size > MAX_RECORDING_BYTES:
-                recording.cacheable = False
-                recording.events.clear()
-                return
-            recording.events.append(recorded)
+        recorded = {k: v for k, v in event.items() if k != "id"}
+        recording.size += len(json.dumps(recorded, separators=(",", ":")))
+        if recording.size > MAX_RECORDING_BYTES:
+            recording.cacheable = False
+            recording.events.clear()
+            return
+        recording.events.append(recorded)
+
+    def on_done(self, run: Run, event: dict[str, Any]) -> None:
+        recording = self._recordings.pop(run, None)
+        if recording is None:
+            return
+        self._leave_burst(run)
+        if not recording.cacheable:
             return
         if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
                 or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
@@ -217,7 +232,8 @@ class ResultCache:
         session = run.session_id if answers_only_its_session(event) else None
         if answers_only_its_session(event) and not run.session_id:
             return  # no session to keep it for
-        key = cache_key(run.code, run.backend, environment(run.worker.hello, run.runtime), run.options, session)
+        key = cache_key(run.code, run.backend, environment(run.worker.hello, run.runtime), run.request.options,
+                        session)
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
         if session is not None:
             done["read_session_cache"] = True

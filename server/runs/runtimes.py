@@ -19,18 +19,19 @@ from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 
 
-def runtimes_of(hello: wp.WorkerHello) -> list[dict[str, Any]]:
+def runtimes_of(hello: wp.WorkerHello) -> list[wp.WorkerRuntime]:
     """The runtimes a worker offers; its own JAX (the default) first."""
     if hello.runtimes:
-        return sorted(hello.runtimes, key=lambda r: not r["default"])
-    return [{"name": hello.jax_version, "jax_version": hello.jax_version, "jaxlib_version": hello.jaxlib_version,
-             "default": True, "libraries": hello.libraries, "problem": None}]
+        return sorted(hello.runtimes, key=lambda r: not r.default)
+    return [wp.WorkerRuntime(name=hello.jax_version, jax_version=hello.jax_version,
+                             jaxlib_version=hello.jaxlib_version, default=True, libraries=hello.libraries,
+                             problem=None)]
 
 
-def runtime_of(hello: wp.WorkerHello, name: str) -> dict[str, Any] | None:
+def runtime_of(hello: wp.WorkerHello, name: str) -> wp.WorkerRuntime | None:
     """The runtime ``name`` ("": the default) if this worker can run programs on it."""
     for runtime in runtimes_of(hello):
-        if (runtime["name"] == name or (not name and runtime["default"])) and not runtime["problem"]:
+        if (runtime.name == name or (not name and runtime.default)) and not runtime.problem:
             return runtime
     return None
 
@@ -49,18 +50,17 @@ def describe(hellos: Iterable[wp.WorkerHello]) -> list[dict[str, Any]]:
     merged: dict[str, dict[str, Any]] = {}
     for hello in hellos:
         for runtime in runtimes_of(hello):
-            entry = merged.setdefault(runtime["name"], {
-                "name": runtime["name"], "jax_version": runtime["jax_version"],
-                "jaxlib_version": runtime["jaxlib_version"], "default": False, "libraries": {}, "workers": 0,
-                "problem": None})
-            entry["default"] |= runtime["default"]
-            if runtime["problem"]:
-                entry["problem"] = entry["problem"] or runtime["problem"]
+            entry = merged.setdefault(runtime.name, {
+                "name": runtime.name, "jax_version": runtime.jax_version, "jaxlib_version": runtime.jaxlib_version,
+                "default": False, "libraries": {}, "workers": 0, "problem": None})
+            entry["default"] |= runtime.default
+            if runtime.problem:
+                entry["problem"] = entry["problem"] or runtime.problem
                 continue
             entry["workers"] += 1
-            entry["libraries"] = entry["libraries"] or runtime["libraries"]
+            entry["libraries"] = entry["libraries"] or runtime.libraries
             if not entry["jaxlib_version"]:
-                entry["jaxlib_version"] = runtime["jaxlib_version"]
+                entry["jaxlib_version"] = runtime.jaxlib_version
     for entry in merged.values():
         if entry["workers"]:
             entry["problem"] = None  # some worker runs it
@@ -106,5 +106,5 @@ def refusal(hellos: list[wp.WorkerHello], backend: str, name: str) -> str | None
 def started_fields(hello: wp.WorkerHello, name: str) -> dict[str, Any]:
     """What the ``started`` event says of the runtime that runs it."""
     runtime = runtime_of(hello, name) or runtimes_of(hello)[0]
-    return {"runtime": runtime["name"], "jax_version": runtime["jax_version"],
-            "jaxlib_version": runtime["jaxlib_version"], "default_runtime": bool(runtime["default"])}
+    return {"runtime": runtime.name, "jax_version": runtime.jax_version, "jaxlib_version": runtime.jaxlib_version,
+            "default_runtime": runtime.default}

@@ -1,9 +1,8 @@
 """Runs, the workers that execute them, and the per-backend queues between them.
 
 Everything here runs on the server's one event loop, so the state needs no
-locks. Ownership: a ``Run`` belongs to the browser connection that submitted
-it until its ``done`` is emitted; a ``WorkerLink`` belongs to the /worker
-socket handler. The scheduler hands queued runs to free worker slots, relays
+locks. A ``Run``, the ``WorkerLink`` that executes it and who owns each are
+in server/runs/run.py. The scheduler hands queued runs to free worker slots, relays
 worker events (adding the browser's run id), and guarantees exactly one
 ``done`` per run, last: from the worker's ``finished``, a cancel while
 queued, a lost worker, or the server's own deadline.
@@ -18,13 +17,10 @@ per client (connections, runs waiting or running) and per network
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from jaxplay import browser_protocol as bp
@@ -34,63 +30,14 @@ from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs import runtimes
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
+from jaxplay.server.runs.run import Run, WorkerLink
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.server")
 
-Emit = Callable[[dict[str, Any]], None]
-RunObserver = Callable[["Run", dict[str, Any]], None]
 SlotsListener = Callable[["WorkerLink", wp.WorkerSlots], None]
 # Beyond its own deadline, how long a worker has to report before the server gives up on it.
 WORKER_GRACE_S = 30.0
-
-
-@dataclass(eq=False)
-class Run:
-    client_id: str
-    code: str
-    backend: str
-    timeout_s: float
-    options: dict[str, Any]
-    emit: Emit
-    # The client it counts against for fairness and limits (server/clients/identity.py), and its network.
-    session_id: str = ""
-    network: str = ""
-    runtime: str = ""  # the JAX version it runs on (server/runs/runtimes.py); "": the worker's default
-    key: str = field(default_factory=lambda: uuid.uuid4().hex)
-    state: str = "queued"  # queued -> running -> done
-    worker: WorkerLink | None = None
-    submitted_at: float = field(default_factory=time.monotonic)
-    position: int = 0
-    # Room presenters' runs go ahead of everyone else's (server/runs/fair_queue.py).
-    priority: bool = False
-    started_at: float | None = None
-    counted: bool = False  # against its client's limit, from submit to done
-    observers: list[RunObserver] = field(default_factory=list)
-    _deadline: asyncio.TimerHandle | None = None
-
-    def send(self, event: dict[str, Any]) -> None:
-        event = {**event, "id": self.client_id}
-        for observer in self.observers:
-            observer(self, event)
-        self.emit(event)
-
-
-@dataclass(eq=False)
-class WorkerLink:
-    hello: wp.WorkerHello
-    send: Callable[[str], Awaitable[None]]
-    free_slots: int = 0
-    runs: dict[str, Run] = field(default_factory=dict)
-    # Results the server may keep and replay to others (the result cache): only from its own local
-    # workers, or remote ones the operator vouched for (--trust-remote-results).
-    trusted: bool = False
-    local: bool = False  # one of the server's own local workers (it presented the local token)
-    id: int = field(default_factory=itertools.count(1).__next__)
-    slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its sandboxes
-
-    def describe(self) -> dict[str, Any]:
-        return {"kind": self.hello.device_kind, "count": self.hello.device_count, "worker": self.hello.name}
 
 
 class Scheduler:
@@ -128,7 +75,7 @@ class Scheduler:
                 "jax_version": first.jax_version if first else None,
                 "jaxlib_version": first.jaxlib_version if first else None,
                 "libraries": first.libraries if first else {},
-                "device_peak": (first.device_peak or None) if first else None,
+                "device_peak": wp.to_wire(first.device_peak) if first else None,
                 "runtimes": runtimes.describe(w.hello for w in links),
                 "workers": len(links),
                 "slots": sum(w.hello.slots for w in links),
@@ -359,14 +306,15 @@ class Scheduler:
         if moved:
             self._announce_positions(backend)
 
-    def job_options(self, run: Run) -> dict[str, Any]:
-        """What the worker gets: the run's options plus the name of its session's private compile cache
-        (derived, so a worker never learns the session id; kept out of ``run.options``, which the
-        result cache keys on). An address client gets none: it may be several people behind one
-        address, and a cache one of them could write would run code in the others' runs."""
-        if self.session_keys is None or not is_browser_session(run.session_id):
-            return run.options
-        return {**run.options, "compile_cache": self.session_keys.derived("compile-cache", run.session_id)}
+    def job_options(self, run: Run) -> wp.JobOptions:
+        """What the worker gets: the request's options plus the name of its session's private compile cache
+        (derived, so a worker never learns the session id; kept out of the request, which the result
+        cache keys on). An address client gets none: it may be several people behind one address, and
+        a cache one of them could write would run code in the others' runs."""
+        cache = None
+        if self.session_keys is not None and is_browser_session(run.session_id):
+            cache = self.session_keys.derived("compile-cache", run.session_id)
+        return wp.JobOptions.of(run.request.options, cache)
 
     async def _send_job(self, link: WorkerLink, run: Run, job: wp.ServerJob) -> None:
         try:

@@ -7,7 +7,7 @@ The storage under them (server/storage/) knows nothing of HTTP. ``Sharing``
 opens that storage, which the result cache (server/runs/result_cache.py) shares.
 
 ``server/app.py`` creates one ``Sharing``, adds ``routes()`` to its routes and
-``cache.intercept`` to the browser socket's interceptors, and calls ``open``
+``cache`` to the watchers of every run (server/runs/run.py), and calls ``open``
 and ``close`` in its lifespan (close after the workers stopped, so the last
 runs' results are written).
 """

@@ -16,6 +16,7 @@ import gc
 
 import pytest
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
 from jaxplay.settings import Settings
 
@@ -30,7 +31,7 @@ async def _start_close_start() -> list[str]:
         try:
             await asyncio.wait_for(sandbox.start(), 60)  # the old code waited here forever from the second round
             events: list[dict] = []
-            result = await sandbox.run(f"r{round_}", f"print({round_})", 60.0, {}, events.append)
+            result = await sandbox.run(f"r{round_}", f"print({round_})", 60.0, wp.JobOptions(), events.append)
             assert str(result.status) == "ok", (result, events)
             printed += [e["text"] for e in events if e.get("type") == "stdout"]
         finally:

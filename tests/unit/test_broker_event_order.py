@@ -11,6 +11,7 @@ from redis.exceptions import AuthenticationError, NoPermissionError, OutOfMemory
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from jaxplay import worker_protocol as wp
 from jaxplay.server.runs import broker_jobs
 from jaxplay.server.runs.broker_events import Event, InOrder, following
 from jaxplay.server.runs.broker_keys import describe_failure, failure_kind
@@ -70,15 +71,14 @@ def test_the_trim_point_is_just_after_the_last_entry_read():
 
 
 def test_a_job_round_trips_and_carries_its_origins_deadline():
-    run = Run(client_id="c1", code="print(1)", backend="cpu", timeout_s=5.0, options={"inspect": True},
-              emit=lambda e: None, session_id="s", network="n", runtime="0.6.2")
+    request = wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5.0, runtime="0.6.2")
+    run = Run(client_id="c1", request=request, emit=lambda e: None, session_id="s", network="n")
     deadline = time.time() + 40
     job = broker_jobs.read_job(broker_jobs.job_payload(run, "originA", deadline))
     assert (job.key, job.origin, job.backend) == (run.key, "originA", "cpu")
     assert job.expires_at == pytest.approx(deadline + broker_jobs.CLOCK_SKEW_S) and not job.expired()
     again = broker_jobs.job_run(job, lambda e: None)
-    assert (again.key, again.code, again.timeout_s, again.options, again.session_id, again.network, again.runtime) == (
-        run.key, "print(1)", 5.0, {"inspect": True}, "s", "n", "0.6.2")
+    assert (again.key, again.request, again.session_id, again.network) == (run.key, request, "s", "n")
 
 
 def test_a_job_past_its_deadline_is_expired_and_one_from_an_older_replica_gets_one():

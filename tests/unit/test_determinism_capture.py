@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import determinism
 from jaxplay.sandbox.output import events
 
@@ -37,7 +38,7 @@ def run(monkeypatch):
         sent.clear()
         code = textwrap.dedent(code)
         linecache.cache["<playground>"] = (len(code), None, code.splitlines(True), "<playground>")
-        determinism.install({})
+        determinism.install(wp.SandboxRun())
         try:
             exec(compile(code, "<playground>", "exec"), {"__name__": "__main__"})
         finally:
@@ -155,7 +156,7 @@ def test_uninstall_restores_the_original_functions():
     import numpy as np
 
     originals = (time.time, time.sleep, os.urandom, random.random, random.Random.seed, np.random.rand)
-    determinism.install({})
+    determinism.install(wp.SandboxRun())
     assert time.time is not originals[0] and np.random.rand is not originals[5]
     determinism.uninstall()
     assert (time.time, time.sleep, os.urandom, random.random, random.Random.seed, np.random.rand) == originals

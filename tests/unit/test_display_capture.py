@@ -185,16 +185,17 @@ def test_matplotlib_is_not_imported_unless_the_program_does(tmp_path):
 
 
 def test_install_and_finish_cost_no_import_or_scan_per_run(monkeypatch):
+    from jaxplay import worker_protocol as wp
     from jaxplay.sandbox.capture import display, display_figures
 
     # install() may write these; restore them after the test.
     for name in ("MPLBACKEND", "MPLCONFIGDIR", "FONTCONFIG_FILE"):
         monkeypatch.setenv(name, os.environ.get(name, ""))
     try:
-        display.install({})  # first call pays for imports the zygote already made
+        display.install(wp.SandboxRun())  # first call pays for imports the zygote already made
         started = time.perf_counter()
         for _ in range(100):
-            display.install({})
+            display.install(wp.SandboxRun())
             display.finish()
         per_run_ms = (time.perf_counter() - started) * 1000 / 100
         # Well under 1 ms on a quiet machine; this bound only catches a gross regression (an import

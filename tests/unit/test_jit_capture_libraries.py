@@ -22,9 +22,10 @@ REPO = Path(__file__).resolve().parents[2]
 DRIVER = (
     "import json, sys\n"
     "{preload}"
+    "from jaxplay import worker_protocol as wp\n"
     "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner\n"
     "events.open_channel(3)\n"
-    "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
+    "sys.exit(runner.execute(open(sys.argv[1]).read(), wp.from_wire(wp.SandboxRun, json.loads(sys.argv[2]))))\n"
 )
 PRELOAD = {"imported by the program": "", "preloaded": "import equinox, flax.nnx, optax\n"}
 

@@ -121,10 +121,11 @@ def test_hlo_stack_frames_and_clipping():
 
 CACHED_DRIVER = (
     "import json, sys\n"
+    "from jaxplay import worker_protocol as wp\n"
     "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner, warmup\n"
     "warmup.use_persistent_cache(sys.argv[3])\n"
     "events.open_channel(3)\n"
-    "sys.exit(runner.execute(open(sys.argv[1]).read(), json.loads(sys.argv[2])))\n"
+    "sys.exit(runner.execute(open(sys.argv[1]).read(), wp.from_wire(wp.SandboxRun, json.loads(sys.argv[2]))))\n"
 )
 EDITED_PROGRAM = """import jax
 import jax.numpy as jnp

@@ -6,11 +6,12 @@ import asyncio
 import json
 
 from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.outbox import STUCK_S, NetworkBytes, NetworkBytesByNetwork, Outbox
 from jaxplay.server.rooms.hub import RoomHub
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES
 from jaxplay.server.rooms.store import RoomStore
-from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.runs.run import Run, before_dispatch
 from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.server.storage.factory import open_storage
 from jaxplay.settings import Settings
@@ -111,8 +112,8 @@ def test_a_join_and_leave_flood_holds_one_room_state(tmp_path):
             room, secret = await hub.create("", [], None)
             presenter = NeverReads()
             await hub.handle(presenter, bp.RoomJoin(room=room.code, secret=secret))  # type: ignore[arg-type]
-            run = Run(client_id="big", code="", backend="cpu", timeout_s=30, options={}, emit=lambda e: None)
-            hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+            run = Run(client_id="big", request=wp.RunRequest(code="", backend="cpu", timeout_s=30), emit=lambda e: None)
+            await before_dispatch(run, presenter, [hub])  # type: ignore[arg-type]
             line = "x" * 60_000 + "\n"
             while room.run_bytes < MAX_KEPT_RUN_BYTES - 2 * len(line):
                 run.send({"type": "stdout", "text": line})

@@ -47,9 +47,9 @@ def test_what_cannot_be_known_is_null():
     assert roofline.figures(1e6, 0.0, 1e-3, PEAK)["intensity"] is None  # no bytes reported
     unroofed = roofline.figures(1e6, 1e6, 1e-3, None)
     assert unroofed["bound"] is None and unroofed["achieved_flops_per_s"] == pytest.approx(1e9)
-    assert DevicePeak.from_options({"flops_per_s": -1, "bytes_per_s": 1}) is None
-    assert DevicePeak.from_options({"flops_per_s": float("inf"), "bytes_per_s": 1}) is None
-    assert DevicePeak.from_options(None) is None
+    assert peak_cache.checked({"flops_per_s": -1, "bytes_per_s": 1}) is None
+    assert peak_cache.checked({"flops_per_s": float("inf"), "bytes_per_s": 1}) is None
+    assert peak_cache.checked(None) is None
 
 
 def test_collector_event_joins_cost_and_time_by_compilation():
@@ -57,8 +57,8 @@ def test_collector_event_joins_cost_and_time_by_compilation():
     collector.hook({"key": "1.1", "fn_id": 1, "fn": "f", "line": 3, "compile_index": 1,
                     "cost": {"flops": 1e6, "bytes accessed": 1e6}}, None)
     collector.hook({"key": "1.2", "fn_id": 1, "fn": "f", "line": 3, "compile_index": 2, "cost": None}, None)
-    event = collector.event({"1.1": (5, 200e-6)}, {"flops_per_s": 100e9, "bytes_per_s": 10e9, "how": "test"})
-    assert event["type"] == "roofline" and event["peak"]["how"] == "test"
+    event = collector.event({"1.1": (5, 200e-6)}, DevicePeak(flops_per_s=100e9, bytes_per_s=10e9, how="test"))
+    assert event["type"] == "roofline" and event["peak"] == {"flops_per_s": 100e9, "bytes_per_s": 10e9, "how": "test"}
     first, second = event["functions"]
     assert (first["timed_calls"], first["median_ms"], first["bound"]) == (5, 0.2, "memory")
     assert first["fraction_of_roof"] == pytest.approx(0.5)
@@ -70,25 +70,24 @@ def test_peak_cache_keeps_a_checked_peak_per_host_and_devices(tmp_path):
     cache = peak_cache.PeakCache(tmp_path)
     cpu = {"backend": "cpu", "device_kind": "cpu", "device_count": 8, "jax_version": "0.10.2"}
     assert cache.load(cpu) is None
-    cache.save(cpu, {"flops_per_s": 5e10, "bytes_per_s": 1e10, "how": "matmul and copy"})
-    assert cache.load(cpu) == {"flops_per_s": 5e10, "bytes_per_s": 1e10, "how": "matmul and copy"}
+    cache.save(cpu, DevicePeak(flops_per_s=5e10, bytes_per_s=1e10, how="matmul and copy"))
+    assert cache.load(cpu) == DevicePeak(flops_per_s=5e10, bytes_per_s=1e10, how="matmul and copy")
     assert cache.load({**cpu, "device_count": 4}) is None  # another device count measures again
     cache.path(cpu).write_text(json.dumps({"flops_per_s": "fast", "bytes_per_s": 1}))
     assert cache.load(cpu) is None
-    assert peak_cache.checked({"flops_per_s": 1, "bytes_per_s": 1, "extra": "dropped"}) == {
-        "flops_per_s": 1.0, "bytes_per_s": 1.0}
+    assert peak_cache.checked({"flops_per_s": 1, "bytes_per_s": 1, "extra": "dropped"}) == DevicePeak(1.0, 1.0)
 
 
 def _hello(**peak) -> str:
     hello = wp.WorkerHello(token="", name="w", backend="cpu", device_kind="cpu", device_count=8,
-                           jax_version="0.10.2", jaxlib_version="0.10.2", slots=1, device_peak=peak)
-    return wp.encode(hello)
+                           jax_version="0.10.2", jaxlib_version="0.10.2", slots=1)
+    return json.dumps({**json.loads(wp.encode(hello)), "device_peak": peak})
 
 
 @pytest.mark.attack("forged worker hello")
 def test_hello_refuses_a_peak_that_is_not_two_positive_rates_and_short_text():
-    assert wp.decode(_hello(flops_per_s=1e11, bytes_per_s=1e10, how="x")).device_peak["how"] == "x"
-    assert wp.decode(_hello()).device_peak == {}
+    assert wp.decode(_hello(flops_per_s=1e11, bytes_per_s=1e10, how="x")).device_peak.how == "x"
+    assert wp.decode(_hello()).device_peak is None  # {} on the wire: a worker that measured none
     for bad in ({"flops_per_s": -1, "bytes_per_s": 1}, {"flops_per_s": True, "bytes_per_s": 1},
                 {"flops_per_s": 1, "bytes_per_s": 1, "script": "<x>"},
                 {"flops_per_s": 1, "bytes_per_s": 1, "how": "x" * 5000}, {"flops_per_s": 1}):

@@ -14,10 +14,11 @@ import time
 import pytest
 
 from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
 from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
 from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
 from jaxplay.server.rooms.store import RoomStore
-from jaxplay.server.runs.scheduler import Run
+from jaxplay.server.runs.run import Run, before_dispatch
 from jaxplay.server.sharing.snippets import SnippetStore, parse_content
 from jaxplay.server.storage.factory import open_storage
 from jaxplay.server.storage.interface import Storage
@@ -148,8 +149,8 @@ def test_a_presenter_run_is_one_execution_relayed_and_kept_for_late_joiners(with
         room, secret = await hub.create("", [], None)
         presenter = await join(hub, room.code, secret)
         attendee = await join(hub, room.code)
-        run = Run(client_id="p1", code="print(1)", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
-        hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+        run = Run(client_id="p1", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=30.0), emit=presenter.emit)
+        await before_dispatch(run, presenter, [hub])  # type: ignore[arg-type]
         assert run.priority
         run.send({"type": "stdout", "text": "1\n"})
         run.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))
@@ -167,9 +168,9 @@ def test_attendee_runs_get_the_room_timeout_and_are_counted_per_browser(with_sto
         presenter = await join(hub, room.code, secret)
         attendees = [await join(hub, room.code) for _ in range(3)]
         for i, (member, status) in enumerate(zip(attendees, ["ok", "error", "cancelled"], strict=True)):
-            run = Run(client_id=f"a{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=member.emit,
+            run = Run(client_id=f"a{i}", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=member.emit,
                       session_id=f"s{i}")
-            hub.prepare_run(member, run)  # type: ignore[arg-type]
+            await before_dispatch(run, member, [hub])  # type: ignore[arg-type]
             assert run.timeout_s == 5.0 and not run.priority
             run.send(bp.done_event(f"a{i}", bp.RunStatus(status), 1.0))
         await asyncio.sleep(0.6)  # counts go out at most every half second
@@ -264,8 +265,8 @@ def test_after_a_deck_move_every_member_shows_the_slides_recorded_run_or_nothing
         attendee = await join(hub, room.code)
         # The first slide's recorded run is the room's from the start, for late joiners too.
         assert [e["type"] for e in attendee.events[0]["run"]] == ["stdout", "done"]
-        live = Run(client_id="p1", code="print(1)", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
-        hub.prepare_run(presenter, live)  # type: ignore[arg-type]
+        live = Run(client_id="p1", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=30.0), emit=presenter.emit)
+        await before_dispatch(live, presenter, [hub])  # type: ignore[arg-type]
         live.send({"type": "stdout", "text": "from the live run\n"})
         await hub.handle(presenter, bp.RoomDeck(action="next"))
         live.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))  # a run of the old slide ends after the move
@@ -306,13 +307,13 @@ def test_the_priority_lane_holds_one_presenter_run_at_a_time(with_storage):
         hub = make_hub(storage)
         room, secret = await hub.create("", [], None)
         presenter = await join(hub, room.code, secret)
-        runs = [Run(client_id=f"p{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit)
+        runs = [Run(client_id=f"p{i}", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=presenter.emit)
                 for i in range(3)]
-        hub.prepare_run(presenter, runs[0])  # type: ignore[arg-type]
-        hub.prepare_run(presenter, runs[1])  # type: ignore[arg-type]
+        await before_dispatch(runs[0], presenter, [hub])  # type: ignore[arg-type]
+        await before_dispatch(runs[1], presenter, [hub])  # type: ignore[arg-type]
         assert runs[0].priority and not runs[1].priority
         runs[0].state = "done"
-        hub.prepare_run(presenter, runs[2])  # type: ignore[arg-type]
+        await before_dispatch(runs[2], presenter, [hub])  # type: ignore[arg-type]
         assert runs[2].priority
     with_storage(scenario)
 
@@ -326,21 +327,21 @@ def test_one_network_presenting_many_rooms_holds_one_place_in_the_priority_lane(
         for i in range(4):
             room, secret = await hub.create("", [], None)
             presenter = await join(hub, room.code, secret, session_id="flood", network="10.0.0.9")
-            run = Run(client_id=f"r{i}", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+            run = Run(client_id=f"r{i}", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=presenter.emit,
                       session_id="flood", network="10.0.0.9")
-            hub.prepare_run(presenter, run)  # type: ignore[arg-type]
+            await before_dispatch(run, presenter, [hub])  # type: ignore[arg-type]
             runs.append(run)
         assert [r.priority for r in runs] == [True, False, False, False]
         room, secret = await hub.create("", [], None)
         teacher = await join(hub, room.code, secret, session_id="teacher", network="10.0.0.1")
-        theirs = Run(client_id="t", code="", backend="cpu", timeout_s=30.0, options={}, emit=teacher.emit,
+        theirs = Run(client_id="t", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=teacher.emit,
                      session_id="teacher", network="10.0.0.1")
-        hub.prepare_run(teacher, theirs)  # type: ignore[arg-type]
+        await before_dispatch(theirs, teacher, [hub])  # type: ignore[arg-type]
         assert theirs.priority
         runs[0].state = "done"
-        again = Run(client_id="r4", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+        again = Run(client_id="r4", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=presenter.emit,
                     session_id="flood", network="10.0.0.9")
-        hub.prepare_run(presenter, again)  # type: ignore[arg-type]
+        await before_dispatch(again, presenter, [hub])  # type: ignore[arg-type]
         assert again.priority
     with_storage(scenario)
 
@@ -359,13 +360,13 @@ def test_a_presenter_run_the_scheduler_refuses_gives_the_priority_lane_back(with
         hub = make_hub(storage)
         room, secret = await hub.create("", [], None)
         scheduler = Scheduler(Settings(local_workers=0, max_runs_per_client=0, expected_backends="cpu"))
-        presenter = BrowserConnection(Socket(), scheduler, [], hub)  # type: ignore[arg-type]
+        presenter = BrowserConnection(Socket(), scheduler, [hub], hub)  # type: ignore[arg-type]
         await hub.handle(presenter, bp.RoomJoin(room=room.code, secret=secret))
         with pytest.raises(bp.ProtocolError, match="runs waiting or running"):
             await presenter.start_run(bp.ClientRun(id="refused", code="print(1)"))
-        again = Run(client_id="again", code="", backend="cpu", timeout_s=30.0, options={}, emit=presenter.emit,
+        again = Run(client_id="again", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=presenter.emit,
                     session_id=presenter.session_id, network=presenter.network)
-        hub.prepare_run(presenter, again)
+        await before_dispatch(again, presenter, [hub])
         assert again.priority
         presenter.outbox.close()
     with_storage(scenario)

@@ -23,7 +23,7 @@ def runtime(name: str, default: bool = False, problem: str | None = None) -> dic
 
 def hello(*entries: dict) -> wp.WorkerHello:
     return wp.WorkerHello(token="", name="w", backend="cpu", device_kind="cpu", device_count=8, jax_version="0.10.2",
-                          jaxlib_version="0.10.2", slots=2, runtimes=list(entries))
+                          jaxlib_version="0.10.2", slots=2, runtimes=tuple(wp.WorkerRuntime(**e) for e in entries))
 
 
 def test_each_line_pins_jax_and_jaxlib_exactly_and_every_library():
@@ -81,7 +81,8 @@ def test_the_result_cache_key_includes_the_runtime():
     worker = hello(runtime("0.10.2", True), runtime("0.4.38"))
     default, old = environment(worker, ""), environment(worker, "0.4.38")
     assert default["runtime"] == "0.10.2" and old["runtime"] == "0.4.38" and old["jax_version"] == "0.4.38"
-    assert cache_key("print(1)", "cpu", default, {}) != cache_key("print(1)", "cpu", old, {})
+    options = wp.RunOptions()
+    assert cache_key("print(1)", "cpu", default, options) != cache_key("print(1)", "cpu", old, options)
     assert environment(worker, "0.10.2") == default  # naming the default is the same run as naming none
 
 
@@ -114,9 +115,9 @@ def test_a_run_queued_before_any_worker_for_a_runtime_none_offers_is_rejected_wh
     async def scenario() -> list[dict]:
         scheduler = Scheduler(Settings(local_workers=0, expected_backends="cpu"))
         sent: list[dict] = []
-        waiting = Run(client_id="a", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
-                      runtime="0.5.3")
-        fine = Run(client_id="b", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append)
+        waiting = Run(client_id="a", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5,
+                                                           runtime="0.5.3"), emit=sent.append)
+        fine = Run(client_id="b", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5), emit=sent.append)
         scheduler.submit(waiting)
         scheduler.submit(fine)
 

@@ -36,7 +36,7 @@ class Harness:
 
     def submit(self, name: str, session: str, priority: bool = False, network: str = "") -> Run:
         events = self.events.setdefault(name, [])
-        run = Run(client_id=name, code=f"print({name!r})", backend="cpu", timeout_s=30.0, options={},
+        run = Run(client_id=name, request=wp.RunRequest(code=f"print({name!r})", backend="cpu", timeout_s=30.0),
                   emit=events.append, session_id=session, priority=priority, network=network)
         self.runs[name] = run
         self.scheduler.submit(run)
@@ -195,11 +195,11 @@ def test_a_full_queue_sheds_the_floods_newest_run_instead_of_refusing_another_us
 
     scheduler = Scheduler(Settings(local_workers=1, queue_limit=6, max_runs_per_client=100))
     sent: list[dict] = []
-    flood = [Run(client_id=f"f{i}", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+    flood = [Run(client_id=f"f{i}", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5), emit=sent.append,
                  session_id="flood") for i in range(6)]
     for run in flood:
         scheduler.submit(run)
-    other = Run(client_id="o", code="print(2)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+    other = Run(client_id="o", request=wp.RunRequest(code="print(2)", backend="cpu", timeout_s=5), emit=sent.append,
                 session_id="someone-else")
     scheduler.submit(other)  # accepted: the flood's newest run made room
     assert other.state == "queued" and flood[-1].state == "done"
@@ -211,7 +211,7 @@ def test_a_client_at_its_limit_is_refused_before_a_full_queue_sheds_anyone():
     sent: list[dict] = []
 
     def run(name: str, session: str) -> Run:
-        return Run(client_id=name, code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+        return Run(client_id=name, request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5), emit=sent.append,
                    session_id=session)
 
     queued = [run("a0", "a"), run("a1", "a"), run("b0", "b"), run("b1", "b")]
@@ -226,13 +226,13 @@ def test_a_client_at_its_limit_is_refused_before_a_full_queue_sheds_anyone():
 
 def test_a_refused_run_leaves_its_clients_count_unchanged():
     scheduler = Scheduler(Settings(local_workers=1, queue_limit=1, max_runs_per_client=5))
-    first = Run(client_id="x", code="", backend="cpu", timeout_s=5, options={}, emit=lambda e: None,
+    first = Run(client_id="x", request=wp.RunRequest(code="", backend="cpu", timeout_s=5), emit=lambda e: None,
                 session_id="s")
     scheduler.submit(first)
     scheduler.accepting = False
     for reason in ("shutting_down", "queue_full"):
         with pytest.raises(bp.ProtocolError) as refused:
-            scheduler.submit(Run(client_id="y", code="", backend="cpu", timeout_s=5, options={},
+            scheduler.submit(Run(client_id="y", request=wp.RunRequest(code="", backend="cpu", timeout_s=5),
                                  emit=lambda e: None, session_id="s"))
         assert refused.value.reason == reason
         scheduler.accepting = True
@@ -246,7 +246,7 @@ def test_with_a_broker_the_per_client_limit_holds_on_the_replica_the_browser_use
         # Nothing reaches Redis here: submit only admits, counts and hands the job to the push task.
         scheduler = BrokeredScheduler(Settings(local_workers=0, broker="redis://127.0.0.1:9/0",
                                                max_runs_per_client=2))
-        runs = [Run(client_id=f"r{i}", code="", backend="cpu", timeout_s=5, options={}, emit=lambda e: None,
+        runs = [Run(client_id=f"r{i}", request=wp.RunRequest(code="", backend="cpu", timeout_s=5), emit=lambda e: None,
                     session_id="s") for i in range(3)]
         scheduler.submit(runs[0])
         scheduler.submit(runs[1])
@@ -290,7 +290,7 @@ def test_a_full_queue_sheds_the_busiest_network_before_refusing_another():
     sent: list[dict] = []
 
     def run(name: str, session: str, network: str) -> Run:
-        return Run(client_id=name, code="print(1)", backend="cpu", timeout_s=5, options={}, emit=sent.append,
+        return Run(client_id=name, request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5), emit=sent.append,
                    session_id=session, network=network)
 
     flood = [run(f"f{i}", f"minted{i}", "198.51.100.7") for i in range(6)]  # six sessions, one run each
@@ -320,13 +320,15 @@ def test_only_a_browser_session_gets_a_private_compile_cache(tmp_path):
 
     scheduler = Scheduler(Settings(local_workers=0), SessionKeys.load_or_create(tmp_path))
 
-    def options(session: str) -> dict:
-        return scheduler.job_options(Run(client_id="r", code="", backend="cpu", timeout_s=5, options={},
+    def options(session: str) -> wp.JobOptions:
+        return scheduler.job_options(Run(client_id="r", request=wp.RunRequest(code="", backend="cpu", timeout_s=5),
                                          emit=lambda e: None, session_id=session))
 
-    assert "compile_cache" in options("0123456789abcdef0123456789abcdef")
+    named = options("0123456789abcdef0123456789abcdef").compile_cache
+    assert named is not None and len(named) == 32
     # Everyone at an address without the cookie is one client, but maybe many people: no shared writable cache.
-    assert "compile_cache" not in options("address:192.0.2.1")
+    assert options("address:192.0.2.1").compile_cache is None
+    assert "compile_cache" not in wp.encode(wp.ServerJob("r", "", 5, options("address:192.0.2.1")))
 
 
 def test_a_run_whose_browser_left_before_it_was_queued_is_cancelled_with_its_done():
@@ -336,7 +338,7 @@ def test_a_run_whose_browser_left_before_it_was_queued_is_cancelled_with_its_don
         h = Harness(slots=1)
         h.submit("queued", "other")  # the queue exists and holds another client's run
         events: list[dict] = []
-        unqueued = Run(client_id="mine", code="print(1)", backend="cpu", timeout_s=5, options={}, emit=events.append,
+        unqueued = Run(client_id="mine", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=5), emit=events.append,
                        session_id="me")
         h.scheduler.cancel(unqueued)
         assert [(e["type"], e["status"]) for e in events] == [("done", "cancelled")]

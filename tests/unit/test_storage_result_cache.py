@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import os
 import time
 from pathlib import Path
@@ -19,7 +20,8 @@ import pytest
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.runs.result_cache import ResultCache
-from jaxplay.server.runs.scheduler import Run, Scheduler, WorkerLink
+from jaxplay.server.runs.run import Run, WorkerLink, before_dispatch
+from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.factory import open_storage
 from jaxplay.settings import Settings
 
@@ -65,9 +67,10 @@ class Harness:
                      **options) -> tuple[Run, list[dict], bool]:
         """Offer a run to the cache as the browser socket does; returns (run, events sent, answered)."""
         sent: list[dict] = []
-        run = Run(client_id="c1", code=code, backend="cpu", timeout_s=timeout_s,
-                  options={"inspect": True, **options}, emit=sent.append, session_id=session)
-        answered = await self.cache.intercept(bp.ClientRun(id="c1", code=code, fresh=fresh), run)
+        request = wp.RunRequest(code=code, backend="cpu", timeout_s=timeout_s, options=wp.RunOptions(**options),
+                                fresh=fresh)
+        run = Run(client_id="c1", request=request, emit=sent.append, session_id=session)
+        answered = await before_dispatch(run, None, [self.cache])  # type: ignore[arg-type]
         return run, sent, answered
 
     async def execute(self, code: str, events=RECORDED, status=bp.RunStatus.OK, elapsed_ms=250.0, session: str = "",
@@ -265,7 +268,7 @@ def test_a_zero_limit_turns_the_cache_off(database_url, tmp_path):
 
     async def scenario():
         run, _, answered = await h.submit("print(1)")
-        assert not answered and run.observers == []
+        assert not answered and run not in h.cache._recordings
 
     h.run(scenario)
 
@@ -276,7 +279,7 @@ def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
         await harness.storage.transaction(lambda tx: tx.execute("UPDATE result_cache SET recorded = ?", (b"\x00\xff",)),
                                           durable=False)
         run, sent, answered = await harness.submit("print(9)")
-        assert not answered and sent == [] and run.state == "queued" and len(run.observers) == 1
+        assert not answered and sent == [] and run.state == "queued" and run in harness.cache._recordings
 
     harness.run(scenario)
 
@@ -386,5 +389,31 @@ def test_a_run_that_read_its_sessions_cache_answers_no_other_sessions_burst(harn
         assert other.state == "queued" and not any(e["type"] == "stdout" for e in other_sent)
         harness.scheduler.cancel(other)
         await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+def test_runs_refused_before_the_queue_leave_nothing_behind_in_the_cache(harness):
+    """A browser at its limit (or a server shutting down) has each run refused after the cache looked it up:
+    such a run never sends a done. The cache held every one in its bursts, for good, one per refusal."""
+    async def scenario():
+        harness.scheduler.accepting = False
+        for i in range(50):
+            run, _, answered = await harness.submit(f"print({i})")
+            assert not answered
+            with pytest.raises(bp.ProtocolError):
+                harness.scheduler.submit(run)
+        del run
+        gc.collect()
+        assert harness.cache._bursts == {} and len(harness.cache._recordings) == 0
+
+    harness.run(scenario)
+
+
+def test_a_passes_request_is_neither_answered_nor_recorded(harness):
+    async def scenario():
+        await harness.execute("print(3)")
+        run, _, answered = await harness.submit("print(3)", passes=wp.PassesTarget(key="1.1", fn="f"))
+        assert not answered and run not in harness.cache._recordings
 
     harness.run(scenario)
