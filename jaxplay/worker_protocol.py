@@ -107,8 +107,7 @@ class JobOptions(RunOptions):
 
     @classmethod
     def of(cls, options: RunOptions, compile_cache: str | None) -> JobOptions:
-        return cls(inspect=options.inspect, profile=options.profile, passes=options.passes,
-                   compile_cache=compile_cache)
+        return cls(**{f.name: getattr(options, f.name) for f in fields(RunOptions)}, compile_cache=compile_cache)
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,17 @@ Tasks and ownership per connection::
 When the browser goes away its runs in flight are cancelled and it leaves
 its workshop room. Room messages (``room_*``) are handed to the ``RoomHub``
 (server/rooms/hub.py), which may also send pre-encoded frames through ``outbox``
-(one ``json.dumps`` for a whole room).
-
-Every request that executes code takes one path: its client message is
-lowered to a ``RunRequest`` (jaxplay/worker_protocol.py), the run's
-watchers see it before it is queued (rooms, metrics, the result cache:
-``before_dispatch`` in server/runs/run.py), then the scheduler queues it. Who the connection counts as comes from
+(one ``json.dumps`` for a whole room). Who the connection counts as comes from
 ``SessionMiddleware`` (server/clients/identity.py): its browser session, or
 its network's address client when it has no session cookie. Rooms, metrics
 and shutdown see a connection only as a ``Client`` and watch them all
 through ``BrowserHooks`` (server/clients/connection.py).
+
+Every request that executes code (``run``, ``passes``) takes one path,
+``_dispatch``: its client message is lowered to a ``RunRequest``
+(jaxplay/worker_protocol.py), the run's watchers see it before it is queued
+(rooms, metrics, the result cache: ``before_dispatch`` in
+server/runs/run.py), and unless one answered it the scheduler queues it.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ def fill_main() -> None:
 
         from jax._src import source_info_util
 
+        from jaxplay import worker_protocol as wp
         from jaxplay.sandbox.engine import runner, warmup
 
         warmup.use_persistent_cache(str(shared))
@@ -43,7 +44,7 @@ def fill_main() -> None:
             # As a run executes it (Inspect on, the page's default, then off): the same keys.
             for inspect in (True, False):
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                    if runner.execute(code, {"inspect": inspect}) != 0:
+                    if runner.execute(code, wp.SandboxRun(options=wp.JobOptions(inspect=inspect))) != 0:
                         print(f"fill: {path.name} failed (inspect {inspect})", file=sys.stderr)
         (shared / FILLED_STAMP).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 

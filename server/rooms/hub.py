@@ -10,10 +10,11 @@ All on the server's event loop (no locks). Ownership::
       └─ saves: a changed room is written at most once a second (``RoomStore``)
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
-frame. A presenter's run is the one execution: the hub watches the runs of
-its members (a ``RunWatcher``, server/runs/run.py) and sends each event of a
-presenter's run to the other members as ``room_run`` and keeps them, so a late joiner's (or a reloaded presenter's) ``room_state``
-carries the output at once. A deck move makes the slide's recorded run, or
+frame. A presenter's run is the one execution: the hub watches its members'
+runs (a ``RunWatcher``, server/runs/run.py), sends each event of a
+presenter's run to the other members as ``room_run`` and keeps them, so a
+late joiner's (or a reloaded presenter's) ``room_state`` carries the output
+at once. A deck move makes the slide's recorded run, or
 none, the room's run: every member then shows the same.
 Attendees' own runs get the room's shorter timeout and are counted (how
 many ran since the presenter's last run or slide change, how many failed).

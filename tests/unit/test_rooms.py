@@ -161,6 +161,25 @@ def test_a_presenter_run_is_one_execution_relayed_and_kept_for_late_joiners(with
     with_storage(scenario)
 
 
+def test_a_presenters_passes_request_is_not_the_rooms_run(with_storage):
+    """It passes the room's watcher like every request that executes code, but only a run of the program is
+    relayed: a passes request neither takes the priority lane nor replaces what followers see."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code)
+        options = wp.RunOptions(passes=wp.PassesTarget(key="1.1", fn="f"))
+        passes = Run(client_id="p1", request=wp.RunRequest(code="print(1)", backend="cpu", timeout_s=30.0,
+                                                           options=options), emit=presenter.emit)
+        await before_dispatch(passes, presenter, [hub])  # type: ignore[arg-type]
+        passes.send({"type": "passes", "key": "1.1", "fn": "f"})
+        passes.send(bp.done_event("p1", bp.RunStatus.OK, 12.0))
+        assert not passes.priority and room.run_id != "p1"
+        assert [f for f in attendee.frames if json.loads(f)["type"] == "room_run"] == []
+    with_storage(scenario)
+
+
 def test_attendee_runs_get_the_room_timeout_and_are_counted_per_browser(with_storage):
     async def scenario(storage):
         hub = make_hub(storage)
