@@ -133,7 +133,7 @@ class SandboxRun:
     options: JobOptions = JobOptions()
     # The session's saved compile-cache entries may be loaded: decided by the worker before the run starts.
     compile_cache_read: bool = False
-    memory_limit_bytes: int = 0  # 0: none configured (--sandbox none)
+    memory_limit_bytes: int = 0  # --memory-limit-mb, named in a run's out-of-memory error; 0: not told
     memory_rlimit: bool = False  # no cgroup holds the memory limit: the run's process sets RLIMIT_DATA
     limit_processes: bool = False  # RLIMIT_NPROC inside the sandbox
     artifact_limit_bytes: int | None = None  # of one IR text (--artifact-limit-bytes); None: the capture's own
