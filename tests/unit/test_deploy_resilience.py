@@ -10,7 +10,7 @@ from jaxplay.cli.commands import build_parser
 from jaxplay.settings import Settings
 from tests.deploy_rendering import OVERLAYS, named, pod_templates, selects
 
-# Beyond the run timeout: the sandbox's kill and exit graces (sandbox/engine/slot.py: 5 s + 2 s + 5 s), the
+# Beyond the run timeout: the sandbox's kill and exit graces (sandbox/engine/warm_sandbox.py: 5 s + 2 s + 5 s), the
 # worker's report, and its leaving.
 DRAIN_MARGIN_S = 30
 PROTECTED = ("jaxplay-server", "jaxplay-worker-cpu", "jaxplay-worker-gpu")
