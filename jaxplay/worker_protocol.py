@@ -17,8 +17,8 @@ one before it, and JSON is written and read, and checked, only at a wire::
     bp.ClientRun, bp.ClientPasses  what the page sent (jaxplay/browser_protocol.py)
       -> RunRequest                what the browser asked, its backend and runtime resolved and its
                                    deadline set (server/browser_socket.py); the result cache keys on
-                                   it. Between replicas it waits in Redis as a BrokerJob
-                                   (server/runs/broker_keys.py)
+                                   it. Between replicas it waits in Redis in a job
+                                   (server/runs/broker_jobs.py)
       -> ServerJob                 what the worker is sent: JobOptions, the request's RunOptions and the
                                    name of its browser session's compile cache (server/runs/scheduler.py)
       -> SandboxRun                what the run's process gets through its spare's door: the job's
