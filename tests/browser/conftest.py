@@ -27,7 +27,7 @@ from tests.browser.helpers import PageAt
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 FRONTEND = PROJECT_ROOT / "frontend"
-BUNDLE = FRONTEND / "dist" / "assets" / "app.js"
+BUNDLE = FRONTEND / "dist" / "manifest.json"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

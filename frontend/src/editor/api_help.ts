@@ -2,14 +2,17 @@
  * Help while writing JAX, from the API index of the JAX the backend runs
  * (./api_index): completion after `jnp.`, `jax.random.`, ...; the signature of
  * the function whose call the cursor is in; docs on hover. All offline: the
- * index comes from this server, once per JAX version.
+ * index comes from this server, once per JAX version, when one of them first needs it. This
+ * module is loaded when the editor is first used (./api_help_loader).
  */
 
 import type { Completion, CompletionContext, CompletionResult } from "@codemirror/autocomplete";
 import { pythonLanguage } from "@codemirror/lang-python";
 import { syntaxTree } from "@codemirror/language";
 import { type EditorState, type Extension, StateEffect, StateField } from "@codemirror/state";
-import { EditorView, hoverTooltip, keymap, showTooltip, type Tooltip, tooltips } from "@codemirror/view";
+import {
+  EditorView, hoverTooltip, keymap, showTooltip, type Tooltip, tooltips, ViewPlugin, type ViewUpdate,
+} from "@codemirror/view";
 import { activeParam, compactSignature, docNodes, signatureParams } from "./api_doc_text";
 import type { ApiIndex, ResolvedName } from "./api_index";
 import { el } from "../core/dom";
@@ -29,9 +32,11 @@ function inStringOrComment(state: EditorState, pos: number): boolean {
 }
 
 function completionSource(index: ApiIndex) {
-  return (context: CompletionContext): CompletionResult | null => {
+  return async (context: CompletionContext): Promise<CompletionResult | null> => {
     const match = context.matchBefore(DOTTED_BEFORE);
     if (!match || inStringOrComment(context.state, context.pos)) return null;
+    if (!index.data) await index.ensure();
+    if (context.aborted) return null;
     const dot = match.text.lastIndexOf(".");
     const module = index.module(match.text.slice(0, dot), context.state.doc.toString());
     const names = module ? index.data?.modules[module] : undefined;
@@ -112,6 +117,8 @@ function enclosingCall(state: EditorState, pos: number): { callee: string; open:
 
 /** Escape hides the signature of the call the cursor is in, until the cursor is in another call. */
 const dismissSignature = StateEffect.define<number>();
+/** The API index arrived: what the cursor is in may now have a signature to show. */
+const indexArrived = StateEffect.define<null>();
 
 interface SignatureState {
   tooltip: Tooltip | null;
@@ -137,8 +144,12 @@ function signatureField(index: ApiIndex) {
     create: (state) => compute(state, null),
     update(value, tr) {
       let dismissed = value.dismissed === null ? null : tr.changes.mapPos(value.dismissed);
-      for (const effect of tr.effects) if (effect.is(dismissSignature)) dismissed = effect.value;
-      const changed = tr.docChanged || tr.selection || dismissed !== value.dismissed;
+      let arrived = false;
+      for (const effect of tr.effects) {
+        if (effect.is(dismissSignature)) dismissed = effect.value;
+        arrived ||= effect.is(indexArrived);
+      }
+      const changed = tr.docChanged || tr.selection || arrived || dismissed !== value.dismissed;
       return changed ? compute(tr.state, dismissed) : value;
     },
     provide: (f) => showTooltip.from(f, (value) => value.tooltip),
@@ -152,11 +163,24 @@ function signatureField(index: ApiIndex) {
       return true;
     },
   }]);
-  return [field, escape];
+  // Typing or moving the cursor is using the editor: the index is fetched then, once.
+  const fetcher = ViewPlugin.define((view) => {
+    const redraw = () => view.dispatch({ effects: indexArrived.of(null) });
+    index.onLoad.push(redraw);
+    return {
+      update(update: ViewUpdate) {
+        if (!index.data && (update.docChanged || update.selectionSet)) void index.ensure();
+      },
+      destroy() {
+        index.onLoad.splice(index.onLoad.indexOf(redraw), 1);
+      },
+    };
+  });
+  return [field, escape, fetcher];
 }
 
 function hoverDocs(index: ApiIndex): Extension {
-  return hoverTooltip((view, pos) => {
+  return hoverTooltip(async (view, pos) => {
     const line = view.state.doc.lineAt(pos);
     const text = line.text;
     let start = pos - line.from;
@@ -165,6 +189,7 @@ function hoverDocs(index: ApiIndex): Extension {
     while (end < text.length && /\w/.test(text[end])) end += 1;
     const dotted = text.slice(start, end).replace(/^\.+/, "");
     if (!dotted || !/^[A-Za-z_]/.test(dotted) || inStringOrComment(view.state, pos)) return null;
+    if (!index.data) await index.ensure();
     const name = index.resolve(dotted, view.state.doc.toString());
     if (!name) return null;
     return { pos: line.from + start, end: line.from + end, above: true, create: () => ({ dom: helpCard(name, "hover-docs") }) };

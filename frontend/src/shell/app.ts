@@ -7,7 +7,7 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
-import { apiHelp } from "../editor/api_help";
+import { lazyApiHelp } from "../editor/api_help_loader";
 import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
 import type { Boot } from "../core/boot";
@@ -89,7 +89,7 @@ export class App {
     // Completion and help follow the JAX the code will run on: the chosen backend's chosen runtime.
     this.runtimes.onSelect = (runtime) => {
       const version = runtime?.jax_version ?? this.backends.selected?.jax_version;
-      if (version) void this.apiIndex.load(version);
+      if (version) this.apiIndex.use(version);
     };
     // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
     this.backends.onProblems = (problems) => {
@@ -98,7 +98,7 @@ export class App {
     this.backends.onSelect = (backend) => {
       this.runtimes.showBackend(backend);
       this.linkNote.showBackend(backend);
-      if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+      if (!backend?.runtimes?.length && backend?.jax_version) this.apiIndex.use(backend.jax_version);
     };
     offerRuntimesInHints(this.runtimes, new ApiNames(), (runtime) => {
       this.runtimes.choose(runtime);
@@ -172,7 +172,7 @@ export class App {
         if (keepsDraft) this.drafts.save(this.snippetId, code, this.sharedCode);
         this.share?.onCodeChange(code);
       },
-      extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
+      extensions: [lazyApiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
     for (const factory of PANELS) {
