@@ -5,6 +5,8 @@ import { callStats } from "../src/inspect/inspect_calls";
 import { foldHloMetadata, hloMetadataLines } from "../src/ir/hlo";
 import type { FunctionTiming } from "../src/ir/inspect_types";
 import { sourceLineAt } from "../src/ir/inspect_view";
+import { memorySum } from "../src/ir/inspect_format";
+import { passDelta, passTitle } from "../src/passes/passes";
 import { eqnCountsOf, type RooflineRow } from "../src/performance/perf_types";
 import { howMeasured, verdictText } from "../src/performance/roofline";
 import { blocksInView, defaultDims, isEmptyShard, rangesAlong } from "../src/sharding/sharding_grid";
@@ -179,5 +181,23 @@ describe("HLO diffs across versions", () => {
     // Only the counting line differs: the program's lines are the same.
     expect(differingLines(a.text, b.text).filter(Boolean)).toHaveLength(1);
     expect(foldHloMetadata("HloModule m\nENTRY e {\n}")).toEqual({ text: "HloModule m\nENTRY e {\n}", folded: 0 });
+  });
+});
+
+describe("Inspect's memory and XLA's passes", () => {
+  it("sums every buffer once: donated outputs live in their inputs' buffers", () => {
+    expect(memorySum({ argument_size_in_bytes: 100, output_size_in_bytes: 40, temp_size_in_bytes: 10, alias_size_in_bytes: 40 }))
+      .toBe(110);
+    expect(memorySum({ argument_size_in_bytes: 100 })).toBeNull();
+  });
+
+  it("says what a pass changed: lines added and removed, lines moved, or nothing for an unchanged text", () => {
+    const entry = { pipeline: 0, name: "algsimp", changed: true, duration_us: 1, dump: 3 };
+    expect(passDelta({ ...entry, added: 3, removed: 1 })).toBe("+3 −1");
+    expect(passDelta({ ...entry, added: 0, removed: 0, reordered: 4 })).toBe("↕ 4");
+    expect(passDelta({ ...entry, changed: false, added: 0, removed: 0, same_text: true })).toBe("");
+    expect(passDelta({ ...entry, dump: null })).toBe("");
+    expect(passTitle({ ...entry, added: 0, removed: 0, reordered: 4 }, "simplification")).toContain("moved 4 lines");
+    expect(passTitle({ ...entry, changed: false, same_text: true }, "p")).toContain("reads the same");
   });
 });
