@@ -17,11 +17,11 @@ from __future__ import annotations
 import fcntl
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Request, sync_playwright
 
 from tests.browser.helpers import PageAt
 
@@ -86,11 +86,14 @@ def page_at(browser: Browser, base_url: str) -> Iterator[PageAt]:
     contexts = []
     errors: list[str] = []
 
-    def open_page(path: str = "/", color_scheme: str = "light", viewport: dict[str, int] | None = None) -> Page:
+    def open_page(path: str = "/", color_scheme: str = "light", viewport: dict[str, int] | None = None,
+                  on_request: Callable[[Request], None] | None = None) -> Page:
         context = browser.new_context(viewport=viewport or VIEWPORT, color_scheme=color_scheme)
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        if on_request is not None:  # every request of the page, from its first
+            page.on("request", on_request)
         page.goto(base_url + path)
         page.wait_for_selector(".cm-content")
         page.wait_for_selector(".conn[data-state=open]")

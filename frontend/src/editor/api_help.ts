@@ -6,7 +6,7 @@
  * module is loaded when the editor is first used (./api_help_loader).
  */
 
-import type { Completion, CompletionContext, CompletionResult } from "@codemirror/autocomplete";
+import { autocompletion, type Completion, type CompletionContext, type CompletionResult } from "@codemirror/autocomplete";
 import { pythonLanguage } from "@codemirror/lang-python";
 import { syntaxTree } from "@codemirror/language";
 import { type EditorState, type Extension, StateEffect, StateField } from "@codemirror/state";
@@ -196,14 +196,53 @@ function hoverDocs(index: ApiIndex): Extension {
   });
 }
 
+/** Room beside the list below which the docs go under (or over) the whole list instead. */
+const INFO_MIN_WIDTH = 180;
+const INFO_MAX_WIDTH = 400;
+
+interface Rect { left: number; right: number; top: number; bottom: number }
+
+/**
+ * Where a completion's docs go: beside the list, on the side with room (right first), level with the
+ * selected option; without room on either side, under the whole list (or over it when there is more
+ * room there), never over its rows. CodeMirror's own choice drops the docs onto the rows below the
+ * selected one when the editor is narrow.
+ */
+export function infoBesideList(view: EditorView, list: Rect, option: Rect, info: Rect, space: Rect):
+    { style?: string; class?: string } {
+  // Rects are on screen; styles are in the editor's own (possibly CSS-scaled) pixels.
+  const scaleY = view.scaleY || 1;
+  const scaleX = view.scaleX || 1;
+  const height = info.bottom - info.top;
+  const spaceLeft = list.left - space.left;
+  const spaceRight = space.right - list.right;
+  if (Math.max(spaceLeft, spaceRight) >= INFO_MIN_WIDTH) {
+    const left = spaceRight < INFO_MIN_WIDTH;
+    const width = Math.min(INFO_MAX_WIDTH, left ? spaceLeft : spaceRight);
+    const top = Math.max(space.top, Math.min(option.top, space.bottom - height)) - list.top;
+    return { style: `top: ${top / scaleY}px; max-width: ${width / scaleX}px`, class: `cm-completionInfo-${left ? "left" : "right"}` };
+  }
+  const width = Math.min(INFO_MAX_WIDTH, space.right - list.left);
+  const below = space.bottom - list.bottom >= Math.min(height, list.top - space.top);
+  const edge = (list.bottom - list.top) / scaleY;
+  return {
+    style: `${below ? "top" : "bottom"}: ${edge}px; max-width: ${width / scaleX}px`,
+    class: below ? "cm-completionInfo-below" : "cm-completionInfo-above",
+  };
+}
+
 /** The editor extensions; they read `index` as it loads, so they can be mounted before it has. */
 export function apiHelp(index: ApiIndex): Extension[] {
   return [
     pythonLanguage.data.of({ autocomplete: completionSource(index) }),
+    autocompletion({ positionInfo: infoBesideList }),
     ...signatureField(index),
     hoverDocs(index),
     // Tooltips stay inside the editor's own area, so none covers the header's buttons.
     tooltips({ tooltipSpace: (view) => view.scrollDOM.getBoundingClientRect() }),
-    EditorView.baseTheme({ ".cm-tooltip:has(> .api-help)": { border: "none", background: "transparent" } }),
+    EditorView.baseTheme({
+      ".cm-tooltip:has(> .api-help)": { border: "none", background: "transparent" },
+      ".cm-completionInfo.cm-completionInfo-below, .cm-completionInfo.cm-completionInfo-above": { left: "0" },
+    }),
   ];
 }
