@@ -102,7 +102,7 @@ def main() -> None:
     with running_server() as server, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         url = server.http_url + "/"
-        visit(browser.new_context(), url).kb  # the server's first page render and the OS's file cache
+        visit(browser.new_context(), url)  # warms the server's first page render and the OS's file cache
         for _ in range(args.rounds):
             context = browser.new_context()
             firsts.append(visit(context, url))
