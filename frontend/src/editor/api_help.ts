@@ -222,7 +222,7 @@ export function infoBesideList(view: EditorView, list: Rect, option: Rect, info:
     const top = Math.max(space.top, Math.min(option.top, space.bottom - height)) - list.top;
     return { style: `top: ${top / scaleY}px; max-width: ${width / scaleX}px`, class: `cm-completionInfo-${left ? "left" : "right"}` };
   }
-  const width = Math.min(INFO_MAX_WIDTH, space.right - list.left);
+  const width = Math.min(INFO_MAX_WIDTH, space.right - list.left - 8);
   const below = space.bottom - list.bottom >= Math.min(height, list.top - space.top);
   const edge = (list.bottom - list.top) / scaleY;
   return {
