@@ -139,6 +139,7 @@ def test_shutdown_drains_runs_refuses_new_ones_and_tells_browsers(tmp_path):
                 server.process.send_signal(signal.SIGTERM)
                 # Every open socket hears of the drain at once, before anything it asked for is refused.
                 draining = json.loads(await asyncio.wait_for(other.recv(), 10))
+                assert draining["type"] == "server_draining", draining  # not only the notice as the sockets close
                 await asyncio.sleep(0.5)
                 try:
                     await asyncio.to_thread(server.get_json, "/readyz")
