@@ -42,9 +42,9 @@ class BuildPyWithPage(build_py):
         super().run()
         if self.editable_mode:
             return
-        if not (FRONTEND_DIST / "assets" / "app.js").is_file():
+        if not (FRONTEND_DIST / "manifest.json").is_file():
             raise SystemExit(
-                "frontend/dist/assets/app.js is missing: build the page first with `make frontend` "
+                "frontend/dist/manifest.json is missing: build the page first with `make frontend` "
                 "(or `cd frontend && npm ci && npm run build`), or build with `make dist`."
             )
         target = Path(self.build_lib) / PACKAGED_AS

@@ -399,6 +399,16 @@ class NoticeEvent(TypedDict):
     view: NotRequired[str]  # the tab it is about, e.g. "Inspect"
 
 
+class ServerDrainingEvent(TypedDict):
+    """This server is shutting down (server/ops/shutdown.py, phase 1): runs in flight may finish within
+    ``grace_s`` seconds, new runs are refused, then every socket closes (1012, service restart). Sent to
+    each open socket then, and to any that opens during the drain: the page says the server is
+    restarting and holds new runs until it has reconnected."""
+    type: Literal["server_draining"]
+    message: str
+    grace_s: float
+
+
 class RoomStateEvent(TypedDict):
     """Everything a member needs to show a room now: on join, reconnect and slide changes."""
     type: Literal["room_state"]
@@ -454,8 +464,8 @@ class RoomClosedEvent(TypedDict):
 
 # The events every page reads; the capture's own (compiled, sharding, profile, ...) are in docs/protocol.md.
 ServerEvent = (QueuedEvent | StartedEvent | StdoutEvent | StderrEvent | ErrorEvent | DisplayEvent | DoneEvent
-               | NoticeEvent | RoomStateEvent | RoomEditEvent | RoomRunEvent | RoomCountsEvent | RoomPresenceEvent
-               | RoomClosedEvent)
+               | NoticeEvent | ServerDrainingEvent | RoomStateEvent | RoomEditEvent | RoomRunEvent | RoomCountsEvent
+               | RoomPresenceEvent | RoomClosedEvent)
 
 
 def queued_event(run_id: str, position: int, estimated_wait_s: float | None = None) -> QueuedEvent:
@@ -483,6 +493,10 @@ def rejected(run_id: str, message: str, reason: str = "other") -> dict[str, Any]
 def notice_event(message: str, run_id: str | None = None) -> NoticeEvent:
     """A problem with a message that names no run (malformed JSON, binary frames)."""
     return {"type": "notice", "id": run_id, "level": "error", "message": message}
+
+
+def server_draining_event(message: str, grace_s: float) -> ServerDrainingEvent:
+    return {"type": "server_draining", "message": message, "grace_s": grace_s}
 
 
 # --- workshop room events ----------------------------------------------------

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
-from starlette.staticfiles import StaticFiles
+from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from jaxplay import __version__
@@ -32,6 +31,7 @@ from jaxplay.server.ops.access_log import AccessLogMiddleware
 from jaxplay.server.ops.health import health_routes, worker_problems
 from jaxplay.server.ops.metrics import CONTENT_TYPE, PlaygroundMetrics
 from jaxplay.server.ops.outage import storage_unavailable
+from jaxplay.server.pages import assets as page_assets
 from jaxplay.server.pages import editor as pages
 from jaxplay.server.pages.api_index import ApiIndex
 from jaxplay.server.rooms.hub import RoomHub
@@ -144,7 +144,7 @@ def create_app(settings: Settings) -> Starlette:
         *room_routes(rooms),
         *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
-        Mount("/assets", app=StaticFiles(directory=pages.ASSETS_DIR, check_dir=False), name="assets"),
+        *page_assets.routes(),
     ]
     # A database outage is a 503 naming it, never a bare 500 (server/ops/outage.py).
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={StorageUnavailable: storage_unavailable})

@@ -117,7 +117,7 @@ describe("export", () => {
     expect(helped.startsWith("# --- Exported from the JAX Playground")).toBe(true);
     expect(helped.endsWith("import playground\nplayground.display(1)\n")).toBe(true);
     expect(exportablePython("# import playground later\n")).toBe("# import playground later\n");
-    expect(exportBaseName("k3v9q2xa")).toBe("snippet-k3v9q2xa");
+    expect(exportBaseName("k3v7q2xa")).toBe("snippet-k3v7q2xa");
     expect(exportBaseName(null)).toBe("jax-playground");
   });
 });
@@ -153,9 +153,23 @@ describe("embeds and the recorded run's banner", () => {
 });
 
 describe("rooms", () => {
-  it("reads snippet ids from pasted share links and ids, in order", () => {
-    expect(parseDeck("https://p.example/s/abc234, xyz\n/e/qq7  NOT-AN-ID")).toEqual(["abc234", "xyz", "qq7"]);
-    expect(parseDeck("")).toEqual([]);
+  it("reads snippet ids from pasted share links and ids, in order, and says why it rejects each other entry", () => {
+    const origin = "https://p.example";
+    expect(parseDeck("https://p.example/s/abc234, xyz\n/e/qq7  p.example/s/k3v7q2xa/", origin))
+      .toEqual({ ids: ["abc234", "xyz", "qq7", "k3v7q2xa"], rejected: [] });
+    const { ids, rejected } = parseDeck(
+      "zzz nonexistent123 http://example.com/s/zzz https://p.example/about http://p.example/s/abc NOT-AN-ID https://p.example/s/x1",
+      origin);
+    expect(ids).toEqual(["zzz"]);
+    expect(rejected.map((r) => r.text)).toEqual([
+      "nonexistent123", "http://example.com/s/zzz", "https://p.example/about", "http://p.example/s/abc", "NOT-AN-ID",
+      "https://p.example/s/x1"]);
+    expect(rejected[0].why).toMatch(/^malformed: a snippet id has only/);
+    expect(rejected[1].why).toBe("not a link of this server (http://example.com): share it here first");
+    expect(rejected[2].why).toMatch(/^malformed: a share link ends in \/s\//);
+    expect(rejected[3].why).toMatch(/^not a link of this server/); // another scheme is another server
+    expect(rejected[5].why).toMatch(/^malformed: a snippet id/);
+    expect(parseDeck("", origin)).toEqual({ ids: [], rejected: [] });
   });
 
   it("names a slide by its first comment, else its first line, cut at 70 characters", () => {

@@ -1,10 +1,12 @@
 // The views' logic: sharding layout math, rooflines, call statistics, IR line maps, Compare's diff.
 import { describe, expect, it } from "vitest";
-import { differingLines } from "../src/compare/compare";
+import { differenceCount, differingLines, recordedWhen } from "../src/compare/compare";
 import { callStats } from "../src/inspect/inspect_calls";
-import { hloMetadataLines } from "../src/ir/hlo";
+import { foldHloMetadata, hloMetadataLines } from "../src/ir/hlo";
 import type { FunctionTiming } from "../src/ir/inspect_types";
 import { sourceLineAt } from "../src/ir/inspect_view";
+import { memorySum } from "../src/ir/inspect_format";
+import { passDelta, passTitle } from "../src/passes/passes";
 import { eqnCountsOf, type RooflineRow } from "../src/performance/perf_types";
 import { howMeasured, verdictText } from "../src/performance/roofline";
 import { blocksInView, defaultDims, isEmptyShard, rangesAlong } from "../src/sharding/sharding_grid";
@@ -151,5 +153,51 @@ describe("Compare's output diff", () => {
   it("marks the lines that differ from the first version's, including lines it lacks", () => {
     expect(differingLines("a\nb\nc", "a\nB\nc\nd")).toEqual([false, true, false, true]);
     expect(differingLines("same", "same")).toEqual([false]);
+  });
+
+  it("counts the differing lines in words, singular or plural", () => {
+    expect(differenceCount(0)).toBe("same output");
+    expect(differenceCount(1)).toBe("1 line differs");
+    expect(differenceCount(3)).toBe("3 lines differ");
+  });
+
+  it("says when a cached run was recorded: the time today, the day before that", () => {
+    const now = new Date(2026, 10, 27, 15, 0, 0);
+    expect(recordedWhen(new Date(2026, 10, 27, 14, 2, 9).toISOString(), now)).toMatch(/02.09/);  // 14:02:09 or 02:02:09 PM
+    expect(recordedWhen(new Date(2026, 10, 12, 9, 30).toISOString(), now)).toMatch(/12/);
+    expect(recordedWhen("not a time", now)).toBe("earlier");
+  });
+});
+
+describe("HLO diffs across versions", () => {
+  it("compare the program, with the debug-info tables folded into one line that counts them", () => {
+    const newer = "HloModule jit_f\n\nFileNames\n1 \"/a/b.py\"\n2 \"/c.py\"\n\nStackFrames\n1 1 0\n\nENTRY main {\n  ROOT x = f32[] constant(1)\n}";
+    const older = "HloModule jit_f\n\nFileNames\n1 \"/old.py\"\n\nENTRY main {\n  ROOT x = f32[] constant(1)\n}";
+    const a = foldHloMetadata(newer);
+    const b = foldHloMetadata(older);
+    expect([a.folded, b.folded]).toEqual([6, 2]);
+    expect(a.text.split("\n").slice(2)).toEqual([
+      "// 6 lines of XLA's file and stack-frame tables (folded)", "", "ENTRY main {", "  ROOT x = f32[] constant(1)", "}"]);
+    // Only the counting line differs: the program's lines are the same.
+    expect(differingLines(a.text, b.text).filter(Boolean)).toHaveLength(1);
+    expect(foldHloMetadata("HloModule m\nENTRY e {\n}")).toEqual({ text: "HloModule m\nENTRY e {\n}", folded: 0 });
+  });
+});
+
+describe("Inspect's memory and XLA's passes", () => {
+  it("sums every buffer once: donated outputs live in their inputs' buffers", () => {
+    expect(memorySum({ argument_size_in_bytes: 100, output_size_in_bytes: 40, temp_size_in_bytes: 10, alias_size_in_bytes: 40 }))
+      .toBe(110);
+    expect(memorySum({ argument_size_in_bytes: 100 })).toBeNull();
+  });
+
+  it("says what a pass changed: lines added and removed, lines moved, or nothing for an unchanged text", () => {
+    const entry = { pipeline: 0, name: "algsimp", changed: true, duration_us: 1, dump: 3 };
+    expect(passDelta({ ...entry, added: 3, removed: 1 })).toBe("+3 −1");
+    expect(passDelta({ ...entry, added: 0, removed: 0, reordered: 4 })).toBe("↕ 4");
+    expect(passDelta({ ...entry, changed: false, added: 0, removed: 0, same_text: true })).toBe("");
+    expect(passDelta({ ...entry, dump: null })).toBe("");
+    expect(passTitle({ ...entry, added: 0, removed: 0, reordered: 4 }, "simplification")).toContain("moved 4 lines");
+    expect(passTitle({ ...entry, changed: false, same_text: true }, "p")).toContain("reads the same");
   });
 });

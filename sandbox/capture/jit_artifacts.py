@@ -152,16 +152,27 @@ def _argument_name(path: str, positional: Sequence[str]) -> str:
     return path
 
 
-def clean_cache_miss_reason(message: str, first_compile: bool, positional: Sequence[str] = ()) -> str | None:
+def clean_cache_miss_reason(message: str, first_compile: bool, positional: Sequence[str] = (),
+                            transformed: str | None = None) -> str | None:
     """JAX's explanation without its header lines, in JAX's own words.
 
     Returns None for the first compilation of a function unless JAX points
     out that the function object is being re-created (then that is the news).
+    ``transformed``: the name of a function a JAX transformation made (``grad(layer)``). Each
+    ``jax.grad(layer)`` makes a new function object, always defined on the same line of JAX's
+    own source, so JAX's hints about closures and lambdas defined repeatedly are not about it.
     """
     lines = message.splitlines()
     if lines and lines[0].startswith("TRACING CACHE MISS"):
         lines = lines[1:]
     body = "\n".join(lines)
+    if "never seen function" in body and transformed is not None:
+        if first_compile:
+            return None
+        transform = transformed.partition("(")[0]
+        return (f"JAX has not seen this function object before: each jax.{transform}(...) call makes a new "
+                f"function object, and JAX's caches are keyed on the function object. Make {transformed} once "
+                "(e.g. step = jax.jit(...) outside the loop) and call that.")
     if "never seen function" in body:
         if "re-defined repeatedly" in body:
             return ("JAX has not seen this function object before, but has seen another function defined on "

@@ -96,8 +96,9 @@ class CallFrame:
 class FunctionRecord:
     """One user function (one code object): its compilations and call times."""
 
-    def __init__(self, fn_id: int, fn: str, line: int | None, module: str | None) -> None:
+    def __init__(self, fn_id: int, fn: str, line: int | None, module: str | None, transformed: bool = False) -> None:
         self.fn_id, self.fn, self.line, self.module = fn_id, fn, line, module
+        self.transformed = transformed  # made by a JAX transformation (``grad(layer)``): JAX made the object
         self.compiles: list[tuple[str, list[dict[str, str]]]] = []  # (key, arguments)
         self.calls = 0
         self.total_s = 0.0
@@ -206,18 +207,28 @@ class _ExplainFilter(logging.Filter):
 _explain_filter = _ExplainFilter()
 
 
-def _source_of(fun: Any) -> tuple[Any, str, int | None, str | None]:
-    """(identity, qualified name, def line in user code, module) of a function."""
+def _source_of(fun: Any) -> tuple[Any, str, int | None, str | None, bool]:
+    """(identity, name, def line in user code, module, whether JAX transformed it) of a function.
+
+    A function JAX transformed (``jax.grad(layer)``) is named for it, ``grad(layer)``, and is a
+    function of its own: what compiles is the derivative, not ``layer``.
+    """
     target = fun
+    transforms: list[str] = []
     for _ in range(20):  # unwrap functools.partial and functools.wraps chains
         if isinstance(target, functools.partial):
             target = target.func
         elif getattr(target, "__wrapped__", None) is not None:
+            transform = _jax_transformation(target)
+            if transform is not None:
+                transforms.append(transform)
             target = target.__wrapped__
         else:
             break
-    name = getattr(fun, "__qualname__", None) or getattr(target, "__qualname__", None)
-    name = name or getattr(target, "__name__", None) or type(target).__name__
+    name = (getattr(target, "__qualname__", None) if transforms else None) or getattr(fun, "__qualname__", None)
+    name = name or getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
+    for transform in reversed(transforms):
+        name = f"{transform}({name})"
     code = getattr(target, "__code__", None)
     line = None
     if isinstance(code, types.CodeType) and code.co_filename == USER_FILENAME:
@@ -226,15 +237,52 @@ def _source_of(fun: Any) -> tuple[Any, str, int | None, str | None]:
         while linecache.getline(USER_FILENAME, line).lstrip().startswith("@"):
             line += 1
     identity = code if isinstance(code, types.CodeType) else ("object", id(target))
-    return identity, str(name), line, getattr(target, "__module__", None)
+    if transforms:
+        identity = (tuple(transforms), identity)
+    return identity, str(name), line, getattr(target, "__module__", None), bool(transforms)
+
+
+# JAX's own wrappers that are no transformation: the public function's error-filtering shell.
+_JAX_PLUMBING = frozenset({"api_boundary", "wraps"})
+
+
+def _jax_transformation(wrapper: Any) -> str | None:
+    """``grad`` for the function ``jax.grad(f)`` returned, ``jacfwd`` for ``jax.jacfwd(f)``'s; None for
+    anything JAX did not make. JAX names the function it returns after ``f`` (``wraps``), so the
+    transformation is read from where its code lives: ``grad.<locals>.grad_f``, inside JAX, either
+    the wrapper itself or the function its error-filtering shell holds."""
+    code = getattr(wrapper, "__code__", None)
+    if not isinstance(code, types.CodeType) or not _is_jax_source(code.co_filename):
+        return None
+    held = [cell.cell_contents for cell in (getattr(wrapper, "__closure__", None) or ()) if _cell_filled(cell)]
+    for candidate in (wrapper, *held):
+        inner = getattr(candidate, "__code__", None)
+        if not isinstance(inner, types.CodeType) or not _is_jax_source(inner.co_filename):
+            continue
+        outer, nested, _ = getattr(inner, "co_qualname", inner.co_name).partition(".<locals>.")
+        if nested and outer not in _JAX_PLUMBING and outer.isidentifier():
+            return outer
+    return None
+
+
+def _is_jax_source(filename: str) -> bool:
+    return f"{os.sep}jax{os.sep}" in filename
+
+
+def _cell_filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def _record_for(fun: Any) -> FunctionRecord:
-    identity, name, line, module = _source_of(fun)
+    identity, name, line, module, transformed = _source_of(fun)
     with _state.lock:
         record = _state.records.get(identity)
         if record is None:
-            record = _state.records[identity] = FunctionRecord(len(_state.records) + 1, name, line, module)
+            record = _state.records[identity] = FunctionRecord(len(_state.records) + 1, name, line, module, transformed)
         return record
 
 
@@ -346,7 +394,8 @@ class CapturedJit:
             explanation = None
         if explanation is not None:
             reason = jit_artifacts.clean_cache_miss_reason(
-                explanation, first_compile=previous is None, positional=names[0]
+                explanation, first_compile=previous is None, positional=names[0],
+                transformed=record.fn if record.transformed else None,
             )
         elif previous is not None:
             reason = jit_artifacts.signature_difference(arguments, previous[1])

@@ -277,3 +277,8 @@ def line_changes(before: str, after: str) -> tuple[int, int]:
     list shows beside each pass (the page draws the full diff). Linear in the texts' size."""
     old, new = Counter(before.splitlines()), Counter(after.splitlines())
     return sum((new - old).values()), sum((old - new).values())
+
+
+def lines_moved(before: str, after: str) -> int:
+    """How many lines stand elsewhere in ``after``, for texts with the same lines in another order."""
+    return sum(old != new for old, new in zip(before.splitlines(), after.splitlines(), strict=False))

@@ -180,8 +180,10 @@ def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str
 
 def _with_text_indexes(listed: list[dict[str, Any]], dumps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Dump file i is text i + 1 (text 0: before optimizations); each pass with a text gets its lines
-    added and removed. A pipeline's start is kept only when the module changed between passes
-    (outside any pass), as a changed entry of its own."""
+    added and removed, or ``reordered`` when it only moved lines. A pass whose text reads the same as
+    the one before it is not marked changed: XLA dumps after a pass that reported a change, and after
+    a nested pipeline or copy-insertion, whose own steps dumped the change already. A pipeline's start
+    is kept only when the module changed between passes (outside any pass), as a changed entry."""
     resolved = pass_dump.resolved_texts(dumps)
     kept = []
     for entry in listed:
@@ -190,6 +192,11 @@ def _with_text_indexes(listed: list[dict[str, Any]], dumps: list[dict[str, Any]]
             before, after = resolved[entry["dump"] - 1], resolved[entry["dump"]]
             if before is not None and after is not None:
                 entry["added"], entry["removed"] = pass_dump.line_changes(before, after)
+                if before == after:
+                    entry["changed"] = False
+                    entry["same_text"] = True
+                elif not entry["added"] and not entry["removed"]:
+                    entry["reordered"] = pass_dump.lines_moved(before, after)
         if entry.pop("boundary", False):
             if entry["dump"] is None or "same_as" in dumps[entry["dump"]]:
                 continue

@@ -4,7 +4,7 @@
 object: the versions it was made from and, per module, its public names with
 their kind, signature and the first line of their docstring::
 
-    {"format": 1, "jax_version": "0.10.2", "versions": {"jax": "0.10.2", "optax": "0.2.5"},
+    {"format": 2, "jax_version": "0.10.2", "versions": {"jax": "0.10.2", "optax": "0.2.5"},
      "modules": {"jax.numpy": {"sum": {"k": "function", "s": "(a, axis=None, ...)", "d": "Sum of ..."}}}}
 
 ``--out DIR`` writes ``DIR/jax-<version>.json`` instead (a build step for a
@@ -24,7 +24,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-FORMAT = 1
+# 2: defaults that print a memory address (sentinels such as JAX's ``NoDefault``) are shown by name.
+FORMAT = 2
 #: The modules a JAX program reaches for; a library's are included when it is installed.
 MODULES = (
     "jax", "jax.numpy", "jax.lax", "jax.random", "jax.sharding", "jax.tree", "jax.tree_util", "jax.nn",
@@ -34,6 +35,10 @@ MODULES = (
 )
 MAX_SIGNATURE = 240
 QUOTED_ANNOTATION = re.compile(r"(: |-> )'([^']*)'")
+# `<NoDefault object at 0x7f32...>`, `<function f at 0x...>`: a live address, different in every process.
+ADDRESS_REPR = re.compile(r"<(?:function |bound method |class )?([\w.<>]+?)(?: object)? at 0x[0-9a-fA-F]+>")
+# `<built-in function print>`: no address, but the name is what a person reads.
+BUILTIN_REPR = re.compile(r"<built-in function (\w+)>")
 MAX_DOC = 200
 
 
@@ -46,11 +51,46 @@ def first_doc_line(obj: Any) -> str:
     return ""
 
 
+class _Named:
+    """A default value shown by its name: a sentinel's repr would print a memory address."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def sentinel_name(value: Any) -> str | None:
+    """``NoDefault`` for a value whose repr names only its address; None for a readable repr."""
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a repr that fails is as unreadable as an address
+        return type(value).__name__
+    match = ADDRESS_REPR.fullmatch(text) or BUILTIN_REPR.fullmatch(text)
+    return _last_name(match.group(1)) if match else None
+
+
+def _last_name(dotted: str) -> str:
+    """``NoDefault`` from ``jax._src.config.NoDefault``; ``<lambda>`` stays whole."""
+    return dotted if dotted.startswith("<") else dotted.rpartition(".")[2]
+
+
+def readable_defaults(signature: inspect.Signature) -> inspect.Signature:
+    parameters = []
+    for parameter in signature.parameters.values():
+        name = None if parameter.default is inspect.Parameter.empty else sentinel_name(parameter.default)
+        parameters.append(parameter if name is None else parameter.replace(default=_Named(name)))
+    return signature.replace(parameters=parameters)
+
+
 def signature_of(obj: Any) -> str:
     try:
-        text = str(inspect.signature(obj))
+        text = str(readable_defaults(inspect.signature(obj)))
     except (TypeError, ValueError):
         return ""
+    # Whatever else printed an address (an annotation, a nested default) keeps only the name.
+    text = ADDRESS_REPR.sub(lambda m: _last_name(m.group(1)), BUILTIN_REPR.sub(r"\1", text))
     # String annotations (`x: 'ArrayLike'`) read better bare; default values keep their quotes.
     text = QUOTED_ANNOTATION.sub(r"\1\2", text)
     return text if len(text) <= MAX_SIGNATURE else text[: MAX_SIGNATURE - 1] + "…"

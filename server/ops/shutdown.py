@@ -2,7 +2,9 @@
 
 1. Stop accepting: ``/readyz`` answers 503 (a load balancer stops sending new
    browsers here) and new runs are refused with a message saying to run again;
-   pages, links and running runs keep being served.
+   pages, links and running runs keep being served. Every open /ws, and any that
+   opens during the drain, is told (``server_draining``): the page says the
+   server is restarting and holds new runs until it has reconnected.
 2. Drain: wait up to ``--shutdown-grace-s`` for the runs in flight (queued or
    running) to end; any still going then end as ``crashed`` with a message
    that says why (their workers are told to cancel).
@@ -39,6 +41,8 @@ log = logging.getLogger("jaxplay.server")
 GOING_AWAY = ("This server is shutting down for maintenance; the page reconnects on its own. "
               "Runs that were still going have ended; run them again.")
 UNFINISHED = "The server shut down before this run finished; run it again."
+DRAINING = ("This server is restarting: runs already going may finish, and a run you start now waits and "
+            "starts once the page has reconnected.")
 FLUSH_S = 0.5  # time for the notices to leave the outboxes before uvicorn closes the sockets
 
 
@@ -48,6 +52,10 @@ async def drain(state: Replica, grace_s: float) -> None:
     log.info("shutdown phase 1/4: refusing new runs; /readyz answers 503")
     state.draining = True
     scheduler.accepting = False
+    draining = bp.server_draining_event(DRAINING, grace_s)
+    for connection in list(state.browser_hooks.open):
+        connection.emit(dict(draining))
+    state.browser_hooks.connected.append(lambda connection: connection.emit(dict(draining)))
 
     in_flight = scheduler.runs_in_flight()
     log.info("shutdown phase 2/4: draining %d run(s) in flight, for up to %g s", in_flight, grace_s)

@@ -12,12 +12,18 @@ where the code runs. Answers come from, in order:
    ``--runtimes-dir`` (sandbox/runtimes/): ``jaxplay.sandbox.learning.api_index`` runs once
    in a subprocess and its answer is kept in that folder for next time.
 
-Any other version is a 404 that says how to make its index.
+An index made by an older generator (its ``format`` below ``INDEX_FORMAT``) is
+made again where this server can make it, and served as it is otherwise.
+
+Any other version is a 404 that says how to make its index. The page asks
+for an index only when completion or help first needs it; it is sent
+gzipped to browsers that take it (compressed once, kept beside the file).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import logging
 import re
@@ -25,15 +31,43 @@ import sys
 from pathlib import Path
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 import jaxplay
+from jaxplay.server.pages.assets import accepted_encodings
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.api_index")
 VERSION = re.compile(r"^[0-9A-Za-z.+_-]{1,40}$")
 GENERATE_TIMEOUT_S = 120.0
+# sandbox/learning/api_index.py's FORMAT (tests/unit/test_page_assets.py holds them equal).
+INDEX_FORMAT = 2
+FORMAT_AT_START = re.compile(rb'\{"format":\s*(\d+)')
+
+
+def is_current(path: Path) -> bool:
+    """The file exists and was made by this generator (its keys are sorted: ``format`` comes first)."""
+    try:
+        with path.open("rb") as file:
+            match = FORMAT_AT_START.match(file.read(32))
+    except OSError:
+        return False
+    return match is not None and int(match.group(1)) >= INDEX_FORMAT
+
+
+def gzipped(path: Path) -> Path:
+    """``path``'s gzip copy beside it, made once (again when the file is newer)."""
+    packed = path.with_name(path.name + ".gz")
+    try:
+        if packed.stat().st_mtime >= path.stat().st_mtime:
+            return packed
+    except OSError:
+        pass
+    partial = packed.with_name(packed.name + ".part")
+    partial.write_bytes(gzip.compress(path.read_bytes(), compresslevel=9, mtime=0))
+    partial.replace(packed)
+    return packed
 
 
 class ApiIndex:
@@ -43,6 +77,8 @@ class ApiIndex:
         self._lock = asyncio.Lock()
         self._local_version: str | None = None
         self._local_failed = False
+        # Runtimes whose generator ran in this process: a failure is not retried on every request.
+        self._runtimes_tried: set[str] = set()
 
     def routes(self) -> list[Route]:
         return [Route("/api/api-index/{jax_version}", self.serve)]
@@ -55,25 +91,28 @@ class ApiIndex:
         if not VERSION.match(version):
             return JSONResponse({"message": "A JAX version looks like 0.4.38."}, status_code=400)
         path = self.path_for(version)
-        if not path.exists():
+        if not is_current(path):
             await self._generate_local(version)
-        if not path.exists():
+        if not is_current(path):
             await self._generate_for_runtime(version)
         if not path.exists():
             return JSONResponse({
                 "message": f"No API index for jax {version} on this server: run "
                            f"`python -m jaxplay.sandbox.learning.api_index --out {self.folder}` with that worker's Python.",
             }, status_code=404)
-        # Versioned content never changes: browsers may keep it.
-        return Response(path.read_bytes(), media_type="application/json",
-                        headers={"Cache-Control": "public, max-age=86400"})
+        # Versioned content changes only with this server's generator: browsers may keep it a day.
+        headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+        if "gzip" in accepted_encodings(request.headers.get("accept-encoding", "")):
+            packed = await asyncio.to_thread(gzipped, path)
+            return FileResponse(packed, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"})
+        return FileResponse(path, media_type="application/json", headers=headers)
 
     async def _generate_local(self, version: str) -> None:
         """Make the index with this server's Python, once, if its JAX is ``version``."""
         async with self._lock:
             if self._local_failed or (self._local_version is not None and self._local_version != version):
                 return
-            if self.path_for(version).exists():
+            if is_current(self.path_for(version)):
                 return
             text = await self._run_generator()
             if text is None:
@@ -94,8 +133,9 @@ class ApiIndex:
         if not (self.runtimes_dir / f"jax-{version}" / "runtime.json").is_file():
             return
         async with self._lock:
-            if self.path_for(version).exists():
+            if is_current(self.path_for(version)) or version in self._runtimes_tried:
                 return
+            self._runtimes_tried.add(version)
             text = await self._run_generator(str(python), {"PYTHONPATH": str(jaxplay.IMPORT_ROOT)})
             if text is None or json.loads(text).get("jax_version") != version:
                 return

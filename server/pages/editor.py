@@ -1,8 +1,9 @@
 """HTML pages: the editor at ``/``, rendered from one template with boot data.
 
 The built frontend is package data in an installed wheel (server/pages/frontend_dist,
-copied there by setup.py's build hook) and frontend/dist in a checkout; if
-neither is built the page says how to build it instead of serving a broken editor.
+copied there by setup.py's build hook) and frontend/dist in a checkout (./assets
+finds and serves it); if neither is built the page says how to build it instead
+of serving a broken editor.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]  # a checkout's root (server/pages/ is two below it)
-PACKAGED_ASSETS = Path(__file__).resolve().parent / "frontend_dist" / "assets"
-CHECKOUT_ASSETS = PROJECT_ROOT / "frontend" / "dist" / "assets"
-# An installed wheel has only the packaged copy; a checkout has only frontend/dist.
-ASSETS_DIR = PACKAGED_ASSETS if PACKAGED_ASSETS.is_dir() else CHECKOUT_ASSETS
+from jaxplay.server.pages.assets import ASSETS_DIR, built_page
+
+__all__ = ["ASSETS_DIR", "NOT_BUILT", "NOT_BUILT_VERSION", "asset_version", "editor_page", "page_html", "render_page"]
+
 TEMPLATES = Environment(loader=FileSystemLoader(Path(__file__).parent / "templates"),
                         autoescape=select_autoescape(["html"]))
 NOT_BUILT = (
@@ -36,21 +36,25 @@ NOT_BUILT_VERSION = "0"
 
 
 def asset_version() -> str:
-    """The built page's version (its script's time), or ``NOT_BUILT_VERSION``."""
-    app_js = ASSETS_DIR / "app.js"
-    return str(int(app_js.stat().st_mtime)) if app_js.exists() else NOT_BUILT_VERSION
+    """The built page's version (its script's hashed name), or ``NOT_BUILT_VERSION``."""
+    page = built_page()
+    return page.version if page is not None else NOT_BUILT_VERSION
 
 
 def page_html(boot: dict[str, Any]) -> str | None:
     """The page with ``boot`` in it; None while the frontend is not built."""
-    if not (ASSETS_DIR / "app.js").exists():
+    page = built_page()
+    if page is None:
         return None
-    return TEMPLATES.get_template("page.html").render(boot=boot, asset_version=asset_version())
+    return TEMPLATES.get_template("page.html").render(boot=boot, page=page)
 
 
 def render_page(boot: dict[str, Any], status_code: int = 200) -> Response:
     html = page_html(boot)
-    return HTMLResponse(NOT_BUILT, status_code=503) if html is None else HTMLResponse(html, status_code=status_code)
+    if html is None:
+        return HTMLResponse(NOT_BUILT, status_code=503)
+    # The page names this build's files: a browser asks again each time (a new build, new names).
+    return HTMLResponse(html, status_code=status_code, headers={"Cache-Control": "no-cache"})
 
 
 async def editor_page(request: Request) -> Response:

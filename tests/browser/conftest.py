@@ -18,11 +18,11 @@ import fcntl
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, Request, sync_playwright
 
 from tests.browser.helpers import PageAt
 from tests.live_server import LiveServer
@@ -30,7 +30,7 @@ from tests.runtimes_server import require_runtimes, runtimes_dir
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 FRONTEND = PROJECT_ROOT / "frontend"
-BUNDLE = FRONTEND / "dist" / "assets" / "app.js"
+BUNDLE = FRONTEND / "dist" / "manifest.json"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -88,11 +88,14 @@ def pages_of(browser: Browser, base_url: str) -> Iterator[PageAt]:
     contexts = []
     errors: list[str] = []
 
-    def open_page(path: str = "/", color_scheme: str = "light", viewport: dict[str, int] | None = None) -> Page:
+    def open_page(path: str = "/", color_scheme: str = "light", viewport: dict[str, int] | None = None,
+                  on_request: Callable[[Request], None] | None = None) -> Page:
         context = browser.new_context(viewport=viewport or VIEWPORT, color_scheme=color_scheme)
         contexts.append(context)
         page = context.new_page()
         page.on("pageerror", lambda exc: errors.append(str(exc)))
+        if on_request is not None:  # every request of the page, from its first
+            page.on("request", on_request)
         page.goto(base_url + path)
         page.wait_for_selector(".cm-content")
         page.wait_for_selector(".conn[data-state=open]")

@@ -44,6 +44,39 @@ def test_the_last_expression_shows_its_value_after_the_output(page_at: PageAt) -
     assert page.locator(".output-display").count() == 0
 
 
+def test_a_result_frame_starts_loading_the_moment_it_is_placed_and_later_ones_when_near_the_view(
+        page_at: PageAt) -> None:
+    """A result's treescope frame used to wait for the Output's next animation frame and then an
+    IntersectionObserver round before its document started, with "drawing..." meanwhile. The first
+    frames on the page now carry their document from the start; past those, frames fill near the view."""
+    page = page_at("/")
+    page.evaluate("""() => {
+        window.placedWithoutDocument = [];
+        new MutationObserver((records) => {
+          for (const record of records) for (const node of record.addedNodes) {
+            const frames = node.matches?.('iframe.display-frame') ? [node] : [...(node.querySelectorAll?.('iframe.display-frame') ?? [])];
+            for (const frame of frames) if (!frame.hasAttribute('srcdoc')) window.placedWithoutDocument.push(frame.dataset.fill);
+          }
+        }).observe(document.body, { subtree: true, childList: true });
+    }""")
+    # Seven values, then enough lines that the Output (following the end) has scrolled far past them all.
+    run_ok(page, "import jax.numpy as jnp\nfrom playground import display\n"
+                 "for i in range(7):\n    display(jnp.arange(4.0) + i)\n"
+                 "print('\\n' * 600)\n")
+    frames = page.locator(FRAME)
+    assert frames.count() == 7
+    modes = frames.evaluate_all("fs => fs.map(f => f.dataset.fill)")
+    assert modes[:4] == ["at-once"] * 4 and set(modes[4:]) == {"when-visible"}, modes
+    # Placed with their documents already set: no frame of the first four waited for one.
+    assert page.evaluate("window.placedWithoutDocument").count("at-once") == 0
+    assert wait_for_frame_sized(page, 0) > 0
+    # The later ones, far from the view, wait until they come near it.
+    far = frames.nth(6)
+    assert far.evaluate("f => f.hasAttribute('srcdoc')") is False
+    far.scroll_into_view_if_needed()
+    page.wait_for_function("f => f.hasAttribute('srcdoc')", arg=far.element_handle())
+
+
 def test_a_figure_shows_an_image_of_the_right_size(page_at: PageAt) -> None:
     page = page_at("/")
     run_ok(page, """

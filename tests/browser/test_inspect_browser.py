@@ -76,6 +76,43 @@ def test_compiled_functions_are_listed_with_highlighted_ir_and_recompile_reasons
     assert page.locator("[data-testid=inspect-diff] .cm-changedLine").count() > 0
 
 
+def test_a_jitted_gradient_is_named_for_it_and_memory_says_how_peak_relates(page_at: PageAt) -> None:
+    page = page_at("/")
+    run(page, """import jax
+import jax.numpy as jnp
+
+def layer(w, x):
+    return jnp.tanh(x @ w).sum()
+
+w, x = jnp.ones((64, 64)), jnp.ones((32, 64))
+jax.jit(layer)(w, x)
+jax.jit(layer)(w, x[:16])
+jax.jit(jax.grad(layer))(w, x)
+""")
+    open_inspect(page)
+    names = page.locator(".inspect-fn .inspect-fn-head .inspect-fn-name").all_inner_texts()
+    assert names == ["layer", "grad(layer)"], names
+    page.locator(".inspect-fn[data-fn='grad(layer)'] .inspect-compile").click()
+    # Its first compilation: no "compiled again because" (JAX's note about re-created closures is not about it).
+    assert "compilation #1" in page.inner_text(".inspect-detail-head")
+    assert page.locator(".inspect-detail .inspect-reason-box").count() == 0
+    assert "closure" not in page.inner_text(".inspect-fn[data-fn='grad(layer)']")
+
+    memory = page.locator("[data-testid=inspect-memory]")
+    rows = memory.locator("th[scope=row]").all_inner_texts()
+    assert rows.index("arguments") < rows.index("outputs") < rows.index("temporaries") < rows.index("sum")
+    assert rows[-1] == "peak (XLA)"
+    note = page.inner_text("[data-testid=inspect-peak-note]")
+    assert note.startswith("sum = arguments + outputs + temporaries − aliased.") and "at most the sum" in note
+
+    # The toolbar names its diff choice; the passes button is only that.
+    page.locator(".inspect-fn[data-fn=layer] .inspect-compile").first.click()
+    label = page.locator(".inspect-compare-label")
+    assert label.inner_text().startswith("Diff with") and page.inner_text("[data-testid=inspect-passes]") == "XLA passes"
+    page.select_option("[data-testid=inspect-compare]", label="#2")
+    page.wait_for_selector("[data-testid=inspect-diff] .cm-mergeView")
+
+
 def test_pointing_at_ir_lights_up_the_source_line_and_names_jump_to_it(page_at: PageAt) -> None:
     page = page_at("/")
     run(page, TWO_FUNCTIONS)

@@ -3,7 +3,9 @@ the small things), in Chromium against the real server, worker and sandbox."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import uuid
 from pathlib import Path
 
@@ -197,6 +199,8 @@ def test_an_outage_is_said_in_output_and_a_run_waits_for_the_server(browser: Bro
         page.goto(server.http_url + "/")
         page.wait_for_selector(".conn[data-state=open]")
         page.wait_for_selector("[data-testid=backend]:enabled")
+        # An outage: the server is gone at once, with no drain to announce it (SIGTERM is a restart, below).
+        os.killpg(server.process.pid, signal.SIGKILL)
         server.stop()
 
         page.wait_for_function(
@@ -221,6 +225,52 @@ def test_an_outage_is_said_in_output_and_a_run_waits_for_the_server(browser: Bro
         assert wait_for_status(page, "ok", timeout_ms=90_000) == "ok"
         assert "ran after the outage" in output_text(page)
         assert page.is_enabled("[data-testid=backend]")
+    finally:
+        context.close()
+        server.stop()
+
+
+def test_a_restart_says_so_from_the_drain_on_holds_new_runs_and_reconnects(browser: Browser, tmp_path: Path) -> None:
+    """SIGTERM drains the server (server/ops/shutdown.py): runs going may finish, new ones are refused,
+    then the socket closes. The page says it is restarting from the drain's first moment, holds a run
+    started meanwhile, and sends it once a server is back."""
+    server = LiveServer(tmp_path / "data", ["--shutdown-grace-s", "30"])
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    try:
+        server.wait_ready()
+        page = context.new_page()
+        page.goto(server.http_url + "/")
+        page.wait_for_selector(".conn[data-state=open]")
+        replace_code(page, "import time\nprint('going', flush=True)\ntime.sleep(4)\nprint('finished in the drain')")
+        page.click("[data-testid=run]")
+        page.wait_for_function("document.querySelector('[data-testid=output-log]').innerText.includes('going')",
+                               timeout=60_000)
+        server.process.send_signal(signal.SIGTERM)
+        notice = page.locator("[data-testid=server-notice]")
+        expect(notice).to_be_visible(timeout=5_000)
+        expect(notice).to_contain_text("This server is restarting")
+        expect(page.locator(".conn")).to_have_text("server restarting…")
+        page.screenshot(path="/tmp/shots-b/restarting-1280.png")
+        # The run in flight finishes within the drain.
+        assert wait_for_status(page, "ok", timeout_ms=30_000) == "ok"
+        assert "finished in the drain" in output_text(page)
+        # A run started now is held, not refused.
+        replace_code(page, "print('ran after the restart')")
+        page.click("[data-testid=run]")
+        assert page.get_attribute("[data-testid=status]", "data-status") == "waiting"
+        page.wait_for_function(
+            "document.querySelector('[data-testid=output-log]').innerText.includes('The server is restarting; your run')",
+            timeout=2_000)
+        server.process.wait(30)
+        expect(notice).to_contain_text("reconnecting", timeout=5_000)
+
+        server = LiveServer(tmp_path / "data", port=server.port)
+        server.wait_ready()
+        assert wait_for_status(page, "ok", timeout_ms=90_000) == "ok"
+        assert "ran after the restart" in output_text(page)
+        expect(notice).to_be_hidden()
+        expect(page.locator(".conn")).to_have_text("connected")
+        assert "rejected" not in output_text(page)
     finally:
         context.close()
         server.stop()

@@ -175,6 +175,36 @@ def test_the_deck_editor_builds_the_deck_and_every_member_shows_the_same_slide(p
     expect(presenter.locator("[data-testid=room-prev]")).to_be_enabled()
 
 
+def test_the_deck_editor_says_why_it_rejects_each_entry_and_keeps_them_to_fix(page_at, base_url):
+    presenter = page_at("/")
+    known = share(presenter, base_url, "# A known slide\nprint(1)")
+    start_room(presenter)
+    presenter.click("[data-testid=room-deck-set]")
+    editor = presenter.locator("[data-testid=room-deck-editor]")
+    presenter.fill("[data-testid=room-deck-input]",
+                   f"zzz nonexistent123 http://example.com/s/zzz {base_url}/about {base_url}/s/{known}")
+    presenter.keyboard.press("Enter")
+    slides = editor.locator(".room-deck-slide")
+    expect(slides).to_have_count(2)  # zzz (an id of the right form) and the known link
+    expect(slides.nth(1)).to_contain_text("A known slide")
+    rejected = editor.locator("[data-testid=room-deck-rejected] li")
+    expect(rejected).to_have_count(3)
+    expect(rejected.nth(0)).to_have_text(re.compile(r"^nonexistent123: malformed: a snippet id has only"))
+    expect(rejected.nth(1)).to_have_text(
+        "http://example.com/s/zzz: not a link of this server (http://example.com): share it here first")
+    expect(rejected.nth(2)).to_have_text(re.compile(r"/about: malformed: a share link ends in /s/"))
+    # zzz has the form of an id, but this server has no such snippet: said, and Save waits for a fix.
+    expect(editor.locator("[data-testid=room-deck-message]")).to_have_text(re.compile(r"^Unknown link: no snippet zzz"))
+    expect(slides.nth(0)).to_contain_text("unknown link")
+    expect(editor.locator("[data-testid=room-deck-save]")).to_be_disabled()
+    # What was not added stays in the input, to be fixed.
+    assert presenter.input_value("[data-testid=room-deck-input]") == \
+        f"nonexistent123 http://example.com/s/zzz {base_url}/about"
+    presenter.screenshot(path="/tmp/shots-b/deck-rejected-1440.png")
+    slides.nth(0).locator("[data-action=remove]").click()
+    expect(editor.locator("[data-testid=room-deck-save]")).to_be_enabled()
+
+
 def test_a_presenter_who_reloads_gets_the_rooms_last_run_back(page_at):
     presenter = page_at("/")
     attendee = page_at(f"/r/{start_room(presenter)}")

@@ -67,9 +67,10 @@ def test_the_picker_runs_on_the_chosen_version_and_the_page_says_which(open_page
     assert f"JAX {default_version(server)} (default)" in options and f"JAX {OLD}" in options
     assert any("unavailable" in o for o in options)  # the runtime that cannot be installed, disabled
     assert run(page, VERSION_PROGRAM).strip() == default_version(server)
-    # Completion and help follow the chosen version: its own API index.
+    # Completion and help follow the chosen version: its own API index, fetched when the editor is used.
+    page.select_option("[data-testid=runtime]", OLD)
     with page.expect_response(lambda r: r.url.endswith(f"/api/api-index/{OLD}") and r.ok, timeout=120_000):
-        page.select_option("[data-testid=runtime]", OLD)
+        page.click(".cm-content")
     assert OLD in run(page, VERSION_PROGRAM + "\nimport jax.numpy as jnp\njax.jit(lambda x: x * 2)(jnp.ones(3))").splitlines()
     assert f"jax {OLD}" in page.inner_text(".run-info")
     page.click("#tab-inspect")
@@ -123,22 +124,53 @@ def test_compare_runs_on_every_version_and_marks_what_differs(open_page, server:
     replace_code(page, "import jax, jax.numpy as jnp\nprint('same line')\nprint(jax.__version__)\n"
                        "@jax.jit\ndef f(x):\n    return jnp.sin(x) * 2\nf(jnp.ones(4))\n")
     page.click("#tab-compare")
+    # Before any comparison: no empty diff box.
+    assert not page.locator(".compare [data-testid=inspect-diff]").is_visible()
     page.click("[data-testid=compare-all]")
+    boxes = page.locator("[data-testid^=compare-pick-]")
+    assert boxes.count() == len(TEST_RUNTIMES) + 1
+    assert all(boxes.nth(i).is_checked() for i in range(boxes.count()))  # "all" is what the boxes say
     page.wait_for_selector("[data-testid=compare-status][data-state=done]", timeout=180_000)
     columns = page.locator("[data-testid=compare-column]")
     assert columns.count() == len(TEST_RUNTIMES) + 1
     for index in range(1, columns.count()):
         marked = columns.nth(index).locator("[data-testid=compare-diff-line]").all_inner_texts()
         assert len(marked) == 1 and re.fullmatch(r"\d+\.\d+\.\d+", marked[0])  # only the version line differs
+        assert columns.nth(index).locator("h4").inner_text().endswith("· 1 line differs")
     table = page.inner_text("[data-testid=compare-table]")
     assert "f #1: flops" in table and "f #1: compile" in table and all(f"JAX {v}" in table for v in TEST_RUNTIMES)
+    assert not page.locator("[data-testid=compare-replayed]").is_visible()
+    assert page.locator("[data-testid=compare-cached-time]").count() == 0
     page.click("[data-testid=compare-artifact-stablehlo]")
     page.wait_for_selector(".compare [data-testid=inspect-diff] .cm-mergeView")
     shown = page.inner_text(".compare [data-testid=inspect-diff]")
     assert "stablehlo.sine" in shown or "unchanged lines" in shown, shown  # identical modules fold away
+    # Optimized HLO across versions: the debug-info tables are folded, as in the single view.
+    page.click("[data-testid=compare-artifact-hlo]")
+    toggle = page.wait_for_selector(".compare [data-testid=diff-metadata-toggle]")
+    assert "folded" in toggle.inner_text()
+    sides = page.locator(".compare [data-testid=inspect-diff] .cm-content").all_inner_texts()
+    assert not any("StackFrames" in side or "FileLocations" in side for side in sides), sides
     page.screenshot(path="/tmp/jaxplay-compare.png", full_page=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path="/tmp/jaxplay-compare-phone.png", full_page=True)
+    page.set_viewport_size(VIEWPORT)
+
+    # The same comparison again: the result cache answers, and its times say they were replayed.
+    page.click("[data-testid=compare-all]")
+    page.wait_for_selector("[data-testid=compare-status][data-state=done]", timeout=180_000)
+    note = page.wait_for_selector("[data-testid=compare-replayed]")
+    assert "Replayed from the result cache" in note.inner_text() and "nothing ran now" in note.inner_text()
+    cached = page.locator("[data-testid=compare-cached-time]")
+    assert cached.count() >= 2 * (len(TEST_RUNTIMES) + 1)  # run time and compile time of every version
+    assert all(text.endswith("cached") for text in cached.all_inner_texts())
+    assert "ok · cached" in page.inner_text("[data-testid=compare-table]")
+    # "Compare fresh" measures now.
+    page.click("[data-testid=compare-fresh]")
+    page.wait_for_selector("[data-testid=compare-status][data-state=running]")
+    page.wait_for_selector("[data-testid=compare-status][data-state=done]", timeout=180_000)
+    assert page.locator("[data-testid=compare-cached-time]").count() == 0
+    assert not page.locator("[data-testid=compare-replayed]").is_visible()
 
 
 def test_an_api_a_newer_jax_removed_offers_the_older_version_in_one_click(open_page, server: LiveServer) -> None:

@@ -12,6 +12,8 @@ pytestmark = [pytest.mark.live, pytest.mark.browser]
 
 
 def index_loaded(page: Page) -> None:
+    """Uses the editor (a click), which loads the help and its index, and waits for the index."""
+    page.click(".cm-content")
     page.wait_for_function("window.jaxplay.apiIndex.data !== null", timeout=120_000)
 
 
@@ -107,3 +109,42 @@ def test_signature_help_on_the_first_line_stays_inside_the_editor(page_at: PageA
     editor_top = page.locator(".cm-scroller").bounding_box()["y"]
     header_bottom = page.locator("header.topbar").bounding_box()
     assert card.bounding_box()["y"] >= editor_top - 1 >= header_bottom["y"] + header_bottom["height"] - 2
+
+
+def test_the_help_and_its_index_load_when_the_editor_is_first_used_not_with_the_page(page_at: PageAt) -> None:
+    requested: list[str] = []
+    page = page_at("/", on_request=lambda request: requested.append(request.url))
+    page.wait_for_function("performance.getEntriesByName('jaxplay:ready-to-run').length > 0")
+    page.wait_for_load_state("networkidle")
+    assert not [u for u in requested if "/api/api-index/" in u or "/assets/api_help-" in u], requested
+    type_at_end(page, "\nimport jax.numpy as jnp\njnp.arg")
+    page.wait_for_selector(".cm-tooltip-autocomplete li:has-text('argmax')", timeout=120_000)
+    assert [u for u in requested if "/assets/api_help-" in u] and [u for u in requested if "/api/api-index/" in u]
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+def test_a_completions_docs_sit_beside_or_under_the_list_never_over_its_rows(page_at: PageAt, width: int) -> None:
+    page = page_at("/", viewport={"width": width, "height": 900})
+    index_loaded(page)
+    replace_code(page, "import jax.numpy as jnp\n")
+    type_at_end(page, "jnp.ar")
+    page.wait_for_selector(".cm-tooltip-autocomplete li:has-text('argmax')")
+    page.keyboard.press("ArrowDown")  # a selected option with docs shows them
+    info = page.wait_for_selector(".cm-completionInfo")
+    box = info.bounding_box()
+    rows = page.locator(".cm-tooltip-autocomplete li")
+    for index in range(min(rows.count(), 6)):
+        row = rows.nth(index).bounding_box()
+        overlap_x = min(box["x"] + box["width"], row["x"] + row["width"]) - max(box["x"], row["x"])
+        overlap_y = min(box["y"] + box["height"], row["y"] + row["height"]) - max(box["y"], row["y"])
+        assert overlap_x <= 1 or overlap_y <= 1, (index, box, row)
+    page.screenshot(path=f"/tmp/shots-b/completion-{width}.png")
+
+
+def test_signatures_name_sentinel_defaults_and_show_no_memory_address(page_at: PageAt) -> None:
+    page = page_at("/")
+    index_loaded(page)
+    replace_code(page, "import jax\n")
+    type_at_end(page, "jax.debug_nans(")
+    text = page.wait_for_selector("[data-testid=signature-help]").inner_text()
+    assert "new_val" in text and "NoDefault" in text and "0x" not in text, text

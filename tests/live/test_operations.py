@@ -130,13 +130,16 @@ def test_shutdown_drains_runs_refuses_new_ones_and_tells_browsers(tmp_path):
     try:
         server.wait_ready()
 
-        async def scenario() -> tuple[list, list, dict, int]:
+        async def scenario() -> tuple[list, list, dict, int, dict, dict]:
             async with websockets.connect(server.ws_url) as ws, websockets.connect(server.ws_url) as other:
                 await ws.send(json.dumps({"type": "run", "id": "slow",
                                           "code": "import time\nprint('go', flush=True)\ntime.sleep(3)\nprint('end')"}))
                 while json.loads(await ws.recv())["type"] != "stdout":
                     pass
                 server.process.send_signal(signal.SIGTERM)
+                # Every open socket hears of the drain at once, before anything it asked for is refused.
+                draining = json.loads(await asyncio.wait_for(other.recv(), 10))
+                assert draining["type"] == "server_draining", draining  # not only the notice as the sockets close
                 await asyncio.sleep(0.5)
                 try:
                     await asyncio.to_thread(server.get_json, "/readyz")
@@ -145,13 +148,18 @@ def test_shutdown_drains_runs_refuses_new_ones_and_tells_browsers(tmp_path):
                     readiness_status = exc.code
                 await other.send(json.dumps({"type": "run", "id": "late", "code": "print(1)", "fresh": True}))
                 late = await collect(other, "late", 20)
+                # A socket that opens during the drain hears of it too.
+                async with websockets.connect(server.ws_url) as newcomer:
+                    told_newcomer = json.loads(await asyncio.wait_for(newcomer.recv(), 10))
                 slow = await collect(ws, "slow", 20)
                 notice = json.loads(await asyncio.wait_for(ws.recv(), 20))
                 with pytest.raises(websockets.ConnectionClosed):
                     await asyncio.wait_for(ws.recv(), 20)
-                return slow, late, notice, readiness_status
+                return slow, late, notice, readiness_status, draining, told_newcomer
 
-        slow, late, notice, readiness_status = asyncio.run(scenario())
+        slow, late, notice, readiness_status, draining, told_newcomer = asyncio.run(scenario())
+        for told in (draining, told_newcomer):
+            assert told["type"] == "server_draining" and "restarting" in told["message"] and told["grace_s"] == 30
         assert readiness_status == 503
         assert done_of(late)["status"] == "rejected" and "shutting down" in done_of(late)["message"]
         assert done_of(slow)["status"] == "ok" and "end\n" in "".join(e.get("text", "") for e in slow)

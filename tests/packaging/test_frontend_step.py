@@ -33,11 +33,14 @@ def project(tmp_path: Path) -> Path:
 
 
 def build(project: Path) -> Path:
-    assets = project / "frontend" / "dist" / "assets"
-    assets.mkdir(parents=True)
-    (assets / "app.js").write_text("// built earlier\n")
-    (assets / "app.css").write_text("/* built earlier */\n")
-    return assets / "app.js"
+    """A build made earlier: its manifest (what the step checks) and the files it names."""
+    dist = project / "frontend" / "dist"
+    (dist / "assets").mkdir(parents=True)
+    (dist / "assets" / "app-00000000.js").write_text("// built earlier\n")
+    (dist / "assets" / "app-00000000.css").write_text("/* built earlier */\n")
+    manifest = dist / "manifest.json"
+    manifest.write_text('{"src/main.ts": {"file": "assets/app-00000000.js", "isEntry": true}}\n')
+    return manifest
 
 
 def make_frontend(project: Path, node: str) -> subprocess.CompletedProcess[str]:
@@ -64,7 +67,7 @@ def test_no_node_and_built_assets_skip_the_build_and_say_so(project: Path):
     assert result.returncode == 0, result.stderr
     assert "Node.js is not installed" in result.stdout
     assert "serving the assets already built" in result.stdout
-    assert built.read_text() == "// built earlier\n"
+    assert built.read_text().startswith('{"src/main.ts"')
     assert not (project / "frontend" / "node_modules").exists()
 
 
@@ -74,7 +77,7 @@ def test_a_node_older_than_the_floor_is_named_and_not_used(project: Path):
     result = make_frontend(project, too_old_node(project))
     assert result.returncode == 0, result.stderr
     assert "Node.js 18.20.4 is too old for Vite 8 (needs ^20.19 or >=22.12)" in result.stdout
-    assert built.read_text() == "// built earlier\n"
+    assert built.read_text().startswith('{"src/main.ts"')
 
 
 def test_up_to_date_assets_need_no_node(project: Path):

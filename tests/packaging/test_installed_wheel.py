@@ -30,7 +30,7 @@ NO_NODE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A venv outside the checkout with the wheel (built from the sdist) installed; its bin/."""
-    if not (PROJECT_ROOT / "frontend" / "dist" / "assets" / "app.js").exists():
+    if not (PROJECT_ROOT / "frontend" / "dist" / "manifest.json").exists():
         pytest.fail("frontend/dist is not built: run `make frontend` first")
     root = tmp_path_factory.mktemp("installed")
     dist = root / "dist"
@@ -56,7 +56,8 @@ def test_installed_package_lives_in_the_venv_not_the_checkout(installed: Path):
     venv = installed.parent
     for path in where:
         assert Path(path).is_relative_to(venv) and not Path(path).is_relative_to(PROJECT_ROOT), path
-    assert Path(where[0], "app.js").is_file()
+    assert Path(where[0]).parent.joinpath("manifest.json").is_file()
+    assert [p.name for p in Path(where[0]).glob("app-*.js")]
     version = subprocess.run([str(installed / "jaxplay"), "--version"], capture_output=True, text=True, check=True)
     assert re.fullmatch(r"jaxplay \d+\.\d+\.\d+\S*\n", version.stdout)
 
@@ -80,10 +81,15 @@ def test_installed_serve_from_root_serves_the_page_and_runs_code(installed: Path
             assert response.status == 200
             page = response.read().decode()
         assets = re.findall(r'(?:href|src)="(/assets/[^"]+)"', page)
-        assert {a.split("?")[0] for a in assets} == {"/assets/app.css", "/assets/app.js"}
+        assert sorted(re.sub(r"-[\w-]{8}\.", "-HASH.", a) for a in assets) == ["/assets/app-HASH.css",
+                                                                             "/assets/app-HASH.js"], assets
         for asset in assets:
             with urllib.request.urlopen(server.http_url + asset, timeout=10) as response:
                 assert response.status == 200 and len(response.read()) > 1000
+            # The wheel carries the build's compressed copies: a browser gets them.
+            request = urllib.request.Request(server.http_url + asset, headers={"Accept-Encoding": "gzip"})
+            with urllib.request.urlopen(request, timeout=10) as response:
+                assert response.headers["Content-Encoding"] == "gzip", asset
         assert server.get_json("/api/backends")["version"] == installed_version(installed)
 
         site = installed.parent / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"

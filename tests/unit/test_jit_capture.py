@@ -180,11 +180,41 @@ def test_calls_under_transformations_never_report_the_plain_function(tmp_path):
     """)
     assert stdout.splitlines() == ["0.5403023", "(2, 3)"]
     compiled = compiled_events(events)
-    assert [e["fn"] for e in compiled] == ["<lambda>", "<lambda>"]  # the outer jit and the jitted gradient
+    assert [e["fn"] for e in compiled] == ["<lambda>", "grad(<lambda>)"]  # the outer jit and the jitted gradient
     assert "sin" in compiled[0]["jaxpr"] and "mul" in compiled[0]["jaxpr"]
     assert "cos" in compiled[1]["jaxpr"]  # what ran is the derivative, and it says so
     timing = final_timing(events)
     assert timing["f"]["calls"] == 0 and timing["f"]["traced_calls"] == 4
+
+
+def test_a_jitted_transformation_is_named_for_it_and_not_explained_as_a_re_created_closure(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        import jax
+        import jax.numpy as jnp
+
+        def layer(w, x):
+            return jnp.tanh(x @ w).sum()
+
+        w, x = jnp.ones((3, 3)), jnp.ones((2, 3))
+        jax.jit(layer)(w, x)
+        step = jax.jit(jax.grad(layer))
+        step(w, x)
+        step(w, x)
+        jax.jit(jax.vmap(jax.grad(layer), in_axes=(None, 0)))(w, x)
+        jax.jit(jax.value_and_grad(layer))(w, x)
+        jax.jit(jax.grad(layer))(w, x)  # made again: a new function object
+        print("ok")
+    """)
+    assert stdout.strip() == "ok"
+    compiled = compiled_events(events)
+    named = [(e["fn"], e["compile_index"], e["line"]) for e in compiled]
+    assert named == [("layer", 1, 5), ("grad(layer)", 1, 5), ("vmap(grad(layer))", 1, 5),
+                     ("value_and_grad(layer)", 1, 5), ("grad(layer)", 2, 5)], named
+    reasons = [e["cache_miss_reason"] for e in compiled]
+    assert reasons[:4] == [None, None, None, None], reasons
+    assert "each jax.grad(...) call makes a new function object" in reasons[4]
+    assert not any("closure" in (r or "") or "lambda" in (r or "") for r in reasons), reasons
+    assert "cos" not in compiled[0]["jaxpr"] and "mul" in compiled[1]["jaxpr"]  # the derivative is its own
 
 
 def test_inspect_false_leaves_jax_alone(tmp_path):

@@ -130,3 +130,23 @@ def test_line_changes_count_lines_added_and_removed():
     assert pass_dump.line_changes("a\nb\nc\n", "a\nc\nd\ne\n") == (2, 1)
     assert pass_dump.line_changes("same\n", "same\n") == (0, 0)
     assert pass_dump.resolved_texts([{"text": "x"}, {"same_as": 0}, {"text": None}]) == ["x", "x", None]
+
+
+def test_a_pass_whose_text_reads_the_same_is_not_marked_changed_and_a_reorder_says_so():
+    """XLA dumps after a nested pipeline or copy-insertion although their steps dumped the change: the
+    page used to list such passes as changed with "+0 −0". A pass that only moved lines says how many."""
+    from jaxplay.sandbox.capture import pass_pipeline
+
+    start = _dump("ENTRY %main {\n  %a = f32[] parameter(0)\n  %b = f32[] negate(%a)\n  ROOT %c = f32[] abs(%b)\n}\n")
+    edited = start.replace("abs(%b)", "sign(%b)")
+    moved = edited.replace("  %a = f32[] parameter(0)\n  %b = f32[] negate(%a)\n",
+                           "  %b = f32[] negate(%a)\n  %a = f32[] parameter(0)\n")
+    _, dumps, _ = pass_dump.texts([("before", start), ("after algsimp", edited), ("after simplification", edited),
+                                   ("after scheduling", moved)], 1 << 20)
+    listed = [{"pipeline": 0, "name": name, "changed": True, "duration_us": 1.0, "dump": index}
+              for index, name in enumerate(["algsimp", "simplification", "scheduling"])]
+    algsimp, nested, scheduling = pass_pipeline._with_text_indexes(listed, dumps)
+    assert (algsimp["changed"], algsimp["added"], algsimp["removed"]) == (True, 1, 1)
+    assert nested["changed"] is False and nested["same_text"] is True
+    assert scheduling["changed"] is True and (scheduling["added"], scheduling["removed"]) == (0, 0)
+    assert scheduling["reordered"] == 2

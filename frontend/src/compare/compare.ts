@@ -9,6 +9,10 @@
  * The runs are this tab's own, sent through `ctx.request` with `runtime` set,
  * at most `MAX_IN_FLIGHT` at once (the server's limit per connection); each
  * run's events come back to it there, never through the run on screen.
+ *
+ * A version the server answers from its result cache replays the recorded
+ * run: its times were measured then, not now. Those cells say so, and
+ * "Compare fresh" runs every version again past the cache.
  */
 
 import { el, formatDuration } from "../core/dom";
@@ -34,11 +38,29 @@ interface VersionRun {
   elapsedMs: number | null;
   jax: string | null;
   compiled: Map<string, CompiledEvent>;
+  /** When the result cache answered: the recorded run's end (ISO 8601); null for a run made now. */
+  cachedAt: string | null;
 }
 
 /** "f #2" for the second compilation of f: how compilations are matched across versions. */
 function functionKey(ev: CompiledEvent): string {
   return `${ev.fn} #${ev.compile_index}`;
+}
+
+/** "1 line differs", "3 lines differ", or "same output". */
+export function differenceCount(lines: number): string {
+  if (!lines) return "same output";
+  return lines === 1 ? "1 line differs" : `${lines} lines differ`;
+}
+
+/** "14:02:09" (today) or "12 Nov, 14:02" for when a cached run was recorded. */
+export function recordedWhen(iso: string, now: Date = new Date()): string {
+  const at = new Date(iso);
+  if (Number.isNaN(at.getTime())) return "earlier";
+  const sameDay = at.toDateString() === now.toDateString();
+  return sameDay
+    ? at.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" })
+    : at.toLocaleString(undefined, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
 }
 
 /** Marks per line: true where the line differs from the same line of `reference`. */
@@ -50,6 +72,7 @@ export function differingLines(reference: string, other: string): boolean[] {
 export const comparePanel: PanelFactory = (ctx) => {
   const picks = el("div", { class: "compare-picks", "data-testid": "compare-picks" });
   const status = el("div", { class: "compare-status", "data-testid": "compare-status" });
+  const replayed = el("div", { class: "compare-replayed-note", hidden: true, "data-testid": "compare-replayed" });
   const summary = el("div", { class: "compare-summary" });
   const outputs = el("div", { class: "compare-outputs", "data-testid": "compare-outputs" });
   const functionsBar = el("div", { class: "compare-functions" });
@@ -62,6 +85,7 @@ export const comparePanel: PanelFactory = (ctx) => {
     { class: "compare" },
     el("div", { class: "compare-toolbar" }, picks, runButton, allButton),
     status,
+    replayed,
     summary,
     outputs,
     functionsBar,
@@ -73,6 +97,8 @@ export const comparePanel: PanelFactory = (ctx) => {
   let artifact: IrDialect = "jaxpr";
   let against = 1;
   let scheduled = false;
+  /** This comparison's runs skip the result cache. */
+  let fresh = false;
   const checked = new Set<string>();
 
   function drawPicks(): void {
@@ -94,15 +120,16 @@ export const comparePanel: PanelFactory = (ctx) => {
     }
   }
 
-  function start(runtimes: RuntimeInfo[]): void {
+  function start(runtimes: RuntimeInfo[], skipCache = false): void {
     if (runtimes.length < 2) {
       status.textContent = "Choose at least two JAX versions to compare.";
       return;
     }
     for (const run of runs) if (run.state === "sent") run.cancel?.();
+    fresh = skipCache;
     runs = runtimes.map((runtime) => ({
       runtime, state: "waiting", cancel: null, output: "", error: null, status: null,
-      elapsedMs: null, jax: null, compiled: new Map(),
+      elapsedMs: null, jax: null, compiled: new Map(), cachedAt: null,
     }));
     chosenFunction = null;
     against = 1;
@@ -119,7 +146,7 @@ export const comparePanel: PanelFactory = (ctx) => {
       if (run.state !== "waiting") continue;
       run.state = "sent";
       const choices = ctx.runChoices();
-      const message: RunRequest = { type: "run", code, ...choices.fields, inspect: true };
+      const message: RunRequest = { type: "run", code, ...choices.fields, inspect: true, ...(fresh ? { fresh: true } : {}) };
       if (choices.backend) message.backend = choices.backend;
       if (!run.runtime.default) message.runtime = run.runtime.name;
       run.cancel = ctx.request(message, (ev) => onEvent(run, ev));
@@ -146,6 +173,7 @@ export const comparePanel: PanelFactory = (ctx) => {
         run.state = "done";
         run.status = ev.status;
         run.elapsedMs = ev.elapsed_ms;
+        run.cachedAt = ev.cached ? ev.cached_at ?? "" : null;
         if (ev.message && !run.error && ev.status !== "ok") run.error = ev.message;
         pump();
         break;
@@ -168,9 +196,29 @@ export const comparePanel: PanelFactory = (ctx) => {
       : "Run this program on several JAX versions side by side: outputs, compiled functions, cost and timing.";
     status.dataset.state = runs.length && done === runs.length ? "done" : "running";
     ctx.setBadge(runs.length ? `${done}/${runs.length}` : null);
+    drawReplayed();
     drawSummary();
     drawOutputs();
     drawFunctions();
+  }
+
+  /** Says which versions' times were replayed from the result cache, with the way to measure them now. */
+  function drawReplayed(): void {
+    const cached = runs.filter((r) => r.cachedAt !== null);
+    replayed.hidden = !cached.length;
+    if (!cached.length) {
+      replayed.replaceChildren();
+      return;
+    }
+    const which = cached.map((r) => `JAX ${r.jax ?? r.runtime.jax_version} (recorded ${recordedWhen(r.cachedAt ?? "")})`);
+    replayed.replaceChildren(
+      el("span", {},
+        `Replayed from the result cache: ${which.join(", ")}. Their times, marked “cached”, were measured ` +
+        "when that run was recorded; nothing ran now. "),
+      el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-fresh",
+                     title: "Run every version again, past the result cache, and measure now",
+                     onclick: () => start(runs.map((r) => r.runtime), true) }, "Compare fresh"),
+    );
   }
 
   function drawSummary(): void {
@@ -180,22 +228,22 @@ export const comparePanel: PanelFactory = (ctx) => {
     }
     const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
     const header = el("tr", {}, el("th", {}, ""), ...runs.map((r) => el("th", {}, `JAX ${r.jax ?? r.runtime.jax_version}`)));
-    const row = (label: string, cell: (r: VersionRun) => string) =>
-      el("tr", {}, el("th", { scope: "row" }, label), ...runs.map((r) => el("td", {}, cell(r))));
+    const row = (label: string, cell: (r: VersionRun) => string, timing = false) =>
+      el("tr", {}, el("th", { scope: "row" }, label), ...runs.map((r) => timedCell(cell(r), timing && r.cachedAt !== null)));
     const rows = [
-      row("status", (r) => r.status ?? (r.state === "sent" ? "running…" : "waiting")),
-      row("run time", (r) => (r.elapsedMs === null ? "" : formatDuration(r.elapsedMs))),
+      row("status", (r) => (r.status ? `${r.status}${r.cachedAt !== null ? " · cached" : ""}` : r.state === "sent" ? "running…" : "waiting")),
+      row("run time", (r) => (r.elapsedMs === null ? "" : formatDuration(r.elapsedMs)), true),
     ];
     for (const key of keys) {
       const pick = (r: VersionRun) => r.compiled.get(key);
       rows.push(row(`${key}: flops`, (r) => formatCount(num(pick(r)?.cost?.flops))));
       rows.push(row(`${key}: bytes accessed`, (r) => formatBytes(num(pick(r)?.cost?.["bytes accessed"]))));
       rows.push(row(`${key}: temp memory`, (r) => formatBytes(pick(r)?.memory?.temp_size_in_bytes)));
-      rows.push(row(`${key}: compile`, (r) => formatMs(pick(r)?.phases_ms?.compile)));
+      rows.push(row(`${key}: compile`, (r) => formatMs(pick(r)?.phases_ms?.compile), true));
       rows.push(row(`${key}: trace + lower`, (r) => {
         const p = pick(r)?.phases_ms;
         return p ? formatMs((p.trace ?? 0) + (p.lower ?? 0)) : "";
-      }));
+      }, true));
     }
     summary.replaceChildren(el("table", { class: "compare-table", "data-testid": "compare-table" }, header, ...rows));
   }
@@ -213,7 +261,7 @@ export const comparePanel: PanelFactory = (ctx) => {
           "section",
           { class: "compare-column", "data-testid": "compare-column", "data-runtime": run.runtime.name },
           el("h4", {}, `JAX ${run.jax ?? run.runtime.jax_version}`,
-            index > 0 && run.state === "done" ? el("span", { class: "compare-count" }, differs ? ` · ${differs} line(s) differ` : " · same output") : null),
+            index > 0 && run.state === "done" ? el("span", { class: "compare-count" }, ` · ${differenceCount(differs)}`) : null),
           el("pre", { class: "compare-output" }, ...lines),
         );
       }),
@@ -254,7 +302,14 @@ export const comparePanel: PanelFactory = (ctx) => {
     const offered = ctx.runChoices().runtimes.filter((r) => !r.problem && checked.has(r.name));
     start(offered);
   });
-  allButton.addEventListener("click", () => start(ctx.runChoices().runtimes.filter((r) => !r.problem)));
+  allButton.addEventListener("click", () => {
+    const offered = ctx.runChoices().runtimes.filter((r) => !r.problem);
+    // "All" is a choice of versions too: the boxes show it, and Compare repeats it.
+    checked.clear();
+    offered.forEach((r) => checked.add(r.name));
+    drawPicks();
+    start(offered);
+  });
 
   return {
     id: "compare",
@@ -269,6 +324,14 @@ export const comparePanel: PanelFactory = (ctx) => {
     },
   };
 };
+
+/** A table cell; a time the result cache replayed says so. */
+function timedCell(text: string, cached: boolean): HTMLElement {
+  if (!cached || !text || text === "—") return el("td", {}, text);
+  return el("td", { class: "compare-cached", "data-testid": "compare-cached-time",
+                    title: "Replayed from the result cache: measured when the run was recorded, not now" },
+    text, el("span", { class: "compare-cached-tag" }, " cached"));
+}
 
 function num(value: unknown): number | null {
   return typeof value === "number" ? value : null;

@@ -2,14 +2,17 @@
  * Help while writing JAX, from the API index of the JAX the backend runs
  * (./api_index): completion after `jnp.`, `jax.random.`, ...; the signature of
  * the function whose call the cursor is in; docs on hover. All offline: the
- * index comes from this server, once per JAX version.
+ * index comes from this server, once per JAX version, when one of them first needs it. This
+ * module is loaded when the editor is first used (./api_help_loader).
  */
 
-import type { Completion, CompletionContext, CompletionResult } from "@codemirror/autocomplete";
+import { autocompletion, type Completion, type CompletionContext, type CompletionResult } from "@codemirror/autocomplete";
 import { pythonLanguage } from "@codemirror/lang-python";
 import { syntaxTree } from "@codemirror/language";
 import { type EditorState, type Extension, StateEffect, StateField } from "@codemirror/state";
-import { EditorView, hoverTooltip, keymap, showTooltip, type Tooltip, tooltips } from "@codemirror/view";
+import {
+  EditorView, hoverTooltip, keymap, showTooltip, type Tooltip, tooltips, ViewPlugin, type ViewUpdate,
+} from "@codemirror/view";
 import { activeParam, compactSignature, docNodes, signatureParams } from "./api_doc_text";
 import type { ApiIndex, ResolvedName } from "./api_index";
 import { el } from "../core/dom";
@@ -29,9 +32,11 @@ function inStringOrComment(state: EditorState, pos: number): boolean {
 }
 
 function completionSource(index: ApiIndex) {
-  return (context: CompletionContext): CompletionResult | null => {
+  return async (context: CompletionContext): Promise<CompletionResult | null> => {
     const match = context.matchBefore(DOTTED_BEFORE);
     if (!match || inStringOrComment(context.state, context.pos)) return null;
+    if (!index.data) await index.ensure();
+    if (context.aborted) return null;
     const dot = match.text.lastIndexOf(".");
     const module = index.module(match.text.slice(0, dot), context.state.doc.toString());
     const names = module ? index.data?.modules[module] : undefined;
@@ -112,6 +117,8 @@ function enclosingCall(state: EditorState, pos: number): { callee: string; open:
 
 /** Escape hides the signature of the call the cursor is in, until the cursor is in another call. */
 const dismissSignature = StateEffect.define<number>();
+/** The API index arrived: what the cursor is in may now have a signature to show. */
+const indexArrived = StateEffect.define<null>();
 
 interface SignatureState {
   tooltip: Tooltip | null;
@@ -137,8 +144,12 @@ function signatureField(index: ApiIndex) {
     create: (state) => compute(state, null),
     update(value, tr) {
       let dismissed = value.dismissed === null ? null : tr.changes.mapPos(value.dismissed);
-      for (const effect of tr.effects) if (effect.is(dismissSignature)) dismissed = effect.value;
-      const changed = tr.docChanged || tr.selection || dismissed !== value.dismissed;
+      let arrived = false;
+      for (const effect of tr.effects) {
+        if (effect.is(dismissSignature)) dismissed = effect.value;
+        arrived ||= effect.is(indexArrived);
+      }
+      const changed = tr.docChanged || tr.selection || arrived || dismissed !== value.dismissed;
       return changed ? compute(tr.state, dismissed) : value;
     },
     provide: (f) => showTooltip.from(f, (value) => value.tooltip),
@@ -152,11 +163,24 @@ function signatureField(index: ApiIndex) {
       return true;
     },
   }]);
-  return [field, escape];
+  // Typing or moving the cursor is using the editor: the index is fetched then, once.
+  const fetcher = ViewPlugin.define((view) => {
+    const redraw = () => view.dispatch({ effects: indexArrived.of(null) });
+    index.onLoad.push(redraw);
+    return {
+      update(update: ViewUpdate) {
+        if (!index.data && (update.docChanged || update.selectionSet)) void index.ensure();
+      },
+      destroy() {
+        index.onLoad.splice(index.onLoad.indexOf(redraw), 1);
+      },
+    };
+  });
+  return [field, escape, fetcher];
 }
 
 function hoverDocs(index: ApiIndex): Extension {
-  return hoverTooltip((view, pos) => {
+  return hoverTooltip(async (view, pos) => {
     const line = view.state.doc.lineAt(pos);
     const text = line.text;
     let start = pos - line.from;
@@ -165,20 +189,60 @@ function hoverDocs(index: ApiIndex): Extension {
     while (end < text.length && /\w/.test(text[end])) end += 1;
     const dotted = text.slice(start, end).replace(/^\.+/, "");
     if (!dotted || !/^[A-Za-z_]/.test(dotted) || inStringOrComment(view.state, pos)) return null;
+    if (!index.data) await index.ensure();
     const name = index.resolve(dotted, view.state.doc.toString());
     if (!name) return null;
     return { pos: line.from + start, end: line.from + end, above: true, create: () => ({ dom: helpCard(name, "hover-docs") }) };
   });
 }
 
+/** Room beside the list below which the docs go under (or over) the whole list instead. */
+const INFO_MIN_WIDTH = 180;
+const INFO_MAX_WIDTH = 400;
+
+interface Rect { left: number; right: number; top: number; bottom: number }
+
+/**
+ * Where a completion's docs go: beside the list, on the side with room (right first), level with the
+ * selected option; without room on either side, under the whole list (or over it when there is more
+ * room there), never over its rows. CodeMirror's own choice drops the docs onto the rows below the
+ * selected one when the editor is narrow.
+ */
+export function infoBesideList(view: EditorView, list: Rect, option: Rect, info: Rect, space: Rect):
+    { style?: string; class?: string } {
+  // Rects are on screen; styles are in the editor's own (possibly CSS-scaled) pixels.
+  const scaleY = view.scaleY || 1;
+  const scaleX = view.scaleX || 1;
+  const height = info.bottom - info.top;
+  const spaceLeft = list.left - space.left;
+  const spaceRight = space.right - list.right;
+  if (Math.max(spaceLeft, spaceRight) >= INFO_MIN_WIDTH) {
+    const left = spaceRight < INFO_MIN_WIDTH;
+    const width = Math.min(INFO_MAX_WIDTH, left ? spaceLeft : spaceRight);
+    const top = Math.max(space.top, Math.min(option.top, space.bottom - height)) - list.top;
+    return { style: `top: ${top / scaleY}px; max-width: ${width / scaleX}px`, class: `cm-completionInfo-${left ? "left" : "right"}` };
+  }
+  const width = Math.min(INFO_MAX_WIDTH, space.right - list.left - 8);
+  const below = space.bottom - list.bottom >= Math.min(height, list.top - space.top);
+  const edge = (list.bottom - list.top) / scaleY;
+  return {
+    style: `${below ? "top" : "bottom"}: ${edge}px; max-width: ${width / scaleX}px`,
+    class: below ? "cm-completionInfo-below" : "cm-completionInfo-above",
+  };
+}
+
 /** The editor extensions; they read `index` as it loads, so they can be mounted before it has. */
 export function apiHelp(index: ApiIndex): Extension[] {
   return [
     pythonLanguage.data.of({ autocomplete: completionSource(index) }),
+    autocompletion({ positionInfo: infoBesideList }),
     ...signatureField(index),
     hoverDocs(index),
     // Tooltips stay inside the editor's own area, so none covers the header's buttons.
     tooltips({ tooltipSpace: (view) => view.scrollDOM.getBoundingClientRect() }),
-    EditorView.baseTheme({ ".cm-tooltip:has(> .api-help)": { border: "none", background: "transparent" } }),
+    EditorView.baseTheme({
+      ".cm-tooltip:has(> .api-help)": { border: "none", background: "transparent" },
+      ".cm-completionInfo.cm-completionInfo-below, .cm-completionInfo.cm-completionInfo-above": { left: "0" },
+    }),
   ];
 }

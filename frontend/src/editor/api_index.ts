@@ -2,6 +2,9 @@
  * The API index of the JAX the chosen backend runs (GET /api/api-index/{version},
  * made by sandbox/learning/api_index.py), and resolving the names in a program against
  * it: `jnp.sum` is `jax.numpy.sum` when the program says `import jax.numpy as jnp`.
+ *
+ * The index (a few hundred kB) is fetched when completion, signature help or hover docs first
+ * need it, not with the page.
  */
 
 export interface ApiEntry {
@@ -53,13 +56,36 @@ export function importAliases(code: string): Map<string, string> {
 
 export class ApiIndex {
   data: ApiIndexData | null = null;
+  /** Called when an index has arrived (signature help draws again). */
+  readonly onLoad: Array<() => void> = [];
+  /** The version whose names help offers: the JAX the code will run on. */
+  private version: string | null = null;
   private requested: string | null = null;
+  private pending: Promise<void> | null = null;
+  /** Help asked for the index once: later version changes fetch theirs at once. */
+  private needed = false;
   private aliasesFor: { code: string; aliases: Map<string, string> } | null = null;
 
-  /** Loads the index of `jaxVersion` once; an index the server does not have leaves help off. */
-  async load(jaxVersion: string): Promise<void> {
-    if (this.requested === jaxVersion) return;
-    this.requested = jaxVersion;
+  /** The JAX version help should follow. Nothing is fetched until help first needs it (`ensure`). */
+  use(jaxVersion: string): void {
+    this.version = jaxVersion;
+    if (this.needed) void this.ensure();
+  }
+
+  /** Fetches the chosen version's index once; resolves when it is there (or known to be missing). */
+  ensure(): Promise<void> {
+    this.needed = true;
+    const version = this.version;
+    if (version === null) return Promise.resolve();
+    if (this.requested !== version || !this.pending) {
+      this.requested = version;
+      this.pending = this.load(version);
+    }
+    return this.pending;
+  }
+
+  /** An index the server does not have leaves help off. */
+  private async load(jaxVersion: string): Promise<void> {
     try {
       const response = await fetch(`/api/api-index/${encodeURIComponent(jaxVersion)}`);
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
@@ -69,6 +95,7 @@ export class ApiIndex {
       console.warn(`jaxplay: no API index for jax ${jaxVersion}; completion from it is off`, err);
       if (this.requested === jaxVersion) this.data = null;
     }
+    for (const listener of this.onLoad) listener();
   }
 
   private aliases(code: string): Map<string, string> {

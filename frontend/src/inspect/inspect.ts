@@ -390,11 +390,11 @@ export const inspectPanel: PanelFactory = (ctx) => {
         ),
       );
     }
-    const compare = el("select", { class: "inspect-compare", "aria-label": "Diff with", "data-testid": "inspect-compare" });
-    compare.append(el("option", { value: "" }, "no diff"));
+    const compare = el("select", { class: "inspect-compare", "data-testid": "inspect-compare" });
+    compare.append(el("option", { value: "" }, "none"));
     for (const sibling of siblings) {
       if (sibling.key === compiled.key) continue;
-      const option = el("option", { value: sibling.key }, `diff with #${sibling.compile_index}`);
+      const option = el("option", { value: sibling.key }, `#${sibling.compile_index}`);
       option.selected = sibling.key === compareWith;
       compare.append(option);
     }
@@ -441,7 +441,9 @@ export const inspectPanel: PanelFactory = (ctx) => {
       tabs,
       el("span", { class: "topbar-spacer" }),
       passesButton,
-      compare,
+      el("label", { class: "inspect-option inspect-compare-label",
+                    title: siblings.length < 2 ? "One compilation: nothing to diff it with" : "Diff this text with another compilation's" },
+        "Diff with ", compare),
       el(
         "button",
         {

@@ -147,3 +147,17 @@ export function hloMetadataLines(text: string): [number, number] | null {
   }
   return [first + 1, last + 1];
 }
+
+/**
+ * `text` with its debug-info tables replaced by one comment line saying how many lines they were:
+ * what a diff compares. Between JAX versions those tables differ almost everywhere (other file
+ * paths, other frame ids), and would bury the program's own changes.
+ */
+export function foldHloMetadata(text: string): { text: string; folded: number } {
+  const range = hloMetadataLines(text);
+  if (!range) return { text, folded: 0 };
+  const lines = text.split("\n");
+  const folded = range[1] - range[0] + 1;
+  lines.splice(range[0] - 1, folded, `// ${folded} lines of XLA's file and stack-frame tables (folded)`);
+  return { text: lines.join("\n"), folded };
+}

@@ -100,15 +100,27 @@ export function costTable(cost: Record<string, number | string | null> | null): 
   return table;
 }
 
-const MEMORY_ROWS: [string, string][] = [
-  ["argument_size_in_bytes", "arguments"],
-  ["output_size_in_bytes", "outputs"],
-  ["temp_size_in_bytes", "temporaries"],
-  ["alias_size_in_bytes", "aliased (donated)"],
-  ["peak_memory_in_bytes", "peak"],
-  ["generated_code_size_in_bytes", "generated code"],
+/** memory_analysis() in reading order: what goes in and out, what the program needs besides, then the totals. */
+const MEMORY_ROWS: [string, string, string][] = [
+  ["argument_size_in_bytes", "arguments", "the inputs' buffers"],
+  ["output_size_in_bytes", "outputs", "the results' buffers"],
+  ["alias_size_in_bytes", "aliased (donated)", "outputs written into donated inputs' buffers: counted in both above"],
+  ["temp_size_in_bytes", "temporaries", "scratch buffers XLA allocates for the program's intermediate values"],
+  ["generated_code_size_in_bytes", "generated code", "the compiled program itself"],
 ];
 
+/** arguments + outputs + temporaries − aliased: every buffer at once, or null without the numbers. */
+export function memorySum(memory: Record<string, number>): number | null {
+  const parts = ["argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes"];
+  if (!parts.every((key) => typeof memory[key] === "number")) return null;
+  return parts.reduce((sum, key) => sum + memory[key], 0) - (memory.alias_size_in_bytes ?? 0);
+}
+
+export const PEAK_NOTE =
+  "peak is XLA's figure for the most bytes live at once: at most the sum, since buffers never live " +
+  "together count once (XLA:CPU's can leave the temporaries out).";
+
+/** The memory table; with XLA's peak, a note under it says how peak and the sum relate. */
 export function memoryTable(memory: Record<string, number> | null): HTMLElement {
   const table = el("table", { class: "inspect-table", "data-testid": "inspect-memory" });
   table.append(el("caption", {}, "Memory (per device)"));
@@ -116,10 +128,21 @@ export function memoryTable(memory: Record<string, number> | null): HTMLElement 
     table.append(row("memory", "not available on this backend"));
     return table;
   }
-  for (const [key, label] of MEMORY_ROWS) {
-    if (key in memory) table.append(row(label, formatBytes(memory[key]), `${memory[key]} bytes`));
+  for (const [key, label, help] of MEMORY_ROWS) {
+    if (key in memory) table.append(row(label, formatBytes(memory[key]), `${memory[key]} bytes: ${help}`));
   }
-  return table;
+  const sum = memorySum(memory);
+  if (sum !== null) {
+    table.append(el("tr", { class: "inspect-table-total", title: `${sum} bytes` },
+      el("th", { scope: "row" }, "sum"), el("td", {}, formatBytes(sum))));
+  }
+  if (!("peak_memory_in_bytes" in memory)) return table;
+  const peak = memory.peak_memory_in_bytes;
+  table.append(row("peak (XLA)", formatBytes(peak), `${peak} bytes`));
+  // The note wraps at the table's width (inspect.css), beside the cost table.
+  return el("div", { class: "inspect-memory" }, table,
+    el("p", { class: "inspect-table-note", "data-testid": "inspect-peak-note" },
+      `sum = arguments + outputs + temporaries − aliased. ${PEAK_NOTE}`));
 }
 
 function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>): SVGElementTagNameMap[K] {

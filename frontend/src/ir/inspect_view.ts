@@ -12,7 +12,7 @@ import { highlightSelectionMatches, openSearchPanel, search, searchKeymap } from
 import { Compartment, EditorState, type Extension } from "@codemirror/state";
 import { drawSelection, EditorView, highlightActiveLine, keymap, lineNumbers } from "@codemirror/view";
 import { tags as t } from "@lezer/highlight";
-import { hloMetadataLines, IR_LANGUAGES, type IrDialect } from "./hlo";
+import { foldHloMetadata, hloMetadataLines, IR_LANGUAGES, type IrDialect } from "./hlo";
 
 /** [first text line, last text line, user source line], 1-based and inclusive. */
 export type LineRange = [number, number, number];
@@ -174,6 +174,10 @@ export function showLinkedSource(element: HTMLElement, line: number | null): voi
   element.title = line === null ? "" : `From line ${line} of your code (double-click to go there)`;
 }
 
+function linesText(count: number): string {
+  return count === 0 ? "none" : count === 1 ? "1 line" : `${count} lines`;
+}
+
 /** What stands for HLO's folded debug-info tables; a click unfolds them. */
 function foldedMetadata(onclick: (event: Event) => void): HTMLElement {
   const button = document.createElement("button");
@@ -185,25 +189,55 @@ function foldedMetadata(onclick: (event: Event) => void): HTMLElement {
   return button;
 }
 
-/** Two compilations side by side, unchanged stretches folded away. */
+/**
+ * Two compilations side by side, unchanged stretches folded away, and HLO's debug-info tables
+ * folded as the single view folds them (a button shows them, differences and all). Hidden while
+ * it shows nothing.
+ */
 export class DiffView {
   readonly element: HTMLElement;
+  private readonly note: HTMLElement;
+  private readonly host: HTMLElement;
   private merge: MergeView | null = null;
+  private shown: { before: string; after: string; dialect: IrDialect; wrap: boolean } | null = null;
+  private metadataShown = false;
 
   constructor() {
     this.element = document.createElement("div");
     this.element.className = "inspect-diff";
     this.element.dataset.testid = "inspect-diff";
+    this.element.hidden = true;
+    this.note = document.createElement("div");
+    this.note.className = "inspect-diff-metadata";
+    this.host = document.createElement("div");
+    this.host.className = "inspect-diff-host";
+    this.element.append(this.note, this.host);
   }
 
   show(before: string, after: string, dialect: IrDialect, wrap: boolean): void {
+    this.shown = { before, after, dialect, wrap };
+    this.draw();
+  }
+
+  private draw(): void {
+    if (!this.shown) return;
+    const { dialect, wrap } = this.shown;
+    let { before, after } = this.shown;
+    let folded: [number, number] = [0, 0];
+    if (dialect === "hlo" && !this.metadataShown) {
+      const a = foldHloMetadata(before);
+      const b = foldHloMetadata(after);
+      [before, after, folded] = [a.text, b.text, [a.folded, b.folded]];
+    }
+    this.drawNote(folded);
     this.merge?.destroy();
     const side = (label: string) => [...irExtensions(`${IR_NAMES[dialect]}, ${label} (read-only)`), IR_LANGUAGES[dialect],
                                        wrap ? EditorView.lineWrapping : []];
+    this.element.hidden = false;
     this.merge = new MergeView({
       a: { doc: before, extensions: side("before") },
       b: { doc: after, extensions: side("after") },
-      parent: this.element,
+      parent: this.host,
       gutter: true,
       highlightChanges: true,
       collapseUnchanged: { margin: 3, minSize: 8 },
@@ -212,8 +246,32 @@ export class DiffView {
     });
   }
 
+  private drawNote([before, after]: [number, number]): void {
+    const hasTables = this.shown?.dialect === "hlo" && (this.metadataShown || before + after > 0);
+    this.note.hidden = !hasTables;
+    if (!hasTables) {
+      this.note.replaceChildren();
+      return;
+    }
+    const toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "inspect-folded";
+    toggle.dataset.testid = "diff-metadata-toggle";
+    toggle.textContent = this.metadataShown
+      ? "▾ XLA's file and stack-frame tables are shown (click to fold them)"
+      : `▸ XLA's file and stack-frame tables are folded (left: ${linesText(before)}, right: ${linesText(after)}; ` +
+        "click to compare them too)";
+    toggle.addEventListener("click", () => {
+      this.metadataShown = !this.metadataShown;
+      this.draw();
+    });
+    this.note.replaceChildren(toggle);
+  }
+
   clear(): void {
     this.merge?.destroy();
     this.merge = null;
+    this.shown = null;
+    this.element.hidden = true;
   }
 }

@@ -13,7 +13,11 @@
  * refuses every navigation of its frames, and a frame that loads a second
  * document anyway is replaced by a notice.
  *
- * Frames are filled when they scroll into view, so a run that shows many
+ * The first few frames on the page are filled as soon as they are made (their
+ * document loads the moment the Output places them): waiting for the Output's
+ * next frame and then for an IntersectionObserver round cost up to a tenth of a
+ * second before the frame even started, while "drawing…" showed. Frames past
+ * those are filled when they scroll near the view, so a run that shows many
  * values does not build every document at once.
  */
 
@@ -26,6 +30,8 @@ export const MAX_HEIGHT_PX = 4000;
 const PLACEHOLDER_HEIGHT_PX = 48;
 /** Frames this far below (or above) the visible part of the Output are filled ahead of time. */
 const PRELOAD_MARGIN_PX = 800;
+/** Frames on the page up to which a new one is filled at once (a run usually shows one value or a few). */
+export const EAGER_FRAMES = 4;
 
 const FRAME_CSP = [
   "default-src 'none'",
@@ -172,6 +178,14 @@ function fillWhenVisible(frame: HTMLIFrameElement, html: string, framesWaited = 
   }
 }
 
+/** Frames filled at once that the Output has not placed yet (it places them on its next animation frame). */
+const eagerUnplaced = new Set<HTMLIFrameElement>();
+
+function fillsAtOnce(): boolean {
+  for (const frame of eagerUnplaced) if (frame.isConnected) eagerUnplaced.delete(frame);
+  return document.querySelectorAll("iframe.display-frame").length + eagerUnplaced.size < EAGER_FRAMES;
+}
+
 export function htmlFrame(ev: DisplayEvent): HTMLElement {
   if (!listening) {
     window.addEventListener("message", onFrameMessage);
@@ -185,6 +199,16 @@ export function htmlFrame(ev: DisplayEvent): HTMLElement {
     "data-testid": "display-frame",
   });
   frame.style.height = `${PLACEHOLDER_HEIGHT_PX}px`;
-  fillWhenVisible(frame, ev.data);
+  if (fillsAtOnce()) {
+    frame.dataset.fill = "at-once";
+    pendingHtml.set(frame, ev.data);
+    fill(frame); // srcdoc before the frame is placed: it loads the moment it is
+    eagerUnplaced.add(frame);
+    // Placed by then (the Output's flush runs in the first), or never placed (a new run cleared it).
+    requestAnimationFrame(() => requestAnimationFrame(() => eagerUnplaced.delete(frame)));
+  } else {
+    frame.dataset.fill = "when-visible";
+    fillWhenVisible(frame, ev.data);
+  }
   return frame;
 }

@@ -198,7 +198,7 @@ export class PassesView {
       if (!entry.changed && !this.showUnchanged) return;
       const pipeline = pipelines[entry.pipeline]?.name ?? "";
       if (query && !entry.name.toLowerCase().includes(query) && !pipeline.toLowerCase().includes(query)) return;
-      const delta = entry.added !== undefined ? `+${entry.added} −${entry.removed}` : "";
+      const delta = passDelta(entry);
       items.push(
         el(
           "li",
@@ -210,8 +210,7 @@ export class PassesView {
               class: entry.changed ? "passes-item" : "passes-item passes-item-unchanged",
               "aria-pressed": String(index === this.selected),
               "data-pass": entry.name,
-              title: entry.changed ? `${entry.name} changed the module (pipeline ${pipeline})`
-                                   : `${entry.name} ran and changed nothing (pipeline ${pipeline})`,
+              title: passTitle(entry, pipeline),
               onclick: () => {
                 this.selected = index;
                 this.draw();
@@ -266,9 +265,13 @@ export class PassesView {
           el("span", {}, `after: ${dumps[entry.dump]?.label ?? entry.name}`)),
         el("label", { class: "inspect-option" }, wrap, " Wrap")),
     ];
-    if ((entry.added ?? 1) === 0 && (entry.removed ?? 1) === 0) {
-      parts.push(el("div", { class: "inspect-note" },
-        "No line of the text changed: XLA changed something it does not print here (a layout, an attribute)."));
+    if (entry.same_text) {
+      parts.push(el("div", { class: "inspect-note", "data-testid": "passes-same-text" },
+        `XLA reported a change after ${entry.name}, but the module reads the same as before it: what changed ` +
+        "was dumped by the steps before it (a nested pipeline's passes, copy-insertion's steps), or is not printed."));
+    } else if (entry.reordered) {
+      parts.push(el("div", { class: "inspect-note", "data-testid": "passes-reordered" },
+        `${entry.name} added and removed no line: it moved ${entry.reordered} lines (XLA reordered instructions).`));
     }
     this.diff.show({ text: before.text, ranges: before.source_lines ?? [] },
                    { text: after.text, ranges: after.source_lines ?? [] }, this.wrap);
@@ -277,6 +280,24 @@ export class PassesView {
       el("summary", {}, "XLA's file and stack-frame tables (the same before and after)"), el("pre", {}, header)));
     return parts;
   }
+}
+
+/** "+3 −1" lines added and removed, "↕ 4" lines only moved, or nothing for a pass without a text. */
+export function passDelta(entry: PassEntry): string {
+  if (entry.added === undefined || entry.same_text) return "";
+  if (!entry.added && !entry.removed && entry.reordered) return `↕ ${entry.reordered}`;
+  return `+${entry.added} −${entry.removed}`;
+}
+
+export function passTitle(entry: PassEntry, pipeline: string): string {
+  if (entry.same_text) {
+    return `${entry.name}: XLA dumped the module after it, but it reads the same as before it (pipeline ${pipeline})`;
+  }
+  if (!entry.changed) return `${entry.name} ran and changed nothing (pipeline ${pipeline})`;
+  if (entry.reordered && !entry.added && !entry.removed) {
+    return `${entry.name} moved ${entry.reordered} lines and added or removed none (pipeline ${pipeline})`;
+  }
+  return `${entry.name} changed the module (pipeline ${pipeline})`;
 }
 
 function resolve(dumps: PassDump[], index: number): PassDump | undefined {

@@ -87,6 +87,10 @@ export interface PassEntry {
   dump: number | null;
   added?: number;
   removed?: number;
+  /** Lines standing elsewhere after a pass that only moved lines (`added` and `removed` are 0). */
+  reordered?: number;
+  /** XLA dumped after it, but the text reads the same as before it: not `changed`. */
+  same_text?: boolean;
 }
 
 export interface PassDump {

@@ -12,12 +12,51 @@
 
 import { el } from "../core/dom";
 
-/** Snippet ids from what a presenter pastes: ids or share links, separated by spaces, commas or lines. */
-export function parseDeck(text: string): string[] {
-  return text
-    .split(/[\s,]+/)
-    .map((token) => /\/[se]\/([a-z2-7]+)/.exec(token)?.[1] ?? token)
-    .filter((id) => /^[a-z2-7]+$/.test(id));
+/** What a presenter pasted that is not a slide, and why. */
+export interface RejectedEntry {
+  text: string;
+  why: string;
+}
+
+const SNIPPET_ID = /^[a-z2-7]{1,52}$/;
+const SCHEME = /^[a-z][a-z0-9+.-]*:\/\//i;
+const SHARE_PATH = /^\/[se]\/([^/?#]+)\/?$/;
+
+/**
+ * Snippet ids from what a presenter pastes: ids or share links of this server (`origin`), separated by
+ * spaces, commas or lines, in order. Every other entry is returned with the reason it is not a slide.
+ */
+export function parseDeck(text: string, origin: string): { ids: string[]; rejected: RejectedEntry[] } {
+  const ids: string[] = [];
+  const rejected: RejectedEntry[] = [];
+  const here = new URL(origin);
+  for (const token of text.split(/[\s,]+/).filter(Boolean)) {
+    if (!token.includes("/")) {
+      if (SNIPPET_ID.test(token)) ids.push(token);
+      else rejected.push({ text: token, why: "malformed: a snippet id has only the letters a–z and the digits 2–7" });
+      continue;
+    }
+    let url: URL;
+    try {
+      url = SCHEME.test(token) ? new URL(token) : token.startsWith("/") ? new URL(token, here) : new URL(`${here.protocol}//${token}`);
+    } catch {
+      rejected.push({ text: token, why: "malformed: not a link" });
+      continue;
+    }
+    if (url.host !== here.host || url.protocol !== here.protocol) {
+      rejected.push({ text: token, why: `not a link of this server (${url.protocol}//${url.host}): share it here first` });
+      continue;
+    }
+    const id = SHARE_PATH.exec(url.pathname)?.[1];
+    if (id === undefined) {
+      rejected.push({ text: token, why: "malformed: a share link ends in /s/ and the snippet's id" });
+    } else if (!SNIPPET_ID.test(id)) {
+      rejected.push({ text: token, why: "malformed: a snippet id has only the letters a–z and the digits 2–7" });
+    } else {
+      ids.push(id);
+    }
+  }
+  return { ids, rejected };
 }
 
 interface Slide {
@@ -55,6 +94,8 @@ export class DeckEditor {
     spellcheck: "false", "aria-label": "Share links or snippet ids to add", "data-testid": "room-deck-input",
   });
   private readonly message = el("p", { class: "room-deck-message", role: "alert", "data-testid": "room-deck-message" });
+  /** Entries of the last Add that are not slides, each with why; they stay in the input to be fixed. */
+  private readonly rejected = el("ul", { class: "room-deck-rejected", "data-testid": "room-deck-rejected", role: "alert" });
   private readonly saveButton: HTMLButtonElement;
   private readonly onScreen: string | null;
   private previewed: string | null = null;
@@ -83,6 +124,7 @@ export class DeckEditor {
          el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-deck-add-current",
                         title: "Share the code in the editor and add it as a slide", onclick: () => void this.addCurrent() },
             "Add the current code")),
+      this.rejected,
       this.message,
       el("div", { class: "room-deck-actions" },
          el("button", { class: "btn btn-ghost", type: "button", "data-testid": "room-deck-cancel", onclick: () => this.close() },
@@ -125,14 +167,16 @@ export class DeckEditor {
   private addFromInput(): void {
     const text = this.input.value.trim();
     if (!text) return;
-    const ids = parseDeck(text);
-    if (!ids.length) {
-      this.message.textContent = "Paste share links (…/s/k3v9q2xa) or snippet ids, separated by spaces or commas.";
-      return;
-    }
+    const { ids, rejected } = parseDeck(text, window.location.origin);
+    this.rejected.replaceChildren(...rejected.map((entry) =>
+      el("li", { "data-entry": entry.text }, el("code", {}, entry.text), `: ${entry.why}`)));
+    // What was not added stays in the input, to be fixed and added again.
+    this.input.value = rejected.map((entry) => entry.text).join(" ");
+    this.message.textContent = ids.length || rejected.length
+      ? ""
+      : "Paste share links (…/s/k3v7q2xa) or snippet ids, separated by spaces or commas.";
+    if (!ids.length) return;
     this.slides.push(...ids.map((id) => this.load(id)));
-    this.input.value = "";
-    this.message.textContent = "";
     this.render();
   }
 
@@ -177,15 +221,16 @@ export class DeckEditor {
     const unknown = this.slides.filter((slide) => slide.code === undefined).map((slide) => slide.id);
     this.saveButton.disabled = unknown.length > 0 || this.slides.some((slide) => slide.code === null);
     if (unknown.length) {
-      this.message.textContent = `No snippet ${unknown.join(", ")} on this server: remove it, or share it first.`;
-    } else if (this.message.textContent?.startsWith("No snippet")) {
+      this.message.textContent =
+        `Unknown link: no snippet ${unknown.join(", ")} on this server. Remove it, or share it here first.`;
+    } else if (this.message.textContent?.startsWith("Unknown link")) {
       this.message.textContent = "";
     }
   }
 
   private row(slide: Slide, index: number): HTMLElement {
     const last = this.slides.length - 1;
-    const title = slide.code === null ? "loading…" : slide.code === undefined ? "no such snippet" : slideTitle(slide.code);
+    const title = slide.code === null ? "loading…" : slide.code === undefined ? "unknown link: no such snippet here" : slideTitle(slide.code);
     const button = (label: string, action: string, text: string, onclick: () => void, disabled = false) =>
       el("button", { class: "btn btn-ghost room-deck-row-button", type: "button", title: label, "aria-label": label,
                      "data-action": action, disabled, onclick }, text);

@@ -7,7 +7,7 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
-import { apiHelp } from "../editor/api_help";
+import { lazyApiHelp } from "../editor/api_help_loader";
 import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
 import type { Boot } from "../core/boot";
@@ -22,6 +22,7 @@ import type { Panel, PanelContext, PanelRequest } from "../panel/types";
 import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
 import { resultsSizeButton } from "./results_size";
 import { RunAlert } from "./run_alert";
+import { ServerNotice } from "./server_notice";
 import { ApiNames, offerRuntimesInHints, RuntimePicker } from "../runtimes/runtimes";
 import { LinkRuntimeNote, linkedRuntime } from "../runtimes/runtimes_link";
 import { mountShare, type ShareController } from "../sharing/share";
@@ -35,6 +36,11 @@ import { keepTopbarFitted } from "./topbar_fit";
 const UNREACHABLE_AFTER_MS = 1500;
 const UNREACHABLE_MESSAGE =
   "The server cannot be reached. The page keeps trying to reconnect; a run you start now waits and starts when it is back.";
+const RESTARTING_MESSAGE = "The server is restarting: reconnecting… A run you start now waits and starts once it is back.";
+/** A restart that has not come back in this long is an outage, and the page says so. */
+const RESTART_PATIENCE_MS = 30_000;
+/** Set once, when the socket first opens: from then on Run starts a run at once. */
+const READY_MARK = "jaxplay:ready-to-run";
 /** Tabs that show no run: running from one of them brings the Output tab forward. */
 const PICKER_TABS = new Set(["gallery"]);
 
@@ -63,6 +69,8 @@ export class App {
   private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
   private readonly runInfo = el("span", { class: "run-info" });
   private readonly runAlert: RunAlert;
+  /** "The server is restarting", from its `server_draining` until the page has reconnected. */
+  private readonly serverNotice = new ServerNotice();
   private active: ActiveRun | null = null;
   private runCounter = 0;
   /** Requests panels sent (a compilation's XLA passes, Compare's runs): their events go to them, not to the run on screen. */
@@ -90,7 +98,7 @@ export class App {
     // Completion and help follow the JAX the code will run on: the chosen backend's chosen runtime.
     this.runtimes.onSelect = (runtime) => {
       const version = runtime?.jax_version ?? this.backends.selected?.jax_version;
-      if (version) void this.apiIndex.load(version);
+      if (version) this.apiIndex.use(version);
     };
     // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
     this.backends.onProblems = (problems) => {
@@ -99,7 +107,7 @@ export class App {
     this.backends.onSelect = (backend) => {
       this.runtimes.showBackend(backend);
       this.linkNote.showBackend(backend);
-      if (!backend?.runtimes?.length && backend?.jax_version) void this.apiIndex.load(backend.jax_version);
+      if (!backend?.runtimes?.length && backend?.jax_version) this.apiIndex.use(backend.jax_version);
     };
     offerRuntimesInHints(this.runtimes, new ApiNames(), (runtime) => {
       this.runtimes.choose(runtime);
@@ -152,6 +160,7 @@ export class App {
       goToLine: (line) => this.editor.goToLine(line),
     });
     this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
+    this.tabs.element.insertBefore(this.serverNotice.element, this.runAlert.element);
     this.tabs.tools.append(resultsSizeButton());
     this.tabs.onChange = () => this.runAlert.render();
     // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
@@ -176,7 +185,7 @@ export class App {
         if (keepsDraft) this.drafts.save(this.snippetId, code, this.sharedCode);
         this.share?.onCodeChange(code);
       },
-      extensions: [...apiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
+      extensions: [lazyApiHelp(this.apiIndex), syntaxMarks(() => this.editor ?? null)],
     });
 
     for (const factory of PANELS) {
@@ -252,11 +261,14 @@ export class App {
     this.runInfo.textContent = "";
     this.setRunning(true);
     this.connection.send(message);
-    if (this.connection.state === "open") {
+    if (this.connection.sendsNow) {
       this.status.set({ kind: "sending" });
     } else {
       this.status.set({ kind: "waiting" });
-      this.route({ type: "notice", id: null, level: "warning", message: "The server cannot be reached; your run will start when it is back." });
+      const message = this.serverNotice.phase
+        ? "The server is restarting; your run will start once the page has reconnected."
+        : "The server cannot be reached; your run will start when it is back.";
+      this.route({ type: "notice", id: null, level: "warning", message });
     }
   }
 
@@ -350,6 +362,10 @@ export class App {
 
   private onEvent(ev: ServerEvent): void {
     for (const listener of this.eventListeners) listener(ev);
+    if (ev.type === "server_draining") {
+      this.onServerDraining(ev.message);
+      return;
+    }
     if (!("id" in ev)) return; // room events: their listeners handle them
     const requester = ev.id === null ? undefined : this.requests.get(ev.id);
     if (requester) {
@@ -421,11 +437,34 @@ export class App {
     this.status.set({ kind: "lost" });
   }
 
+  /** The server is shutting down: it finishes what runs, refuses new runs, then closes this socket. */
+  private onServerDraining(message: string): void {
+    this.connection.holdUntilReconnected();
+    this.serverNotice.show("draining", message);
+    this.connectionBadge.dataset.state = "restarting";
+    this.connectionBadge.textContent = "server restarting…";
+  }
+
   private onConnectionState(state: ConnectionState): void {
     for (const listener of this.connectionListeners) listener(state);
     this.connectionBadge.dataset.state = state;
     this.connectionBadge.textContent =
       state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";
+    if (state === "open") {
+      this.serverNotice.clear();
+    } else if (this.serverNotice.phase === "draining") {
+      // The restart's socket closed: say so where the drain's notice was, not "cannot be reached".
+      this.serverNotice.show("reconnecting", RESTARTING_MESSAGE);
+      this.connectionBadge.textContent = "server restarting…";
+      window.setTimeout(() => {
+        if (this.connection.state === "open" || this.serverNotice.phase !== "reconnecting") return;
+        this.serverNotice.clear();
+        this.unreachableShown = false;
+        this.showUnreachable();
+      }, RESTART_PATIENCE_MS);
+    } else if (this.serverNotice.phase === "reconnecting") {
+      this.connectionBadge.textContent = "server restarting…";
+    }
     document.body.classList.toggle("is-offline", state !== "open");
     this.runButton.title = state === "open"
       ? `Run (${runShortcutLabel})`
@@ -433,6 +472,8 @@ export class App {
     if (state === "reconnecting") {
       this.showUnreachable();
     } else if (state === "open") {
+      // The page can run code from here on: bench/page_load.py measures the page's load up to this mark.
+      if (!performance.getEntriesByName(READY_MARK).length) performance.mark(READY_MARK);
       this.backends.setReachable(true);
       if (this.unreachableShown) {
         this.unreachableShown = false;
@@ -447,7 +488,8 @@ export class App {
     this.backends.setReachable(false);
     if (this.unreachableShown || this.connection.state === "open") return;
     this.unreachableShown = true;
-    this.route({ type: "notice", id: null, level: "warning", message: UNREACHABLE_MESSAGE });
+    const message = this.serverNotice.phase ? RESTARTING_MESSAGE : UNREACHABLE_MESSAGE;
+    this.route({ type: "notice", id: null, level: "warning", message });
   }
 
   /** The editor's text now belongs to snippet `id` (just shared): its drafts are kept under that link. */

@@ -5,6 +5,8 @@
  * the next open (a Run pressed while the page is still connecting is not
  * lost). When an open socket closes, `onLost` tells the app, which marks the
  * run it was waiting for as lost: the server forgets runs of a closed socket.
+ * `holdUntilReconnected` makes the open socket a closing one: a server that
+ * is shutting down refuses new runs, so they wait for the next socket.
  */
 
 import { type ClientMessage, parseServerEvent, type ServerEvent } from "./protocol";
@@ -31,6 +33,8 @@ export class Connection {
   private outbox: string[] = [];
   private retryMs = RETRY_MIN_MS;
   private retryTimer: number | null = null;
+  /** The open socket's server is going away: what is sent waits for the next socket. */
+  private holding = false;
   state: ConnectionState = "connecting";
 
   constructor(
@@ -47,8 +51,20 @@ export class Connection {
 
   send(message: ClientMessage): void {
     const text = JSON.stringify(message);
-    if (this.socket?.readyState === WebSocket.OPEN) this.socket.send(text);
+    // While held, only what starts new work waits: a cancel (Stop) must reach the runs still going.
+    const held = this.holding && (message.type === "run" || message.type === "passes");
+    if (this.socket?.readyState === WebSocket.OPEN && !held) this.socket.send(text);
     else this.outbox.push(text);
+  }
+
+  /** True when a message sent now reaches the server at once (not held for a later socket). */
+  get sendsNow(): boolean {
+    return this.socket?.readyState === WebSocket.OPEN && !this.holding;
+  }
+
+  /** The server said it is shutting down: hold new messages for the socket that replaces this one. */
+  holdUntilReconnected(): void {
+    this.holding = true;
   }
 
   /** Drops queued messages that no longer matter (e.g. a run cancelled before it was sent). */
@@ -67,6 +83,7 @@ export class Connection {
     this.socket = socket;
     socket.addEventListener("open", () => {
       this.retryMs = RETRY_MIN_MS;
+      this.holding = false;
       this.setState("open");
       const waiting = this.outbox;
       this.outbox = [];

@@ -180,6 +180,17 @@ export interface NoticeEvent {
   view?: string;
 }
 
+/**
+ * The server is shutting down (a restart, a deploy): runs in flight may finish within `grace_s`,
+ * new runs are refused, then the socket closes. The page says the server is restarting and holds
+ * new runs until it has reconnected.
+ */
+export interface ServerDrainingEvent {
+  type: "server_draining";
+  message: string;
+  grace_s: number;
+}
+
 /** Everything a member needs to show a room now: on join, reconnect and slide changes. */
 export interface RoomStateEvent {
   type: "room_state";
@@ -248,6 +259,7 @@ export interface EventMap {
   display: DisplayEvent;
   done: DoneEvent;
   notice: NoticeEvent;
+  server_draining: ServerDrainingEvent;
   room_state: RoomStateEvent;
   room_edit: RoomEditEvent;
   room_run: RoomRunEvent;
