@@ -47,13 +47,13 @@ from jaxplay.server.runs.broker_keys import (
 from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, HEARTBEAT_S, HEARTBEAT_TTL_S
 
 if TYPE_CHECKING:
-    from jaxplay.server.runs.broker_redis import RedisBroker
+    from jaxplay.server.runs.broker_state import BrokerState
 
 log = logging.getLogger("jaxplay.broker")
 
 
 class Heartbeat:
-    def __init__(self, broker: RedisBroker) -> None:
+    def __init__(self, broker: BrokerState) -> None:
         self.broker = broker
         self.unrecovered: set[str] = set()  # gone replicas whose taken jobs are not yet back in their queues
         self.failing = ""  # why the last beat failed, while beats fail: logged when it changes

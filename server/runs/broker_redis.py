@@ -65,7 +65,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -74,7 +73,7 @@ from redis.exceptions import RedisError
 from jaxplay import browser_protocol as bp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs import broker_jobs, broker_sessions
-from jaxplay.server.runs.broker_events import GAP_WAIT_S, EventReader, InOrder
+from jaxplay.server.runs.broker_events import GAP_WAIT_S, EventReader
 from jaxplay.server.runs.broker_executor import JobExecutor
 from jaxplay.server.runs.broker_heartbeat import Heartbeat
 from jaxplay.server.runs.broker_keys import (
@@ -101,6 +100,7 @@ from jaxplay.server.runs.broker_keys import (
     queue_key,
 )
 from jaxplay.server.runs.broker_liveness import GONE_AFTER_S, ReplicaLiveness
+from jaxplay.server.runs.broker_state import Pending
 from jaxplay.server.runs.scheduler import WORKER_GRACE_S, Run, Scheduler, WorkerLink
 from jaxplay.server.storage.interface import redact
 
@@ -109,19 +109,6 @@ log = logging.getLogger("jaxplay.broker")
 PROBE_TTL_MS = 2000  # /readyz's write expires at once
 
 EXECUTOR_GONE = "The server replica running this program stopped; run it again."
-
-
-@dataclass(eq=False)
-class Pending:
-    """A run this replica's browser submitted, while it is in Redis or on another replica."""
-    run: Run
-    payload: str
-    executor: str | None = None
-    epoch: str | None = None  # the Redis data epoch its job was pushed in
-    pushing: bool = False  # its RPUSH is on its way
-    repeated: bool = False  # some of its events arrived twice (and were dropped)
-    # Its executor's events, put back in order: (event, worker hello on 'started').
-    order: InOrder[tuple[dict[str, Any], dict[str, Any] | None]] = field(default_factory=InOrder)
 
 
 async def _nowhere(text: str) -> None:

@@ -23,7 +23,7 @@ from jaxplay.server.runs.broker_liveness import HEARTBEAT_S, HEARTBEAT_TTL_S
 from jaxplay.server.runs.scheduler import Run
 
 if TYPE_CHECKING:
-    from jaxplay.server.runs.broker_redis import RedisBroker
+    from jaxplay.server.runs.broker_state import BrokerState
 
 log = logging.getLogger("jaxplay.broker")
 
@@ -45,7 +45,7 @@ def remember(pipe: Any, origin: str, run: Run) -> None:
     pipe.expire(session_key(run.session_id), SESSION_TTL_S)
 
 
-async def forget(broker: RedisBroker, run: Run) -> None:
+async def forget(broker: BrokerState, run: Run) -> None:
     try:
         assert broker.redis is not None
         await broker.redis.hdel(session_key(run.session_id), run.client_id)
@@ -53,7 +53,7 @@ async def forget(broker: RedisBroker, run: Run) -> None:
         pass
 
 
-async def tell_returning_browser(broker: RedisBroker, session_id: str, emit: Any,
+async def tell_returning_browser(broker: BrokerState, session_id: str, emit: Any,
                                  told: Callable[[str | None, str], None] | None = None) -> None:
     """A browser connected to ``broker``'s replica: end the runs it had in flight on a replica that has since
     stopped.
