@@ -146,7 +146,10 @@ class Settings:
     default_backend: str = setting("", "The backend a run that names none runs on, and the page picks first; "
                                        "empty: 'cpu' where a cpu worker is connected, else the first backend "
                                        "that has one (on a GPU-only host, 'gpu').")
-    shutdown_grace_s: float = setting(20.0, "At shutdown, how long runs in flight may take to finish, in seconds.")
+    shutdown_grace_s: float = setting(45.0, "Told to stop (SIGTERM, Ctrl+C), how long a server or worker lets its "
+                                            "runs in flight finish before ending them, in seconds; a second signal "
+                                            "ends them at once. Keep it above --run-timeout-s.",
+                                      commands=SERVE_AND_WORKER)
     broker: str = setting("", "redis://[USER:PASSWORD@]HOST:PORT/DB (rediss:// for TLS) to share queues and "
                               "workers between several `serve` replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "

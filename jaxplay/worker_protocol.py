@@ -10,6 +10,8 @@ A worker dials the server and speaks first::
     worker -> server  event     {run_id, event}         an event for the browser, no 'id' (jaxplay/run_events.py)
     worker -> server  finished  {run_id, status, elapsed_ms, message?, read_session_cache}
     worker -> server  slots     {busy, total, oom_kills, crashes}   after welcome and on every change
+    worker -> server  draining  {grace_s}               told to stop: send it no new job; it leaves once
+                                                        its runs end, or ends them after grace_s
 
 One run, lowered step by step: each step is a frozen dataclass made from the
 one before it, and JSON is written and read, and checked, only at a wire::
@@ -34,6 +36,11 @@ the one with ``default`` is the worker's own JAX (the hello's
 ``jax_version``), and one with a ``problem`` cannot run programs (its
 install or its probe failed). A job's ``runtime`` names one of them (""
 for the default); any other is ``finished`` with status ``rejected``.
+
+``draining`` is sent once, when the worker is told to stop (SIGTERM, or Ctrl+C):
+the server gives it no new job (a job already on its way still runs), and the
+worker closes the connection once its runs have ended. Runs still going after
+``grace_s``, or at a second signal, end as ``crashed`` saying the worker stopped.
 
 ``finished`` is the worker's last word on a run; the server turns it into the
 browser's ``done``. ``read_session_cache`` says the run could load compile-cache
@@ -230,10 +237,16 @@ class WorkerSlots:
     type: str = "slots"
 
 
+@dataclass(frozen=True)
+class WorkerDraining:
+    grace_s: float  # how long its runs in flight may still take
+    type: str = "draining"
+
+
 _BY_TYPE: dict[str, type] = {
     cls.type: cls  # type: ignore[attr-defined]
     for cls in (WorkerHello, ServerWelcome, ServerRefused, ServerJob, ServerCancel, WorkerEvent, WorkerFinished,
-                WorkerSlots)
+                WorkerSlots, WorkerDraining)
 }
 
 # --- JSON at the wire ------------------------------------------------------------------
@@ -346,6 +359,8 @@ def check_limits(message: Any) -> None:
     if isinstance(message, WorkerSlots) and not (0 <= message.busy <= message.total <= 4096
                                                   and message.oom_kills >= 0 and message.crashes >= 0):
         raise ValueError("'slots' must count 0 <= busy <= total <= 4096 slots, and no negative kills or crashes")
+    if isinstance(message, WorkerDraining) and message.grace_s < 0:
+        raise ValueError("'draining' must give a grace of 0 seconds or more")
 
 
 def _check_hello(hello: WorkerHello) -> None:

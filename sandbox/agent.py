@@ -11,6 +11,9 @@ Tasks and ownership::
          A lost connection kills the runs in flight (the server has already
          failed them) and the agent dials again with backoff.
 
+A first SIGTERM (or Ctrl+C) drains it (sandbox/agent_drain.py): no new run,
+the runs in hand finish within ``--shutdown-grace-s``, then it leaves.
+
 A job takes a seat (``--slots`` of them; on a GPU host each owns its GPUs),
 then its runtime's sandbox on that seat (sandbox/engine/runtime_pool.py).
 
@@ -20,6 +23,7 @@ A refused token is final: the agent prints the server's reason and exits 2.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import resource
@@ -31,6 +35,7 @@ import websockets
 from jaxplay import worker_protocol as wp
 from jaxplay.run_events import RunEvent
 from jaxplay.sandbox import agent_runtimes
+from jaxplay.sandbox.agent_drain import WorkerDrain
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
@@ -89,6 +94,9 @@ class WorkerAgent:
         self.oom_kills = 0
         self.crashes = 0
         self.outbox: asyncio.Queue[str] | None = None
+        self.connection: Any = None  # the open websocket, while there is one
+        self.jobs: set[asyncio.Task[None]] = set()  # one per job in hand, from its arrival to its finished
+        self.drain: WorkerDrain | None = None
         self.caches: CompileCaches | None = None
         self._fill: asyncio.Task[None] | None = None
         self._runtime_fills: list[asyncio.Task[None]] = []
@@ -213,25 +221,40 @@ class WorkerAgent:
         )
 
     async def serve_forever(self) -> None:
+        """Serve until drained (a stop signal) or refused; the pools close on the way out."""
         allow_priority_restore()
+        self.drain = WorkerDrain(self, self.settings.shutdown_grace_s)
+        self.drain.install()
+        serving = asyncio.create_task(self._start_and_serve())
+        leaving = asyncio.create_task(self.drain.finished.wait())
+        try:
+            await asyncio.wait({serving, leaving}, return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()  # a refusal, or a start that failed, is raised
+        finally:
+            for task in (serving, leaving):
+                task.cancel()
+            await asyncio.gather(serving, leaving, return_exceptions=True)
+            await asyncio.gather(*(pool.close() for pool in self.pools.values()), return_exceptions=True)
+
+    async def _start_and_serve(self) -> None:
         await self.start_sandboxes()
         attempt = 0
-        try:
-            while True:
-                try:
-                    async with websockets.connect(self.server_url, max_size=None, ping_interval=20) as ws:
-                        attempt = 0
-                        await self.session(ws)
-                except TokenRefused:
-                    raise
-                except (OSError, websockets.WebSocketException) as exc:
-                    log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc,
-                             exc_info=log.isEnabledFor(logging.DEBUG))
-                await self.abandon_runs()
-                await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
-                attempt += 1
-        finally:
-            await asyncio.gather(*(pool.close() for pool in self.pools.values()), return_exceptions=True)
+        assert self.drain is not None
+        while not self.drain.requested:  # a draining worker never dials again: nobody would get its results
+            try:
+                async with websockets.connect(self.server_url, max_size=None, ping_interval=20) as ws:
+                    attempt = 0
+                    await self.session(ws)
+            except TokenRefused:
+                raise
+            except (OSError, websockets.WebSocketException) as exc:
+                log.info("worker %s: connection to %s lost (%s)", self.name, self.server_url, exc,
+                         exc_info=log.isEnabledFor(logging.DEBUG))
+            await self.abandon_runs()
+            await asyncio.sleep(RECONNECT_DELAYS_S[min(attempt, len(RECONNECT_DELAYS_S) - 1)])
+            attempt += 1
+        await self.drain.finished.wait()  # lost the connection while draining: the drain still ends it
 
     async def session(self, ws: Any) -> None:
         outbox: asyncio.Queue[str] = asyncio.Queue()
@@ -240,23 +263,42 @@ class WorkerAgent:
         if isinstance(reply, wp.ServerRefused):
             raise TokenRefused(reply.message)
         log.info("worker %s joined %s", self.name, self.server_url)
-        self.outbox = outbox
+        self.outbox, self.connection = outbox, ws
         self.report_slots()
         writer = asyncio.create_task(self._write(ws, outbox))
         try:
             async for frame in ws:
                 message = wp.decode(frame)
                 if isinstance(message, wp.ServerJob):
-                    asyncio.create_task(self.execute(message, outbox))
+                    job = asyncio.create_task(self.execute(message, outbox))
+                    self.jobs.add(job)
+                    job.add_done_callback(self.jobs.discard)
                 elif isinstance(message, wp.ServerCancel):
                     self.cancel(message.run_id)
         finally:
-            self.outbox = None
+            self.outbox = self.connection = None
             writer.cancel()
 
     async def _write(self, ws: Any, outbox: asyncio.Queue[str]) -> None:
         while True:
             await ws.send(await outbox.get())
+            outbox.task_done()
+
+    def send(self, message: Any) -> None:
+        """A frame for the server, if connected (a worker without a connection has nobody to tell)."""
+        if self.outbox is not None:
+            self.outbox.put_nowait(wp.encode(message))
+
+    async def leave(self, flush_s: float) -> None:
+        """The drain's end: the frames still waiting go out, then the connection closes cleanly."""
+        outbox, ws = self.outbox, self.connection
+        if outbox is None or ws is None:
+            return
+        try:
+            await asyncio.wait_for(outbox.join(), flush_s)
+            await ws.close()
+        except (TimeoutError, OSError, websockets.WebSocketException) as exc:
+            log.warning("worker %s: the last results may not have reached the server: %s", self.name, exc)
 
     def report_slots(self) -> None:
         if self.outbox is not None:
@@ -283,6 +325,10 @@ class WorkerAgent:
                                                           self.runtime_refusal(job.runtime))))
             return
         seat = await self.seats.take(pool.warm_on)
+        if self.drain is not None and self.drain.cut_short:  # it waited for a seat while the drain ran out
+            self.seats.give(seat)
+            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, self.drain.message)))
+            return
         self.running[job.run_id] = None
         pool.taken()
         self.report_slots()
@@ -296,14 +342,14 @@ class WorkerAgent:
             sandbox = await pool.sandbox_for(seat)  # an idle runtime starts its sandbox here
             self.running[job.run_id] = sandbox
             if job.run_id in self.cancelled_early:
-                outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
-                                                              "Stopped at your request.")))
+                outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
+                                                                           "Stopped at your request."))))
                 return
             result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
-            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, str(result.status), result.elapsed_ms,
-                                                          result.message, result.read_session_cache)))
+            outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(
+                job.run_id, str(result.status), result.elapsed_ms, result.message, result.read_session_cache))))
         except Exception as exc:  # a worker fault, not the user's: report it and keep serving
             log.exception("run %s failed in the worker", job.run_id)
             self.crashes += 1
@@ -317,6 +363,12 @@ class WorkerAgent:
                 asyncio.create_task(self._revive(pool, seat))
             else:  # another runtime's dead sandbox is started again at its next run
                 self.seats.give(seat)
+
+    def drained(self, finished: wp.WorkerFinished) -> wp.WorkerFinished:
+        """A run the drain cancelled is reported as ended by the worker's stop, saying so, not as 'cancelled'."""
+        if self.drain is None or finished.run_id not in self.drain.ended or finished.status != "cancelled":
+            return finished
+        return dataclasses.replace(finished, status="crashed", message=self.drain.message)
 
     async def _revive(self, pool: RuntimePool, seat: int) -> None:
         try:

@@ -115,7 +115,11 @@ def create_app(settings: Settings) -> Starlette:
             log.warning("SANDBOX DISABLED (--sandbox none): user code runs with this server's privileges.")
             log.warning("Use this only for development on a machine you do not care about.")
             log.warning("!" * 72)
-        await sharing.open()
+        if settings.shutdown_grace_s < settings.run_timeout_s:
+            log.warning("--shutdown-grace-s (%g s) is shorter than --run-timeout-s (%g s): a run that uses its whole "
+                        "time is cut short when this server or its workers are stopped", settings.shutdown_grace_s,
+                        settings.run_timeout_s)
+        await sharing.open()  # a database that cannot be reached yet is retried in the background (server/sharing/)
         broker = state.scheduler.broker if isinstance(state.scheduler, BrokeredScheduler) else None
         if broker is not None:
             await broker.start()

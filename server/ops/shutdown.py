@@ -5,13 +5,16 @@
    pages, links and running runs keep being served. Every open /ws, and any that
    opens during the drain, is told (``server_draining``): the page says the
    server is restarting and holds new runs until it has reconnected.
-2. Drain: wait up to ``--shutdown-grace-s`` for the runs in flight (queued or
-   running) to end; any still going then end as ``crashed`` with a message
+2. Drain: wait up to ``--shutdown-grace-s`` (45 s, above the run timeout) for
+   the runs in flight (queued or running, this replica's browsers' and, with
+   ``--broker``, the jobs its workers took for other replicas) to end; it takes
+   no new job meanwhile. Any still going then end as ``crashed`` with a message
    that says why (their workers are told to cancel).
 3. Tell browsers: every open /ws gets a ``notice`` that the server is going
    away; uvicorn then closes the sockets (1012, service restart) and the
    page reconnects, to another replica where there is one.
-4. Close storage: the app's lifespan stops the local workers, waits for the
+4. Close storage: the app's lifespan stops the local workers (each drains,
+   sandbox/agent_drain.py, with nothing left to run), waits for the
    result cache's writes and closes the database; then the workers' own
    listener closes (``PhasedServer.last_phase``: workers stay connected while
    runs drain).

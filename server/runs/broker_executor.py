@@ -5,7 +5,8 @@ stopped by the broker, server/runs/broker_redis.py)::
 
     one puller per backend   move a job into this replica's processing list (BLMOVE) only while
                              it has a free slot for it, claim its run id, then queue it on the
-                             local scheduler as a Run of its own; now and then, and after any
+                             local scheduler as a Run of its own (or give it back, when its
+                             workers began draining meanwhile); now and then, and after any
                              failure, read the processing list again for a job whose move Redis
                              carried out after the client gave up (the sweep)
     the event sender         server/runs/broker_events.py: each event to its origin's stream, in
@@ -72,6 +73,7 @@ class JobExecutor:
         self.executing: dict[str, tuple[Run, str]] = {}  # run key -> (local run, origin)
         self.finished: dict[str, float] = {}  # run key -> when this replica sent its done
         self.cancelled: dict[str, float] = {}  # keys cancelled before this replica registered them
+        self.giving_back: set[str] = set()  # keys of jobs on their way back to the shared queue
         self.sender = EventSender(replica_id, liveness.is_gone)
         self.tasks: list[asyncio.Task[None]] = []
         self.pullers: dict[str, asyncio.Task[None]] = {}
@@ -160,6 +162,8 @@ class JobExecutor:
         assert self.redis is not None
         job = broker_jobs.read_job(raw)
         settle = Settle(taken_key(self.id, backend), raw)
+        if job.key in self.giving_back:  # the sweep found it before its give-back moved it
+            return True
         if job.key in self.executing:  # a second copy of a run this replica runs now
             self.sender.put(settle)
             return True
@@ -204,6 +208,12 @@ class JobExecutor:
             if done:  # after its done, in the same batch or a later one: never before it
                 self.sender.put(settle)
 
+        if not self.scheduler.takes_new_runs(job.backend):
+            # Taken just as this replica's last worker of its backend began draining (or left): another replica's
+            # workers take it, rather than it waiting here for none. Nothing of it was sent yet.
+            self.giving_back.add(key)
+            asyncio.create_task(self._give_back(job))
+            return
         try:
             run = broker_jobs.job_run(job, relay)
         except ValueError as exc:  # a job no replica of this version can run: its origin's deadline ends it
@@ -219,6 +229,20 @@ class JobExecutor:
             self.scheduler.queue_here(run, count=False)
         except bp.ProtocolError as exc:
             self.scheduler.finish(run, bp.RunStatus.REJECTED, str(exc), reason=exc.reason)
+
+    async def _give_back(self, job: Job) -> None:
+        assert self.redis is not None
+        log.info("broker: giving run %s back to the shared queue (no worker here takes new runs)", job.key)
+        try:
+            while True:
+                try:
+                    await broker_jobs.give_back(self.redis, job, self.id)
+                    return
+                except (RedisError, OSError) as exc:
+                    log.warning("broker: run %s not given back yet (%s); retrying", job.key, describe_failure(exc))
+                    await asyncio.sleep(RETRY_S)
+        finally:
+            self.giving_back.discard(job.key)
 
     # --- cancels in ----------------------------------------------------------
 

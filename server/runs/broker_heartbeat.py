@@ -62,7 +62,7 @@ class Heartbeat:
         """This replica's beat: what the others show of its workers, and its free slots and local queue."""
         scheduler = self.broker.scheduler
         backends: dict[str, dict[str, Any]] = {}
-        for link in scheduler.workers:
+        for link in scheduler.serving():  # a draining worker takes no run from anyone
             hello = link.hello
             # What /api/backends of a replica without this worker shows of it (the same as this one shows).
             describe = {"device_kind": hello.device_kind, "device_count": hello.device_count,

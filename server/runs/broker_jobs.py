@@ -7,6 +7,8 @@ least once, run at most once.
               ...the run...
               LREM taken:<me>:<backend> 1 <job>                    in the MULTI that sends the run's done
                                                                    (server/runs/broker_events.py)
+              or, if its workers began draining meanwhile (``give_back``), in one MULTI:
+              LREM taken:<me>:<backend> 1 <job>, LPUSH queue:<backend> <job>, DEL claim:<run key>
 
 Why a move and not a pop: a destructive pop (BLPOP) that Redis carries out after
 the client gave up (Redis stalled longer than the client's read timeout) loses
@@ -112,6 +114,16 @@ async def claim(redis: aioredis.Redis, job: Job, replica: str) -> str | None:
     ttl_ms = max(1000, int((job.expires_at + CLOCK_SKEW_S - time.time()) * 1000))
     holder: str | None = await redis.set(claim_key(job.key), replica, nx=True, get=True, px=ttl_ms)
     return holder
+
+
+async def give_back(redis: aioredis.Redis, job: Job, replica: str) -> None:
+    """Undo ``replica``'s take of ``job``, which it claimed but cannot run (its workers began draining): back at
+    the head of its queue, its claim released, in one MULTI, for another replica to take."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.lrem(taken_key(replica, job.backend), 1, job.raw)
+        pipe.lpush(queue_key(job.backend), job.raw)
+        pipe.delete(claim_key(job.key))
+        await pipe.execute()
 
 
 async def taken(redis: aioredis.Redis, replica: str, backend: str) -> list[str]:

@@ -108,6 +108,10 @@ class BrokeredScheduler(Scheduler):
         super().add_worker(link)
         self.broker.beat_soon()  # other replicas learn of the new backend now, not at the next beat
 
+    def worker_draining(self, link: WorkerLink, message: wp.WorkerDraining) -> None:
+        super().worker_draining(link, message)  # its free slots are 0: this replica's puller takes no job for it
+        self.broker.beat_soon()  # and the other replicas stop counting it now
+
     def submit(self, run: Run) -> None:
         self.admit(run)  # shutting down, or the browser at its limit: refused here, never queued
         self.count_for_client(run)

@@ -129,6 +129,7 @@ class WorkerLink:
     local: bool = False  # one of the server's own local workers (it presented the local token)
     id: int = field(default_factory=itertools.count(1).__next__)
     slots_report: wp.WorkerSlots | None = None  # the worker's last own word on its seats
+    draining: bool = False  # told to stop: it gets no new job, and leaves once its runs end
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.hello.device_kind, "count": self.hello.device_count, "worker": self.hello.name}

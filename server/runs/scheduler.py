@@ -61,11 +61,18 @@ class Scheduler:
 
     # --- what is offered ---------------------------------------------------
 
+    def serving(self) -> list[WorkerLink]:
+        """The connected workers that take new runs (a draining one only finishes its own)."""
+        return [w for w in self.workers if not w.draining]
+
+    def takes_new_runs(self, backend: str) -> bool:
+        return any(w.hello.backend == backend for w in self.serving())
+
     def backends(self) -> list[dict[str, Any]]:
         names = sorted({w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends)
         result = []
         for name in names:
-            links = [w for w in self.workers if w.hello.backend == name]
+            links = [w for w in self.serving() if w.hello.backend == name]
             first = links[0].hello if links else None
             result.append({
                 "name": name,
@@ -82,6 +89,7 @@ class Scheduler:
                 "free_slots": sum(w.free_slots for w in links),
                 "queued": self.waiting(name),
                 "sandbox": self.settings.sandbox,
+                "draining": sum(1 for w in self.workers if w.draining and w.hello.backend == name),
             })
         return result
 
@@ -367,6 +375,14 @@ class Scheduler:
             event = {k: v for k, v in message.event.items() if k != "id"}
             run.send(event)
 
+    def worker_draining(self, link: WorkerLink, message: wp.WorkerDraining) -> None:
+        """The worker was told to stop: no new job goes to it (its free slots stay 0); its runs go on."""
+        link.draining = True
+        link.free_slots = 0
+        log.info("worker %s is draining: it takes no new run, and its %d run(s) may take up to %g s",
+                 link.hello.name, len(link.runs), message.grace_s)
+        self.dispatch(link.hello.backend)
+
     def worker_slots(self, link: WorkerLink, message: wp.WorkerSlots) -> None:
         link.slots_report = message
         for listener in self.slots_listeners:
@@ -377,7 +393,8 @@ class Scheduler:
 
     def worker_finished(self, link: WorkerLink, message: wp.WorkerFinished) -> None:
         run = link.runs.get(message.run_id)
-        link.free_slots = min(link.free_slots + 1, link.hello.slots)
+        if not link.draining:
+            link.free_slots = min(link.free_slots + 1, link.hello.slots)
         if run is not None:
             try:
                 status = bp.RunStatus(message.status)

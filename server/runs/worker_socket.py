@@ -4,7 +4,8 @@ A web page may not connect (a handshake with ``Origin`` is refused). A
 worker speaks first (``hello`` with its token); a wrong token gets a
 ``refused`` message naming what to change and the socket is closed with
 ``REFUSED_CLOSE_CODE``. After ``welcome`` every frame is an ``event`` or a
-``finished`` for a run the scheduler gave this worker.
+``finished`` for a run the scheduler gave this worker, its ``slots``, or its
+``draining`` (it was told to stop: the scheduler gives it no new run).
 """
 
 from __future__ import annotations
@@ -82,6 +83,8 @@ async def handle_worker_socket(websocket: WebSocket, scheduler: Scheduler, local
                 scheduler.worker_finished(link, message)
             elif isinstance(message, wp.WorkerSlots):
                 scheduler.worker_slots(link, message)
+            elif isinstance(message, wp.WorkerDraining):
+                scheduler.worker_draining(link, message)
     except WebSocketDisconnect:
         pass
     except ValueError as exc:

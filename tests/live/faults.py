@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -15,7 +18,7 @@ from typing import Any
 
 import websockets
 
-from tests.live_server import LiveServer
+from tests.live_server import PROJECT_ROOT, LiveServer
 
 # Sleeps long enough to be in flight when the fault strikes, short enough to keep the suite quick.
 SLEEPER = "import time\nprint('started', flush=True)\ntime.sleep({seconds})\nprint('finished')"
@@ -25,12 +28,30 @@ def sleeper(seconds: float) -> str:
     return SLEEPER.format(seconds=seconds) + f"  # {uuid.uuid4().hex}"  # unique: never a cache answer
 
 
-def replica(root: Path, name: str, broker: str, *args: str, key_from: Path | None = None) -> LiveServer:
+def replica(root: Path, name: str, broker: str, *args: str, key_from: Path | None = None,
+            env: dict[str, str] | None = None) -> LiveServer:
     """A replica, not yet ready; it signs sessions with the key of ``key_from`` (one load balancer's replicas)."""
     if key_from is not None:
         (root / name).mkdir(parents=True, exist_ok=True)
         shutil.copy(key_from / "session.key", root / name / "session.key")
-    return LiveServer(root / name, [*args, "--broker", broker])
+    return LiveServer(root / name, [*args, "--broker", broker], env=env)
+
+
+def remote_worker(server: LiveServer, token: str, name: str, log_dir: Path, *args: str,
+                  env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A ``jaxplay worker`` dialing ``server`` as another host's would (a worker pod), logging to a file;
+    ``env``: its ``JAXPLAY_*`` settings (the test's own are not passed on)."""
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("JAXPLAY_")}, **(env or {})}
+    log = open(log_dir / f"worker-{name}.log", "w")
+    return subprocess.Popen([sys.executable, "-m", "jaxplay.cli", "worker", "--server", server.worker_url,
+                             "--token", token, "--name", name, *args],
+                            cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait(10)
 
 
 def wait_until(condition: Any, timeout_s: float, what: str, every_s: float = 0.1) -> Any:
@@ -67,6 +88,16 @@ def metric(server: LiveServer, name: str, **labels: str) -> float | None:
     wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
     match = re.search(rf"^{name}{{{wanted}}} (\S+)$" if labels else rf"^{name} (\S+)$", text, flags=re.M)
     return float(match.group(1)) if match else None
+
+
+def metric_total(server: LiveServer, name: str, **labels: str) -> float:
+    """The sum of every sample of ``name`` whose labels include ``labels`` (0 when there is none)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, text = http_status(server, "/metrics")
+    assert status == 200, text
+    return sum(sample.value for family in text_string_to_metric_families(text) for sample in family.samples
+               if sample.name == name and labels.items() <= sample.labels.items())
 
 
 class Client:
