@@ -1,25 +1,35 @@
-"""``/healthz`` (the process is alive and serving) and ``/readyz`` (it can take runs now).
+"""``/healthz`` (the process is alive and serving) and ``/readyz`` (this replica can serve a run now).
 
-Ready means all of:
-- not shutting down (phase 1 of ``server/ops/shutdown.py`` turns this off first);
-- storage writable: a real write transaction commits within ``STORAGE_PROBE_S``
-  (after a database restart the first probe already reconnects: no stale 503);
-- with ``--broker``: Redis answers a PING (runs cannot be queued without it);
-- every local worker this server started has joined, whatever backend its
-  host offers (``cpu``, or ``gpu`` on a GPU host); one that cannot start is
-  named with its cause, and the server stays up, unready, instead of looping;
-- at least one worker connected for each of ``--expected-backends``, to this
-  replica or, with ``--broker``, to any replica.
+Readiness is made of small, separate checks. Each says what it found and what
+it is needed for: ``runs`` (a browser here can run a program now) or ``links``
+(shared links and rooms can be read and saved). Ready means every check that
+runs need passes; a failing check that runs do not need is listed under
+``degraded``, with its cause, and leaves the replica in the load balancer.
 
-A load balancer or Kubernetes sends browsers only to ready replicas; the
-liveness probe uses /healthz, which never touches storage or workers, so a slow
-database or a missing GPU worker never gets a healthy server restarted.
+- ``accepting``: not shutting down (phase 1 of server/ops/shutdown.py turns
+  this off first); needed for both.
+- ``storage``: a real write transaction commits within ``STORAGE_PROBE_S``
+  (after a database restart the first probe already reconnects); needed for
+  links only: runs go on without the result cache.
+- ``broker`` (with ``--broker``): Redis answers a PING; needed for runs, which
+  all go through it.
+- ``workers``: a worker that takes new runs is connected, to this replica or,
+  with ``--broker``, to any replica, for every backend this replica must
+  offer: ``--expected-backends`` and what its local workers offer (a draining
+  worker does not count); with neither, any backend. Needed for runs.
+- ``local_workers``: how many this server started and how many joined, and
+  why any could not start; reported, needed only through ``workers`` (with
+  ``--broker`` another replica's workers may serve this replica's runs).
+
+The liveness probe uses /healthz, which never touches storage or workers, so a
+slow database or a missing GPU worker never gets a healthy server restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -36,32 +46,71 @@ log = logging.getLogger("jaxplay.server")
 
 STORAGE_PROBE_S = 2.0
 HEALTH_PATHS = ("/healthz", "/readyz")
+RUNS, LINKS = "runs", "links"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    found: Any  # what /readyz shows under checks[name]
+    ok: bool
+    needed_for: tuple[str, ...]  # RUNS, LINKS: what cannot be served while it fails
+
+
+def accepting_check(state: Replica) -> Check:
+    return Check("accepting", not state.draining, not state.draining, (RUNS, LINKS))
+
+
+async def storage_check(state: Replica) -> Check:
+    try:
+        await asyncio.wait_for(state.storage.probe_writable(), STORAGE_PROBE_S)
+        return Check("storage", "writable", True, (LINKS,))
+    except Exception as exc:  # any failure means links cannot be served; the reason is shown, not raised
+        log.warning("readiness: storage is not writable: %s", exc)
+        return Check("storage", f"not writable: {exc or type(exc).__name__}", False, (LINKS,))
+
+
+async def broker_check(state: Replica) -> Check | None:
+    found = await state.scheduler.broker_check()  # with --broker: Redis answers, or runs cannot be queued
+    return None if found is None else Check("broker", found, found == "reachable", (RUNS,))
+
+
+def required_backends(state: Replica) -> set[str]:
+    """The backends this replica must have a worker for: expected ones, and what its local workers offer."""
+    return state.scheduler.expected_backends | state.scheduler.local_backends
+
+
+def workers_check(state: Replica, backends: list[dict[str, Any]]) -> tuple[Check, list[str]]:
+    """Workers taking new runs per backend (every replica's with --broker), and the required backends without."""
+    counts = {b["name"]: b["workers"] for b in backends}
+    required = required_backends(state)
+    missing = sorted(b for b in required if not counts.get(b))
+    ok = not missing and (bool(required) or any(counts.values()))
+    return Check("workers", counts, ok, (RUNS,)), missing
+
+
+def local_workers_check(state: Replica) -> Check | None:
+    """How many local workers were started and joined, and why any could not start."""
+    workers = state.local_workers
+    if workers is None or not workers.settings.local_workers:
+        return None
+    joined = sum(1 for link in state.scheduler.workers if link.local and not link.draining)
+    found = {"started": workers.settings.local_workers, "joined": joined, "refused": dict(workers.refusals)}
+    return Check("local_workers", found, joined >= workers.settings.local_workers, ())
 
 
 async def readiness(state: Replica) -> dict[str, Any]:
-    scheduler = state.scheduler
-    checks: dict[str, Any] = {"accepting": not state.draining}
-    try:
-        await asyncio.wait_for(state.storage.probe_writable(), STORAGE_PROBE_S)
-        checks["storage"] = "writable"
-    except Exception as exc:  # any failure means not ready; the reason is shown, not raised
-        log.warning("readiness: storage is not writable: %s", exc)
-        checks["storage"] = f"not writable: {exc or type(exc).__name__}"
-    broker = await scheduler.broker_check()  # with --broker: Redis answers, or runs cannot be queued
-    if broker is not None:
-        checks["broker"] = broker
-    # With --broker, backends() counts the workers of every replica: any of them can take this one's runs.
-    backends = scheduler.backends()
-    checks["workers"] = {b["name"]: b["workers"] for b in backends}
-    connected = {name for name, count in checks["workers"].items() if count}
-    missing = sorted(scheduler.expected_backends - connected)
-    local = local_worker_check(state)
-    if local is not None:
-        checks["local_workers"] = local
-    local_ready = local is None or local["joined"] >= local["started"]
-    ready = (checks["accepting"] and checks["storage"] == "writable" and broker in (None, "reachable") and not missing
-             and local_ready)
-    result: dict[str, Any] = {"ready": ready, "checks": checks}
+    backends = state.scheduler.backends()
+    workers, missing = workers_check(state, backends)
+    found = [accepting_check(state), await storage_check(state), await broker_check(state), workers,
+             local_workers_check(state)]
+    checks = [check for check in found if check is not None]
+    serving = {what: all(c.ok for c in checks if what in c.needed_for) for what in (RUNS, LINKS)}
+    result: dict[str, Any] = {"ready": serving[RUNS], "checks": {c.name: c.found for c in checks},
+                              "serving": serving}
+    degraded = [c.name for c in checks if not c.ok and RUNS not in c.needed_for]
+    if degraded:
+        result["degraded"] = degraded
     if missing:
         result["missing_backends"] = missing
     problems = worker_problems(state)
@@ -71,15 +120,6 @@ async def readiness(state: Replica) -> dict[str, Any]:
     if failed:  # the other runtimes serve: said here, without making the replica unready
         result["failed_runtimes"] = failed
     return result
-
-
-def local_worker_check(state: Replica) -> dict[str, Any] | None:
-    """How many local workers were started and joined, and why any could not start."""
-    workers = state.local_workers
-    if workers is None or not workers.settings.local_workers:
-        return None
-    joined = sum(1 for link in state.scheduler.workers if link.local)
-    return {"started": workers.settings.local_workers, "joined": joined, "refused": dict(workers.refusals)}
 
 
 def worker_problems(state: Replica) -> list[str]:
