@@ -57,8 +57,10 @@ class PostgresServer:
         """Stop the server, keeping its data (fault tests): every connection is cut, as in a restart."""
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-m", "fast", "-w", "stop")
 
-    def resume(self) -> None:
+    def resume(self, *settings: str) -> None:
+        """Start (again); ``settings`` are server settings for this start, e.g. ``max_connections=6``."""
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        options += "".join(f" -c {setting}" for setting in settings)
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.root / "server.log"),
                   "-o", options, "-w", "-t", "60", "start")
 

@@ -10,9 +10,20 @@ opens that storage, which the result cache (server/runs/result_cache.py) shares.
 ``cache`` to the watchers of every run (server/runs/run.py), and calls ``open``
 and ``close`` in its lifespan (close after the workers stopped, so the last
 runs' results are written).
+
+A database that cannot be reached at start (down, or full of connections)
+does not stop the server: ``open`` returns, and a task of its own (owned here,
+cancelled by ``close``) tries again with backoff, logging why each time.
+Meanwhile runs are served (without the result cache) and links answer 503
+naming the database. What would not fix itself (a newer schema, a folder that
+cannot be created) still stops the start.
 """
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
 
 from starlette.routing import Route
 
@@ -21,8 +32,15 @@ from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.sharing.create import snippet_routes
 from jaxplay.server.sharing.serve import share_page_routes
 from jaxplay.server.sharing.snippets import SnippetStore
+from jaxplay.server.storage import leftovers
 from jaxplay.server.storage.factory import open_storage
+from jaxplay.server.storage.interface import StorageUnavailable
 from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.storage")
+
+# Between tries to reach a database that could not be reached at start; the last one repeats.
+OPEN_RETRY_DELAYS_S = (1.0, 2.0, 5.0, 10.0)
 
 
 class Sharing:
@@ -31,13 +49,46 @@ class Sharing:
         self.storage = open_storage(settings.database_url, settings.data_dir)
         self.snippets = SnippetStore(self.storage)
         self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
+        self.opening: asyncio.Task[None] | None = None  # tries again while the database cannot be reached
 
     def routes(self) -> list[Route]:
         return [*snippet_routes(self.snippets, self.settings), *share_page_routes(self.snippets)]
 
     async def open(self) -> None:
-        await self.storage.open()
+        try:
+            await self.storage.open()
+        except StorageUnavailable as exc:
+            log.warning("storage: %s. Runs are served meanwhile; links and rooms answer 503 until it can be "
+                        "reached. Trying again in %g s.", exc, OPEN_RETRY_DELAYS_S[0])
+            self.opening = asyncio.create_task(self._open_when_reachable())
+            return
+        await self._opened()
+
+    async def _open_when_reachable(self) -> None:
+        for attempt in range(1, 1 << 30):
+            await asyncio.sleep(OPEN_RETRY_DELAYS_S[min(attempt - 1, len(OPEN_RETRY_DELAYS_S) - 1)])
+            try:
+                await self.storage.open()
+            except StorageUnavailable as exc:
+                delay = OPEN_RETRY_DELAYS_S[min(attempt, len(OPEN_RETRY_DELAYS_S) - 1)]
+                log.warning("storage: still cannot be reached (try %d): %s. Trying again in %g s.", attempt, exc,
+                            delay)
+                continue
+            except Exception:  # e.g. a newer schema: it will not fix itself; say so loudly, and stop trying
+                log.exception("storage: cannot be used; links and rooms answer 503 until the server is fixed and "
+                              "restarted")
+                return
+            log.info("storage: reached after %d more tries; links and rooms are served again", attempt)
+            await self._opened()
+            return
+
+    async def _opened(self) -> None:
+        await leftovers.warn_of_links_elsewhere(self.storage, self.settings.data_dir)
 
     async def close(self) -> None:
+        if self.opening is not None:
+            self.opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.opening
         await self.cache.drain()
         await self.storage.close()

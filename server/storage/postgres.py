@@ -22,6 +22,12 @@ the WAL flush before their link is answered.
 
 The schema version lives in ``jaxplay_schema``; replicas starting together
 migrate one at a time under an advisory lock.
+
+A database that cannot be reached at start (down, or refusing connections
+because it has too many) makes ``open`` raise ``StorageUnavailable`` and leaves
+the storage opened but not connected: every use then raises
+``StorageUnavailable`` with that cause (a 503 naming it) without dialing,
+until ``open`` is called again and connects (server/sharing/ retries it).
 """
 
 from __future__ import annotations
@@ -85,6 +91,8 @@ class PostgresStorage:
         self._writer: psycopg.AsyncConnection[Any] | None = None
         self._write_lock = asyncio.Lock()
         self._connect_lock = asyncio.Lock()
+        self._opened = False  # open() was called, and close() was not
+        self._not_connected: str | None = None  # why open() could not connect yet
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -101,9 +109,23 @@ class PostgresStorage:
         return StorageUnavailable(f"{self.description} cannot be reached: {first_line}")
 
     async def open(self) -> None:
-        self._writer = await self._connect(autocommit=True)  # transactions are explicit below
-        await self._migrate(self._writer)
-        self._reader = await self._connect(autocommit=True)
+        """Connect and migrate; ``StorageUnavailable`` if the database cannot be reached (call again later)."""
+        self._opened = True
+        try:
+            writer = await self._connect(autocommit=True)  # transactions are explicit below
+            try:
+                await self._migrate(writer)
+                reader = await self._connect(autocommit=True)
+            except BaseException:
+                await writer.close()
+                raise
+        except CONNECTION_LOST as exc:  # dropped while migrating
+            self._not_connected = str(self._unavailable(exc))
+            raise self._unavailable(exc) from exc
+        except StorageUnavailable as exc:
+            self._not_connected = str(exc)
+            raise
+        self._writer, self._reader, self._not_connected = writer, reader, None
         log.info("storage: %s (schema version %d)", self.description, await self.schema_version())
 
     async def close(self) -> None:
@@ -111,14 +133,22 @@ class PostgresStorage:
             if connection is not None:
                 await connection.close()
         self._reader = self._writer = None
+        self._opened, self._not_connected = False, None
 
     @property
     def is_open(self) -> bool:
+        """Opened, and not closed: connected, or answering ``StorageUnavailable`` until it connects."""
+        return self._opened
+
+    @property
+    def connected(self) -> bool:
         return self._reader is not None and self._writer is not None
 
     async def _usable(self, which: str) -> psycopg.AsyncConnection[Any]:
         """The connection, opened again if the database dropped it (a restart, a failover)."""
         if getattr(self, which) is None:
+            if self._opened and self._not_connected:
+                raise StorageUnavailable(self._not_connected)
             raise StorageError("storage is not open")
         async with self._connect_lock:  # one reconnect, however many requests find the connection broken
             connection = getattr(self, which)

@@ -1,9 +1,13 @@
-"""The fault suite, storage side: PostgreSQL stopped under a running server, then started again.
+"""The fault suite, storage side: PostgreSQL stopped under a running server, then started again; and
+a server started while PostgreSQL is down or full of connections.
 
 While it is down, what needs it answers 503 naming it (JSON for the API), runs
 go on without the result cache and always end with ``done``, the websocket
-stays open, ``/metrics`` answers, ``/readyz`` says why it is 503. Once it is
-back, the very first readiness probe is 200 and nothing stored is lost.
+stays open, ``/metrics`` answers, and ``/readyz`` stays 200 (runs can be
+served) while it names the database as degraded. Once it is back, the very
+first probe finds storage writable and nothing stored is lost. A server
+started during the outage does not exit: it serves runs, and links once the
+database can be reached.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import psycopg
 import pytest
 
 from tests.live.faults import Client, check_run_contract, http_status, metric, readiness, wait_until
@@ -48,8 +53,9 @@ def test_postgres_stopped_and_started_under_a_running_server(own_postgres, tmp_p
             status, text = http_status(server, page)
             assert status == 503 and "Database unavailable" in text, page
         assert http_status(server, f"/r/{room['room']}")[0] == 200  # a live room goes on from memory
-        status, ready = readiness(server)
-        assert status == 503 and ready["checks"]["storage"].startswith("not writable"), ready
+        status, ready = readiness(server)  # runs can be served: this replica stays in the load balancer
+        assert status == 200 and ready["checks"]["storage"].startswith("not writable"), ready
+        assert ready["degraded"] == ["storage"] and ready["serving"] == {"runs": True, "links": False}, ready
         assert http_status(server, "/healthz")[0] == 200
         assert metric(server, "jaxplay_dependency_up", dependency="storage") == 0.0  # /metrics answers, and says
         events = asyncio.run(runs_and_a_room_join(server, NOT_LOADED))
@@ -60,7 +66,8 @@ def test_postgres_stopped_and_started_under_a_running_server(own_postgres, tmp_p
         assert notice["type"] == "notice" and "database is unavailable" in notice["message"]
 
         own_postgres.resume()
-        assert readiness(server)[0] == 200  # the first probe after the restart: no stale 503
+        status, ready = readiness(server)  # the first probe after the restart: no stale report
+        assert status == 200 and ready["checks"]["storage"] == "writable" and "degraded" not in ready, ready
         assert http_status(server, f"/api/snippets/{snippet['id']}")[1] == stored  # nothing stored was lost
         assert http_status(server, f"/s/{snippet['id']}")[0] == 200
         assert http_status(server, "/api/snippets", "POST", {"code": "print('after')"})[0] == 201
@@ -92,3 +99,54 @@ async def runs_and_a_room_join(server: LiveServer, room: str) -> list:
                 await asyncio.sleep(0.05)
         assert not client.closed
         return [client.events[first], client.events[second], notices[0]]
+
+
+def fill_connections(url: str) -> list[psycopg.Connection]:
+    """Open connections until PostgreSQL refuses one for having too many; the caller holds them."""
+    held: list[psycopg.Connection] = []
+    while True:
+        try:
+            held.append(psycopg.connect(url, connect_timeout=5))
+        except psycopg.OperationalError as refused:
+            assert "too many clients" in str(refused), refused
+            return held
+        assert len(held) < 50, "PostgreSQL took 50 connections: max_connections was not applied"
+
+
+@pytest.mark.parametrize("outage", ["full of connections", "down"])
+def test_a_server_started_while_postgres_is_out_serves_runs_then_links(own_postgres, tmp_path, outage):
+    database = own_postgres.new_database()
+    held: list[psycopg.Connection] = []
+    own_postgres.pause()
+    if outage == "down":
+        server = LiveServer(tmp_path, ["--database-url", database])
+    else:
+        own_postgres.resume("max_connections=6")
+        held = fill_connections(database)
+        server = LiveServer(tmp_path, ["--database-url", database])
+    try:
+        server.wait_ready()  # it did not exit ("Application startup failed"): it is up, its worker joined
+        status, ready = wait_until(lambda: (r := readiness(server))[0] == 200 and r, 60, "ready for runs")
+        assert ready["checks"]["storage"].startswith("not writable") and ready["degraded"] == ["storage"], ready
+        assert ready["serving"] == {"runs": True, "links": False}, ready
+        done = asyncio.run(one_run(server, "print('a run needs no database')", fresh=True))
+        assert done["status"] == "ok", done
+        status, answer = http_status(server, "/api/snippets", "POST", {"code": "print('during')"})
+        assert status == 503 and "database is unavailable" in answer["message"], answer
+        assert metric(server, "jaxplay_dependency_up", dependency="storage") == 0.0
+
+        for connection in held:
+            connection.close()
+        if outage == "down":
+            own_postgres.resume()
+        created = wait_until(lambda: (r := http_status(server, "/api/snippets", "POST", {"code": "print('back')"}))[0]
+                             == 201 and r[1], 60, "links once the database can be reached")
+        assert http_status(server, f"/api/snippets/{created['id']}")[1]["code"] == "print('back')"
+        status, ready = readiness(server)
+        assert status == 200 and ready["checks"]["storage"] == "writable" and "degraded" not in ready, ready
+        log = server.log_path.read_text()
+        assert "Trying again" in log and "reached after" in log and "Traceback" not in log
+    finally:
+        for connection in held:
+            connection.close()
+        server.stop()
