@@ -17,8 +17,11 @@ from typing import Any
 
 ENV_PREFIX = "JAXPLAY_"
 SERVE, WORKER, PURGE_RESULTS, RUNTIMES = "serve", "worker", "purge-results", "runtimes"
+BACKUP, RESTORE, STORAGE = "backup", "restore", "storage"
 # The commands that take settings as flags, in the order the docs list them.
-COMMANDS = (SERVE, WORKER, PURGE_RESULTS, RUNTIMES)
+COMMANDS = (SERVE, WORKER, PURGE_RESULTS, RUNTIMES, BACKUP, RESTORE, STORAGE)
+# The commands that open the store a server uses (its --data-dir or --database-url).
+STORE_COMMANDS = (SERVE, PURGE_RESULTS, BACKUP, RESTORE, STORAGE)
 # What a worker decides for itself (its sandboxes, caches, runtimes); `serve` passes it to its local workers.
 SERVE_AND_WORKER = (SERVE, WORKER)
 
@@ -43,7 +46,7 @@ class Settings:
     port: int = setting(8000, "Port the server listens on.")
     data_dir: Path = setting(user_dir("XDG_DATA_HOME", ".local/share"),
                              "Folder for the server's SQLite database and keys (never one a sandbox can read).",
-                             commands=(SERVE, PURGE_RESULTS),
+                             commands=STORE_COMMANDS,
                              shown_default="$XDG_DATA_HOME/jaxplay, else ~/.local/share/jaxplay")
     local_workers: int = setting(1, "Local worker processes `serve` starts (0 for none).")
     worker_token: str = setting(
@@ -101,7 +104,8 @@ class Settings:
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
-    log_level: str = setting("info", "Log level of the jaxplay loggers.", commands=(SERVE, WORKER, PURGE_RESULTS))
+    log_level: str = setting("info", "Log level of the jaxplay loggers.",
+                             commands=(SERVE, WORKER, PURGE_RESULTS, BACKUP, RESTORE, STORAGE))
     access_log: bool = setting(True, "Log one line per HTTP request and per websocket connection (logger "
                                      "jaxplay.access, at INFO): client network, method, path without its query "
                                      "string, status, duration; never code or output.")
@@ -154,7 +158,7 @@ class Settings:
                               "workers between several `serve` replicas; empty keeps everything in this process.")
     database_url: str = setting("", "Where snippets and the result cache live: sqlite:///PATH or "
                                     "postgresql://USER@HOST/DB; empty means SQLite in --data-dir.",
-                                commands=(SERVE, PURGE_RESULTS))
+                                commands=STORE_COMMANDS)
     runtimes: str = setting("", "JAX versions a worker offers besides its own JAX, comma-separated (e.g. "
                                 "'0.4.38,0.6.2'), each installed with `jaxplay runtimes add`; 'all' offers every "
                                 "installed one.", commands=SERVE_AND_WORKER)

@@ -13,11 +13,14 @@ from typing import Any
 
 from jaxplay import __version__
 from jaxplay import browser_protocol as bp
-from jaxplay.cli import runtimes
+from jaxplay.cli import runtimes, storage
 from jaxplay.settings import (
+    BACKUP,
     ENV_PREFIX,
     PURGE_RESULTS,
+    RESTORE,
     SERVE,
+    STORAGE,
     WORKER,
     Settings,
     default_text,
@@ -67,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="Every entry, whichever worker recorded it.")
     add_setting_flags(purge, PURGE_RESULTS)
     runtimes.add_parser(commands, add_setting_flags)
+    storage.add_parsers(commands, add_setting_flags)
     return parser
 
 
@@ -183,4 +187,10 @@ def manage_runtimes(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.command in (BACKUP, RESTORE, STORAGE):
+        run = {BACKUP: storage.run_backup, RESTORE: storage.run_restore, STORAGE: storage.run_storage}[args.command]
+        settings = settings_from(args)
+        configure_logging(settings.log_level)
+        run(args, settings)
+        return
     {"serve": serve, "worker": worker, "purge-results": purge_results, "runtimes": manage_runtimes}[args.command](args)

@@ -50,6 +50,7 @@ class Sharing:
         self.snippets = SnippetStore(self.storage)
         self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
         self.opening: asyncio.Task[None] | None = None  # tries again while the database cannot be reached
+        self.checking: asyncio.Task[dict[str, int]] | None = None  # links left in another store (leftovers.py)
 
     def routes(self) -> list[Route]:
         return [*snippet_routes(self.snippets, self.settings), *share_page_routes(self.snippets)]
@@ -83,12 +84,14 @@ class Sharing:
             return
 
     async def _opened(self) -> None:
-        await leftovers.warn_of_links_elsewhere(self.storage, self.settings.data_dir)
+        # In the background: a large SQLite file left in the data dir must not hold up the start.
+        self.checking = asyncio.create_task(leftovers.warn_of_links_elsewhere(self.storage, self.settings.data_dir))
 
     async def close(self) -> None:
-        if self.opening is not None:
-            self.opening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self.opening
+        for task in (self.opening, self.checking):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):  # each logged its own failure
+                    await task
         await self.cache.drain()
         await self.storage.close()

@@ -18,18 +18,24 @@ from jaxplay.server.storage.interface import Storage, redact
 from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage
 
 
-def open_storage(database_url: str, data_dir: Path) -> Storage:
-    """The storage a ``--database-url`` names (not yet opened); ValueError says what to change."""
+def locate(database_url: str, data_dir: Path) -> Path | str:
+    """Where a ``--database-url`` points: a SQLite file's path, or a PostgreSQL URL; ValueError says what to change."""
     if not database_url:
-        return SQLiteStorage(Path(data_dir) / DB_FILENAME)
+        return Path(data_dir) / DB_FILENAME
     if database_url.startswith("sqlite:///"):
         path = Path(database_url.removeprefix("sqlite:///"))
-        if not path.is_absolute():
-            path = Path.cwd() / path
-        return SQLiteStorage(path)
+        return path if path.is_absolute() else Path.cwd() / path
     if database_url.startswith(("postgresql://", "postgres://")):
-        from jaxplay.server.storage.postgres import PostgresStorage  # psycopg only when asked for
-
-        return PostgresStorage(database_url)
+        return database_url
     raise ValueError(f"--database-url {redact(database_url)!r} is not understood: use sqlite:///PATH or "
                      "postgresql://USER:PASSWORD@HOST:PORT/DATABASE.")
+
+
+def open_storage(database_url: str, data_dir: Path) -> Storage:
+    """The storage a ``--database-url`` names (not yet opened); ValueError says what to change."""
+    where = locate(database_url, data_dir)
+    if isinstance(where, Path):
+        return SQLiteStorage(where)
+    from jaxplay.server.storage.postgres import PostgresStorage  # psycopg only when asked for
+
+    return PostgresStorage(where)

@@ -2,8 +2,9 @@
 
 A server started with ``--database-url postgresql://...`` on a data dir whose
 ``jaxplay.sqlite3`` holds snippets would answer 404 for all of them, without a
-word. It now warns, naming how many and ``jaxplay storage copy``. The file is
-read, never written (``mode=ro``), in a thread of its own.
+word. It now warns, naming how many of them the store it uses lacks, and
+``jaxplay storage copy``; after a complete copy it says nothing. The file is
+read, never written (``mode=ro``), in a thread; the store is asked in batches.
 """
 
 from __future__ import annotations
@@ -13,41 +14,52 @@ import logging
 import sqlite3
 from pathlib import Path
 
-from jaxplay.server.storage.interface import Storage
+from jaxplay.server.storage.interface import Storage, StorageError
 from jaxplay.server.storage.sqlite import DB_FILENAME, SQLiteStorage
 
 log = logging.getLogger("jaxplay.storage")
 
-COUNTED = ("snippets", "rooms")
+BATCH = 500
 
 
-def counts_in(path: Path) -> dict[str, int]:
-    """Rows of ``COUNTED`` in the SQLite file at ``path`` (a table it lacks counts 0)."""
+def ids_in(path: Path, table: str, key: str) -> list[str]:
+    """The keys of ``table`` in the SQLite file at ``path`` (none if it lacks the table)."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
     try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        return {table: int(db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
-                for table in COUNTED if table in tables}
+        if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
+            return []
+        return [row[0] for row in db.execute(f"SELECT {key} FROM {table}")]
     finally:
         db.close()
 
 
+async def missing_from(storage: Storage, table: str, key: str, keys: list[str]) -> int:
+    missing = 0
+    for start in range(0, len(keys), BATCH):
+        batch = keys[start:start + BATCH]
+        found = await storage.fetch_all(f"SELECT {key} FROM {table} WHERE {key} IN ({', '.join('?' * len(batch))})",
+                                        tuple(batch))
+        missing += len(batch) - len(found)
+    return missing
+
+
 async def warn_of_links_elsewhere(storage: Storage, data_dir: Path) -> dict[str, int]:
-    """Warn when ``<data_dir>/jaxplay.sqlite3`` holds links or rooms and ``storage`` is another store."""
+    """Warn when ``<data_dir>/jaxplay.sqlite3`` holds links or rooms that ``storage``, another store, lacks."""
     path = Path(data_dir) / DB_FILENAME
-    if isinstance(storage, SQLiteStorage) and storage.path.resolve() == path.resolve():
-        return {}
-    if not path.is_file():
+    if isinstance(storage, SQLiteStorage) and storage.path.resolve() == path.resolve() or not path.is_file():
         return {}
     try:
-        counts = await asyncio.to_thread(counts_in, path)
-    except sqlite3.Error as exc:
-        log.warning("storage: %s exists but could not be read (%s); if it holds links, this server does not serve "
-                    "them", path, exc)
+        snippets = await asyncio.to_thread(ids_in, path, "snippets", "id")
+        rooms = await asyncio.to_thread(ids_in, path, "rooms", "code")
+        missing = {"snippets": await missing_from(storage, "snippets", "id", snippets),
+                   "rooms": await missing_from(storage, "rooms", "code", rooms)}
+    except (sqlite3.Error, StorageError) as exc:
+        log.warning("storage: %s exists, but whether this server serves the links it holds could not be checked "
+                    "(%s)", path, exc)
         return {}
-    if any(counts.values()):
-        log.warning("storage: %s holds %d link(s) and %d room(s), which this server (%s) does not serve: they answer "
-                    "404 here. Copy them with: jaxplay storage copy --from sqlite:///%s --database-url URL "
-                    "(docs/operations.md, 'Moving to PostgreSQL').", path, counts.get("snippets", 0),
-                    counts.get("rooms", 0), storage.description, path.resolve())
-    return counts
+    if any(missing.values()):
+        log.warning("storage: %s holds %d link(s) and %d room(s) that this server's store (%s) lacks: they answer "
+                    "404 here. Copy them with: jaxplay storage copy --from %s --database-url URL "
+                    "(docs/operations.md, 'Moving to PostgreSQL').", path, missing["snippets"], missing["rooms"],
+                    storage.description, path.resolve())
+    return missing

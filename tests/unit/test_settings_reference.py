@@ -101,7 +101,8 @@ def test_the_reference_and_the_settings_blocks_are_what_the_generator_writes():
 
 
 @pytest.mark.parametrize("argv", [["serve"], ["worker"], ["purge-results"], ["runtimes", "add"],
-                                  ["runtimes", "remove"], ["runtimes", "list"]], ids=" ".join)
+                                  ["runtimes", "remove"], ["runtimes", "list"], ["backup"], ["restore"],
+                                  ["storage", "copy"]], ids=" ".join)
 def test_help_lists_the_settings_the_reference_says_the_command_takes(argv, capsys, monkeypatch):
     rows = reference_rows()
     said = {variable: row for variable, row in rows.items() if argv[0] in row.commands}
