@@ -30,6 +30,9 @@ def add_parsers(commands: argparse._SubParsersAction, add_setting_flags: Callabl
     restore = commands.add_parser(RESTORE, help="Add every row of a backup to the store (what is there and equal is "
                                                 "kept; different data is never overwritten).")
     restore.add_argument("file", type=Path, metavar="FILE", help="A file `jaxplay backup` wrote.")
+    restore.add_argument("--keep-schema", action="store_true",
+                         help="Create the store at the backup's schema version, not this version's newest: for the "
+                              "older version that wrote the backup to use (rolling back an upgrade).")
     add_setting_flags(restore, RESTORE)
     storage = commands.add_parser(STORAGE, help="Move the store's rows between stores.")
     actions = storage.add_subparsers(dest="action", required=True)
@@ -79,7 +82,7 @@ def run_backup(args: argparse.Namespace, settings: Settings) -> None:
 
 def run_restore(args: argparse.Namespace, settings: Settings) -> None:
     async def main() -> int:
-        return await _restore_into(args.file, settings, f"Restored {args.file} into")
+        return await _restore_into(args.file, settings, f"Restored {args.file} into", args.keep_schema)
 
     _exit_with(RESTORE, lambda: asyncio.run(main()))
 
@@ -102,11 +105,13 @@ def run_storage(args: argparse.Namespace, settings: Settings) -> None:
     _exit_with(f"{STORAGE} {args.action}", main)
 
 
-async def _restore_into(file: Path, settings: Settings, done: str) -> int:
+async def _restore_into(file: Path, settings: Settings, done: str, keep_schema: bool = False) -> int:
     from jaxplay.server.storage import backup
     from jaxplay.server.storage.factory import open_storage
 
     target = open_storage(settings.database_url, settings.data_dir)
+    if keep_schema:
+        target.migrations = backup.migrations_up_to(backup.check_restorable(file).schema_version)
     await target.open()
     try:
         report = await backup.restore(file, target)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxplay.server.storage import transfer
-from jaxplay.server.storage.interface import MIGRATIONS, Storage, StorageError, redact
+from jaxplay.server.storage.interface import MIGRATIONS, Migration, Storage, StorageError, redact
 from jaxplay.server.storage.sqlite import SQLiteStorage, migrate
 
 NEWEST = MIGRATIONS[-1].version
@@ -143,7 +143,7 @@ def _export(live: object, partial: Path) -> None:
                            "with the version that wrote it")
     copy = sqlite3.connect(partial, isolation_level=None)
     try:
-        migrate(copy, tuple(m for m in MIGRATIONS if m.version <= version))  # the source's schema, exactly
+        migrate(copy, migrations_up_to(version))  # the source's schema, exactly
         copy.execute("BEGIN")
         for table in transfer.TABLES:
             if table.name not in tables:
@@ -162,17 +162,30 @@ def _export(live: object, partial: Path) -> None:
         copy.close()
 
 
-async def restore(backup: Path, target: Storage) -> transfer.CopyReport:
-    """Add every row of ``backup`` to ``target`` (open): refused if it is newer, or would overwrite other data."""
+def check_restorable(backup: Path) -> BackupSummary:
     summary = summarize(backup)
     if summary.schema_version > NEWEST:
         raise StorageError(f"{backup} was written at schema version {summary.schema_version}, newer than this version "
                            f"of the playground knows ({NEWEST}): restore it with the version that wrote it.")
+    return summary
+
+
+def migrations_up_to(version: int) -> tuple[Migration, ...]:
+    """The migrations that make a schema of ``version``: for a store an older version of the playground uses."""
+    return tuple(m for m in MIGRATIONS if m.version <= version)
+
+
+async def restore(backup: Path, target: Storage) -> transfer.CopyReport:
+    """Add every row of ``backup`` to ``target`` (open): refused if it is newer, or would overwrite other data.
+    A target opened with fewer migrations (``migrations_up_to`` the backup's version) keeps that older schema."""
+    summary = check_restorable(backup)
     with tempfile.TemporaryDirectory(prefix="jaxplay-restore-") as work:
         working_copy = Path(work) / "backup.sqlite3"
         shutil.copyfile(backup, working_copy)
         source = SQLiteStorage(working_copy)
-        await source.open()  # migrates the working copy to this version's schema
+        if await target.schema_version() < NEWEST:  # the target stays at the backup's schema: so does the copy
+            source.migrations = migrations_up_to(summary.schema_version)
+        await source.open()  # migrates the working copy to the target's schema
         try:
             assert source.reader is not None
             return await transfer.copy_rows(source, target, _tables(source.reader))

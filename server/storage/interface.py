@@ -141,6 +141,7 @@ class Transaction(Protocol):
 
 class Storage(Protocol):
     description: str
+    migrations: tuple[Migration, ...]  # what ``open`` applies (MIGRATIONS; fewer to restore an older schema)
 
     @property
     def is_open(self) -> bool: ...

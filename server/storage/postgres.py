@@ -92,6 +92,7 @@ class PostgresStorage:
         self._write_lock = asyncio.Lock()
         self._connect_lock = asyncio.Lock()
         self._opened = False  # open() was called, and close() was not
+        self.migrations = MIGRATIONS  # those ``open`` applies: fewer only to restore at an older schema (rolling back)
         self._not_connected: str | None = None  # why open() could not connect yet
 
     # --- lifecycle ---------------------------------------------------------
@@ -114,7 +115,7 @@ class PostgresStorage:
         try:
             writer = await self._connect(autocommit=True)  # transactions are explicit below
             try:
-                await self._migrate(writer)
+                await self._migrate(writer, self.migrations)
                 reader = await self._connect(autocommit=True)
             except BaseException:
                 await writer.close()

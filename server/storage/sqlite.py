@@ -73,6 +73,7 @@ class SQLiteStorage:
         self._writer: sqlite3.Connection | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._writer_thread: threading.Thread | None = None
+        self.migrations = MIGRATIONS  # those ``open`` applies: fewer only to restore at an older schema (rolling back)
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -100,7 +101,7 @@ class SQLiteStorage:
         self._writer_thread = threading.current_thread()
         self._writer = _connect(self.path)
         self._writer.execute("PRAGMA journal_mode=WAL")
-        migrate(self._writer)
+        migrate(self._writer, self.migrations)
 
     def _close_writer(self) -> None:
         if self._writer is not None:

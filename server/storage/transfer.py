@@ -162,7 +162,8 @@ async def copy_rows(source: Storage, target: Storage, source_tables: set[str]) -
     if unknown:
         raise StorageError(f"The source holds table(s) {', '.join(unknown)}, which this version of the playground "
                            "does not know how to copy. Use the version that wrote it.")
-    plan = [(table, await _keys_in_order(source, table)) for table in TABLES]
+    # An older schema (a restore kept at the backup's version) may lack a table: there is nothing of it to copy.
+    plan = [(table, await _keys_in_order(source, table)) for table in TABLES if table.name in source_tables]
     conflicts = [c for table, keys in plan for c in await _check(source, target, table, keys)]
     if conflicts:
         shown = "\n  ".join(conflicts[:SHOWN_CONFLICTS])

@@ -130,3 +130,29 @@ def test_a_backup_never_overwrites_a_file_nor_leaves_a_partial_one(tmp_path):
     with pytest.raises(StorageError, match="no SQLite store"):
         backup.backup_sqlite(tmp_path / "missing.sqlite3", tmp_path / "new.sqlite3")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.sqlite3", "taken.sqlite3"]
+
+
+def test_a_restore_can_keep_the_backups_older_schema_for_the_version_that_wrote_it(tmp_path):
+    store_with_rows(tmp_path / "old.sqlite3", MIGRATIONS[:2])  # an older version's store: no rooms, no worker column
+    backup.backup_sqlite(tmp_path / "old.sqlite3", tmp_path / "backup.sqlite3")
+
+    async def scenario() -> None:
+        store = SQLiteStorage(tmp_path / "rollback.sqlite3")
+        store.migrations = backup.migrations_up_to(2)
+        await store.open()
+        try:
+            report = await backup.restore(tmp_path / "backup.sqlite3", store)
+            assert await store.schema_version() == 2 and "rooms" not in report.tables
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
+    assert rows_at(tmp_path / "rollback.sqlite3") == rows_at(tmp_path / "old.sqlite3")
+
+
+def rows_at(path: Path) -> dict[str, list[tuple]]:
+    db = sqlite3.connect(path)
+    try:
+        return {name: db.execute(f"SELECT * FROM {name} ORDER BY 1").fetchall() for name in ("snippets", "result_cache")}
+    finally:
+        db.close()
