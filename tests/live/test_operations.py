@@ -122,7 +122,8 @@ def test_a_scrape_through_a_proxy_on_this_host_is_refused(server):
 def test_readyz_reports_each_check(server):
     ready = server.get_json("/readyz")
     assert ready == {"ready": True, "checks": {"accepting": True, "storage": "writable", "workers": {"cpu": 1},
-                                               "local_workers": {"started": 1, "joined": 1, "refused": {}}}}
+                                               "local_workers": {"started": 1, "joined": 1, "refused": {}}},
+                     "serving": {"runs": True, "links": True}}
 
 
 def test_shutdown_drains_runs_refuses_new_ones_and_tells_browsers(tmp_path):
