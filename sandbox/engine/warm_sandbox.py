@@ -85,6 +85,11 @@ class SandboxRuntime:
 
 
 class WarmSandbox:
+    # Set only by the system-call recording's sandboxes (sandbox/isolation/syscall_recording.py): the
+    # sandbox started under strace, its zygote told to install the recording filter.
+    launch_prefix: tuple[str, ...] = ()
+    zygote_flags: tuple[str, ...] = ()
+
     def __init__(self, index: int, settings: Settings, name: str, gpus: tuple[str, ...] = (),
                  caches: CompileCaches | None = None, runtime: SandboxRuntime | None = None,
                  peak: HostPeak | None = None) -> None:
@@ -115,7 +120,7 @@ class WarmSandbox:
         parent_end.setblocking(False)
         isolated = self.settings.sandbox != "none"
         interpreter = str(self.runtime.interpreter) if self.runtime else None
-        inner = bwrap.zygote_command(child_end.fileno(), isolated, interpreter)
+        inner = [*bwrap.zygote_command(child_end.fileno(), isolated, interpreter), *self.zygote_flags]
         env = self.zygote_environment()
         if isolated:
             # A group of its own each start: the last start's may still be emptying (removed below, later).
@@ -126,8 +131,8 @@ class WarmSandbox:
             procs = self.cgroup.procs_files() if self.cgroup and os.geteuid() == 0 else []
             devices = gpu.device_nodes(self.gpus)
             extra = self.caches.bwrap_binds() if self.caches else []
-            command = bwrap.sandbox_command(inner, env, procs, devices, extra,
-                                            self.runtime.exposed if self.runtime else None)
+            command = [*self.launch_prefix, *bwrap.sandbox_command(inner, env, procs, devices, extra,
+                                                                   self.runtime.exposed if self.runtime else None)]
             launch_env = bwrap.LAUNCH_ENVIRONMENT
         else:
             command = inner

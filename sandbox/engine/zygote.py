@@ -43,7 +43,7 @@ from typing import Any
 from jaxplay.sandbox.engine import library_preload
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.engine.spare import Spare, fork_spare
-from jaxplay.sandbox.isolation import namespaces
+from jaxplay.sandbox.isolation import namespaces, seccomp
 
 SPARE_RETRY_S = (0.1, 0.5, 2.0, 5.0)
 
@@ -305,6 +305,8 @@ def _signal(pid: int, number: int) -> None:
 def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     isolated = "--isolated" in sys.argv[2:]
+    seccomp.recording = "--record-syscalls" in sys.argv[2:]  # only ever given by scripts/record-syscalls
+    seccomp.prepare()
     namespaces.set_dumpable(False)
     versions = preload()
     Zygote(control, versions, isolated).serve()

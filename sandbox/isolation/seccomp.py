@@ -1,90 +1,203 @@
-"""A seccomp filter for the run's process: the kernel calls no Python program needs are refused.
+"""The run's seccomp filter: an allow-list of the kernel calls programs were seen to make, as BPF.
 
-The namespaces and dropped capabilities already make these calls powerless
-or refused. The filter takes the code behind them out of reach too: a
-kernel bug in ``io_uring``, ``bpf``, ``userfaultfd``, ``keyctl``, nested
-user namespaces or the mount API stops being reachable at all. Those are
-the paths most local privilege escalations of recent years went through.
+What the filter allows, and how each refusal reads, is ``syscall_policy``; this module turns it into a
+classic BPF program and installs it. The program, for each call::
 
-A denylist, not an allowlist. JAX, XLA, CUDA and the libraries users import
-need a wide and changing set of calls, and an allowlist would break them in
-ways that look like their bugs. Refused calls fail with EPERM, as they would
-for an unprivileged process, so programs see an ordinary error. ``clone3``
-fails with ENOSYS, so glibc falls back to ``clone``, whose flags the filter
-can read: a thread or a fork passes, and a new namespace does not.
+    foreign architecture, x32 numbers        -> EPERM (they would dodge every check below)
+    a call whose arguments are checked       -> its block: ALLOW, or EPERM for a refused value
+      (ioctl first: the hot one, reached in a few instructions)
+    any other call                            -> a binary search over the numbers: ALLOW, EPERM or ENOSYS
 
-Installed in the run's own process, before any thread exists and after
-``no_new_privs`` (sandbox/isolation/namespaces.py). Its children inherit it. Syscall
-numbers are from Linux's uapi headers (asm/unistd_64.h for x86_64,
-asm-generic/unistd.h for aarch64).
+No check of a plain call loads an argument, so since Linux 5.11 the kernel answers every plain
+allowed call from its per-filter cache without running the program at all; the rest take a few
+dozen instructions.
+
+Installed in the run's own process before any thread exists, after ``no_new_privs``
+(sandbox/isolation/namespaces.py); its threads and children inherit it. The zygote of a sandbox
+started to record calls (``scripts/record-syscalls``) installs ``recording`` filters instead: the
+refusals by name alone, every other call allowed, so that what programs call when nothing
+else is in their way shows in the trace.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import struct
+from dataclasses import dataclass
 
-# name: (x86_64, aarch64); None where the architecture has no such call.
-DENIED: dict[str, tuple[int | None, int | None]] = {
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "pidfd_getfd": (438, 438),
-    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218),
-    "bpf": (321, 280), "perf_event_open": (298, 241), "userfaultfd": (323, 282),
-    "io_uring_setup": (425, 425), "io_uring_enter": (426, 426), "io_uring_register": (427, 427),
-    "unshare": (272, 97), "setns": (308, 268),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "chroot": (161, 51),
-    "open_tree": (428, 428), "move_mount": (429, 429), "fsopen": (430, 430), "fsconfig": (431, 431),
-    "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
-    "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264),
-    "kexec_load": (246, 104), "kexec_file_load": (320, 294),
-    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106),
-    "acct": (163, 89), "swapon": (167, 224), "swapoff": (168, 225), "reboot": (169, 142),
-    "settimeofday": (164, 170), "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
-    "iopl": (172, None), "ioperm": (173, None), "uselib": (134, None),
-    "quotactl": (179, 60), "lookup_dcookie": (212, 18), "vhangup": (153, 58), "syslog": (103, 116),
-    "fanotify_init": (300, 262),
-}
-CLONE = (56, 220)
-CLONE3 = (435, 435)
-ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in the tables, AUDIT_ARCH_*
+from jaxplay.sandbox.isolation import syscall_policy as policy
+from jaxplay.sandbox.isolation.syscall_numbers import NUMBERS
+
+ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 X32_SYSCALL_BIT = 0x40000000
-# CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
-NAMESPACE_FLAGS = 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000
 
-LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
+LD_W_ABS, JEQ, JGT, JGE, JSET, JA, AND, RET = 0x20, 0x15, 0x25, 0x35, 0x45, 0x05, 0x54, 0x06
 RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
-OFFSET_NR, OFFSET_ARCH, OFFSET_ARG0 = 0, 4, 16  # struct seccomp_data; arg0's low word (little-endian)
+OFFSET_NR, OFFSET_ARCH, OFFSET_ARGS = 0, 4, 16  # struct seccomp_data; an argument's low word (little-endian)
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
+ALLOW, EPERM, ENOSYS = RET_ALLOW, RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
 
-def program(machine: str) -> list[tuple[int, int, int, int]]:
+recording = False  # set by a zygote started with --record-syscalls (sandbox/isolation/syscall_recording.py)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One instruction with symbolic jumps: ``jt``/``jf`` name a label (None: the next instruction)."""
+    code: int
+    k: int = 0
+    jt: str | None = None
+    jf: str | None = None
+    label: str | None = None  # this instruction's own label
+
+
+class Assembler:
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self._names = 0
+
+    def new_label(self, hint: str) -> str:
+        self._names += 1
+        return f"{hint}.{self._names}"
+
+    def emit(self, code: int, k: int = 0, jt: str | None = None, jf: str | None = None,
+             label: str | None = None) -> None:
+        self.ops.append(Op(code, k, jt, jf, label))
+
+    def instructions(self) -> list[tuple[int, int, int, int]]:
+        """(code, jt, jf, k) with every jump resolved; ValueError if a conditional jump is too far (255)."""
+        where = {op.label: i for i, op in enumerate(self.ops) if op.label is not None}
+
+        def offset(i: int, label: str | None) -> int:
+            if label is None:
+                return 0
+            distance = where[label] - i - 1
+            if distance < 0:
+                raise ValueError(f"backward jump to {label}")
+            return distance
+
+        out = []
+        for i, op in enumerate(self.ops):
+            if op.code == JA:
+                out.append((JA, 0, 0, offset(i, op.jt)))
+                continue
+            jt, jf = offset(i, op.jt), offset(i, op.jf)
+            if jt > 255 or jf > 255:
+                raise ValueError(f"jump too far at {i}: {jt}, {jf}")
+            out.append((op.code, jt, jf, op.k))
+        return out
+
+
+def program(machine: str, recording_calls: bool = False) -> list[tuple[int, int, int, int]]:
     """The BPF program for ``machine``: (code, jt, jf, k) instructions."""
     column, audit_arch = ARCHES[machine]
-    denied = sorted({numbers[column] for numbers in DENIED.values() if numbers[column] is not None})
-    body: list[tuple[str, int, str | None, str | None]] = [  # (op, k, jump-if-true, jump-if-false)
-        ("ld", OFFSET_ARCH, None, None),
-        ("jeq", audit_arch, None, "deny"),
-        ("ld", OFFSET_NR, None, None),
-    ]
+    rules = policy.argument_rules(recording_calls)
+    asm = Assembler()
+    asm.emit(LD_W_ABS, OFFSET_ARCH)
+    asm.emit(JEQ, audit_arch, jt="nr")
+    asm.emit(RET, EPERM)
+    asm.emit(LD_W_ABS, OFFSET_NR, label="nr")
     if machine == "x86_64":
-        body.append(("jge", X32_SYSCALL_BIT, "deny", None))  # x32 numbers would dodge every check below
-    body.append(("jeq", CLONE3[column], "enosys", None))
-    body += [("jeq", number, "deny", None) for number in denied]
-    body += [("jeq", CLONE[column], None, "allow"), ("ld", OFFSET_ARG0, None, None),
-             ("jset", NAMESPACE_FLAGS, "deny", "allow")]
-    labels = {"allow": len(body), "deny": len(body) + 1, "enosys": len(body) + 2}
-    codes = {"ld": LD_W_ABS, "jeq": JEQ, "jge": JGE, "jset": JSET}
+        asm.emit(JGE, X32_SYSCALL_BIT, jf="calls.0")
+        asm.emit(RET, EPERM)
+    checked = [(NUMBERS[name][column], rule) for name, rule in rules.items() if NUMBERS[name][column] is not None]
+    for i, (number, rule) in enumerate(checked):
+        asm.emit(JEQ, number, jf=f"calls.{i + 1}", label=f"calls.{i}")
+        _argument_block(asm, rule)
+    asm.emit(JA, jt="tree", label=f"calls.{len(checked)}")
+    actions = _actions(column, recording_calls, set(rules))
+    _search(asm, _intervals(actions, ALLOW if recording_calls else ENOSYS), "tree")
+    return asm.instructions()
 
-    def offset(index: int, target: str | None) -> int:
-        return 0 if target is None else labels[target] - index - 1
 
-    instructions = [(codes[op], offset(i, jt), offset(i, jf), k) for i, (op, k, jt, jf) in enumerate(body)]
-    instructions += [(RET, 0, 0, RET_ALLOW), (RET, 0, 0, RET_ERRNO | errno.EPERM),
-                     (RET, 0, 0, RET_ERRNO | errno.ENOSYS)]
-    assert all(jt < 256 and jf < 256 for _, jt, jf, _ in instructions)
-    return instructions
+def _argument_block(asm: Assembler, rule: policy.ArgumentRule) -> None:
+    """Check one argument's low word (the kernel reads each checked argument as a 32-bit int); a value
+    the rule does not allow is refused with EPERM: the call exists, this use of it is not permitted."""
+    allow, refuse = asm.new_label("allow"), asm.new_label("refuse")
+    offset = OFFSET_ARGS + 8 * rule.argument
+    asm.emit(LD_W_ABS, offset)
+    if rule.forbidden_bits:
+        asm.emit(JSET, rule.forbidden_bits, jt=refuse)
+    if rule.any_other:
+        asm.emit(RET, ALLOW)
+    nested: list[tuple[str, policy.ArgumentRule]] = []
+    for value in sorted(rule.values):
+        asm.emit(JEQ, value, jt=allow)
+    for value, inner in sorted(rule.nested.items()):
+        label = asm.new_label("nested")
+        nested.append((label, inner))
+        asm.emit(JEQ, value, jt=label)
+    for low, high in rule.ranges:
+        after = asm.new_label("range")
+        asm.emit(JGE, low, jf=after)
+        asm.emit(JGT, high, jf=allow)
+        asm.emit(LD_W_ABS, offset, label=after)  # a landing place; reloads the same word
+    for mask, value in rule.masked:
+        asm.emit(AND, mask)
+        asm.emit(JEQ, value, jt=allow)
+        asm.emit(LD_W_ABS, offset)
+    asm.emit(RET, EPERM, label=refuse)
+    for label, inner in nested:
+        asm.emit(LD_W_ABS, OFFSET_ARGS + 8 * inner.argument, label=label)
+        for value in sorted(inner.values):
+            asm.emit(JEQ, value, jt=allow)
+        asm.emit(RET, EPERM)
+    asm.emit(RET, ALLOW, label=allow)
+
+
+def _actions(column: int, recording_calls: bool, checked: set[str]) -> dict[int, int]:
+    """Each numbered call's answer (calls with argument blocks are answered before the search)."""
+    actions: dict[int, int] = {}
+    for name, numbers in NUMBERS.items():
+        number = numbers[column]
+        if number is None or name in checked:
+            continue
+        if name in policy.REFUSED_AS_UNPRIVILEGED:
+            actions[number] = EPERM
+        elif name in policy.ABSENT_ALWAYS:
+            actions[number] = ENOSYS
+        elif recording_calls or name in policy.allowed_calls():
+            actions[number] = ALLOW
+    return actions
+
+
+def _intervals(actions: dict[int, int], unlisted: int) -> list[tuple[int, int]]:
+    """(first number, answer) of each run of equal answers from 0 on; a number not in ``actions``
+    (none of ours, or beyond the table) gets ``unlisted``."""
+    intervals: list[tuple[int, int]] = []
+    for number in range(max(actions) + 2):
+        action = actions.get(number, unlisted)
+        if not intervals or intervals[-1][1] != action:
+            intervals.append((number, action))
+    return intervals
+
+
+def _search(asm: Assembler, intervals: list[tuple[int, int]], label: str) -> None:
+    """A binary search over the intervals' first numbers; each leaf returns its answer."""
+    if len(intervals) == 1:
+        asm.emit(RET, intervals[0][1], label=label)
+        return
+    middle = len(intervals) // 2
+    right, left = asm.new_label("ge"), asm.new_label("lt")
+    asm.emit(JGE, intervals[middle][0], jf=left, label=label)  # true: the next instruction, a long jump
+    asm.emit(JA, jt=right)
+    _search(asm, intervals[:middle], left)
+    _search(asm, intervals[middle:], right)
+
+
+@functools.cache
+def _packed(machine: str, recording_calls: bool) -> tuple[bytes, int]:
+    instructions = program(machine, recording_calls)
+    return b"".join(struct.pack("HBBI", *instruction) for instruction in instructions), len(instructions)
+
+
+def prepare() -> None:
+    """Build this machine's program now (in the zygote), so that every spare it forks has it ready."""
+    if os.uname().machine in ARCHES:
+        _packed(os.uname().machine, recording)
 
 
 def install() -> None:
@@ -92,14 +205,13 @@ def install() -> None:
     machine = os.uname().machine
     if machine not in ARCHES:
         raise OSError(0, f"seccomp: no filter for the {machine} architecture")
-    instructions = program(machine)
-    packed = b"".join(struct.pack("HBBI", *instruction) for instruction in instructions)
+    packed, count = _packed(machine, recording)
     filters = ctypes.create_string_buffer(packed, len(packed))
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = SockFprog(len(instructions), ctypes.addressof(filters))
+    fprog = SockFprog(count, ctypes.addressof(filters))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) != 0:
