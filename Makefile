@@ -13,7 +13,7 @@ RUNTIMES_DIR ?= $(HOME)/.local/share/jaxplay/runtimes
 RUN_RUNTIMES ?= 0.4.38
 TEST_RUNTIMES ?= 0.4.38,0.6.2
 APT_RUN := bubblewrap python3-venv
-APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server kubectl prometheus
+APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server kubectl prometheus strace
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 comma := ,
 

@@ -165,11 +165,12 @@ ADDED_CALLS: dict[str, str] = dict.fromkeys((
     "stat", "lstat", "fstat", "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2",
     "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename",
     "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "readlink", "readlinkat", "chmod", "fchmod",
-    "fchmodat", "umask", "utimensat", "openat", "memfd_create", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
+    "fchmodat", "chown", "fchown", "lchown", "fchownat", "mknod", "mknodat", "sync", "umask", "utimensat",
+    "openat", "memfd_create", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
     "llistxattr", "flistxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
     "fremovexattr",
     # memory
-    "mmap", "munmap", "mprotect", "mremap", "madvise", "msync", "brk",
+    "mmap", "munmap", "mprotect", "mremap", "madvise", "msync", "brk", "mincore",
     # processes and threads
     "execve", "fork", "vfork", "wait4", "waitid", "exit", "exit_group", "kill", "tkill", "tgkill", "pidfd_open",
     "pidfd_send_signal", "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getresuid",
@@ -189,7 +190,11 @@ ADDED_CALLS: dict[str, str] = dict.fromkeys((
     "epoll_wait", "epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2",
     # checked by their arguments (see argument_rules)
     "ioctl", "prctl",
-), _STANDARD_LIBRARY)
+), _STANDARD_LIBRARY) | dict.fromkeys(
+    ("mlock", "mlock2", "munlock", "mlockall", "munlockall"),
+    "pinned host memory for accelerator transfers; RLIMIT_MEMLOCK bounds it") | {
+    "mincore": "stack unwinders (libunwind, abseil) check that an address is mapped with it",
+}
 ADDED_SOCKETS: dict[tuple[int, int], str] = {
     (AF_UNIX, 0): "local sockets (multiprocessing, asyncio, socketpair)",
     (AF_INET, 0): "programs that try the network get the run's empty network namespace's answer",

@@ -128,7 +128,7 @@ async def _run(slot: Slot, label: str, code: str, options: dict[str, Any], outpu
 
     def keep(event: dict[str, Any]) -> None:
         if event.get("type") == "error":
-            errors.append(f"{event.get('ename')}: {event.get('evalue')}"[:400])
+            errors.append(f"{event.get('ename')}: {event.get('message')}"[:400])
         if event.get("type") in ("stdout", "stderr"):
             printed.append(str(event.get("text")))
 
