@@ -50,4 +50,124 @@ RECORDINGS: dict[str, dict[str, Any]] = {
             1,
         ],
     },
+    "jax-0.12.0.1 python-3.13.0": {
+        "calls": [
+            "accept4", "access", "arch_prctl", "bind", "brk", "chmod", "clock_gettime", "clock_nanosleep", "clone",
+            "close", "close_range", "connect", "dup", "dup2", "epoll_create1", "epoll_ctl", "epoll_wait",
+            "eventfd2", "execve", "exit", "exit_group", "fadvise64", "fcntl", "fdatasync", "flock", "fstat",
+            "fsync", "futex", "getcwd", "getdents64", "getegid", "geteuid", "getgid", "getpid", "getppid",
+            "getrandom", "getrusage", "getsockname", "gettid", "getuid", "ioctl", "kill", "link", "listen",
+            "listxattr", "lseek", "madvise", "mbind", "mkdir", "mmap", "mprotect", "munmap", "newfstatat", "open",
+            "openat", "pause", "pidfd_open", "pipe2", "poll", "prctl", "pread64", "prlimit64", "pselect6",
+            "pwrite64", "read", "readlink", "recvfrom", "recvmsg", "rename", "rmdir", "rseq", "rt_sigaction",
+            "rt_sigprocmask", "rt_sigreturn", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+            "sched_yield", "sendfile", "sendto", "set_robust_list", "set_tid_address", "setitimer", "setpriority",
+            "setsockopt", "socket", "socketpair", "stat", "statfs", "statx", "symlink", "sysinfo", "times",
+            "uname", "unlink", "unlinkat", "utimensat", "vfork", "wait4", "write", "writev",
+        ],
+        "clone": [
+            0x4111, 0x8111, 0x3d0f00, 0x1200011,
+        ],
+        "ioctl": [
+            0x5401, 0x5413, 0x541b, 0x5421, 0x5451,
+        ],
+        "jax": "0.12.0.1",
+        "jaxlib": "0.12.0.1",
+        "machine": "x86_64",
+        "personality": [],
+        "prctl": [
+            0xf, 0x10, 0x53564d41,
+        ],
+        "programs": 33,
+        "python": "3.13.0",
+        "refused": [
+            "clone3",
+        ],
+        "socket": [
+            (1, 0), (2, 0), (10, 0), (16, 0),
+        ],
+        "socketpair": [
+            1,
+        ],
+    },
+    "jax-0.4.38 python-3.11.7": {
+        "calls": [
+            "accept4", "access", "arch_prctl", "bind", "brk", "chmod", "clock_gettime", "clock_nanosleep", "clone",
+            "close", "close_range", "connect", "dup", "dup2", "epoll_create1", "epoll_ctl", "epoll_wait",
+            "eventfd2", "execve", "exit", "exit_group", "fadvise64", "fcntl", "fdatasync", "flock", "fstat",
+            "fsync", "futex", "getcwd", "getdents64", "getegid", "geteuid", "getgid", "getpid", "getppid",
+            "getrandom", "getrusage", "getsockname", "gettid", "getuid", "ioctl", "kill", "link", "listen",
+            "listxattr", "lseek", "madvise", "mbind", "mkdir", "mmap", "mprotect", "mremap", "munmap",
+            "newfstatat", "openat", "pause", "pipe2", "poll", "prctl", "pread64", "prlimit64", "pselect6",
+            "pwrite64", "read", "readlink", "recvfrom", "recvmsg", "rename", "rmdir", "rseq", "rt_sigaction",
+            "rt_sigprocmask", "rt_sigreturn", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+            "sched_yield", "sendfile", "sendto", "set_robust_list", "set_tid_address", "setitimer", "setpriority",
+            "setsockopt", "socket", "socketpair", "stat", "statfs", "statx", "symlink", "sysinfo", "times",
+            "uname", "unlink", "unlinkat", "utimensat", "vfork", "wait4", "write", "writev",
+        ],
+        "clone": [
+            0x8111, 0x3d0f00, 0x1200011,
+        ],
+        "ioctl": [
+            0x5401, 0x5413, 0x541b, 0x5421, 0x5451,
+        ],
+        "jax": "0.4.38",
+        "jaxlib": "0.4.38",
+        "machine": "x86_64",
+        "personality": [],
+        "prctl": [
+            0xf, 0x10, 0x53564d41,
+        ],
+        "programs": 33,
+        "python": "3.11.7",
+        "refused": [
+            "clone3",
+        ],
+        "socket": [
+            (1, 0), (2, 0), (10, 0), (16, 0),
+        ],
+        "socketpair": [
+            1,
+        ],
+    },
+    "jax-0.6.2 python-3.11.7": {
+        "calls": [
+            "accept4", "access", "arch_prctl", "bind", "brk", "chmod", "clock_gettime", "clock_nanosleep", "clone",
+            "close", "close_range", "connect", "dup", "dup2", "epoll_create1", "epoll_ctl", "epoll_wait",
+            "eventfd2", "execve", "exit", "exit_group", "fadvise64", "fcntl", "fdatasync", "flock", "fstat",
+            "fsync", "futex", "getcwd", "getdents64", "getegid", "geteuid", "getgid", "getpid", "getppid",
+            "getrandom", "getrusage", "getsockname", "gettid", "getuid", "ioctl", "kill", "link", "listen",
+            "listxattr", "lseek", "madvise", "mbind", "mkdir", "mmap", "mprotect", "mremap", "munmap",
+            "newfstatat", "openat", "pause", "pipe2", "poll", "prctl", "pread64", "prlimit64", "pselect6",
+            "pwrite64", "read", "readlink", "recvfrom", "recvmsg", "rename", "rmdir", "rseq", "rt_sigaction",
+            "rt_sigprocmask", "rt_sigreturn", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+            "sched_yield", "sendfile", "sendto", "set_robust_list", "set_tid_address", "setitimer", "setpriority",
+            "setsockopt", "socket", "socketpair", "stat", "statfs", "statx", "symlink", "sysinfo", "times",
+            "uname", "unlink", "unlinkat", "utimensat", "vfork", "wait4", "write", "writev",
+        ],
+        "clone": [
+            0x8111, 0x3d0f00, 0x1200011,
+        ],
+        "ioctl": [
+            0x5401, 0x5413, 0x541b, 0x5421, 0x5451,
+        ],
+        "jax": "0.6.2",
+        "jaxlib": "0.6.2",
+        "machine": "x86_64",
+        "personality": [],
+        "prctl": [
+            0xf, 0x10, 0x53564d41,
+        ],
+        "programs": 33,
+        "python": "3.11.7",
+        "refused": [
+            "clone3",
+        ],
+        "socket": [
+            (1, 0), (2, 0), (10, 0), (16, 0),
+        ],
+        "socketpair": [
+            1,
+        ],
+    },
 }
