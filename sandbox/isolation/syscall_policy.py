@@ -23,7 +23,7 @@ How a refusal reads (errno):
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +60,8 @@ ABSENT_ALWAYS: dict[str, str] = {
 # through calls that ordinary programs do not make. A program that probes them gets ENOSYS.
 NEVER_ALLOWED: dict[str, str] = {
     "modify_ldt": "16-bit segments: the code behind several kernel escapes",
-    "vmsplice": "page-cache splicing (Dirty Pipe's path)",
+    "vmsplice": "user pages spliced into pipes: the path of 2008's vmsplice root exploit and 2020's "
+                "copy-on-write leak",
     "memfd_secret": "memory hidden from the kernel's own direct map",
     **dict.fromkeys(("mbind", "set_mempolicy", "set_mempolicy_home_node", "migrate_pages", "move_pages"),
                     "NUMA placement of this and other processes' pages: libnuma and hwloc read ENOSYS as no NUMA"),
@@ -80,79 +81,11 @@ NEVER_SOCKET_FAMILIES = {AF_VSOCK: "AF_VSOCK: the host's and hypervisor's socket
 NEVER_NETLINK_PROTOCOLS = {NETLINK_XFRM: "IPsec state", NETLINK_NETFILTER: "nf_tables, the most exploited netlink"}
 
 
-@dataclass(frozen=True)
-class ArgumentRule:
-    """The values one argument of a call may take; any other is refused with EPERM.
-
-    Only the argument's low 32 bits are read: every argument checked here is an ``int`` or
-    ``unsigned int`` to the kernel, which drops the high bits itself."""
-    argument: int
-    values: frozenset[int] = frozenset()
-    nested: Mapping[int, ArgumentRule] = field(default_factory=dict)  # a value allowed if another argument is
-    ranges: tuple[tuple[int, int], ...] = ()  # (low, high), both allowed
-    masked: tuple[tuple[int, int], ...] = ()  # (mask, value): allowed when value & mask == value's
-    forbidden_bits: int = 0  # refused when any of these bits is set
-    any_other: bool = False  # every value without a forbidden bit is allowed
-
-    def allows(self, args: tuple[int, ...]) -> bool:
-        """What the filter answers, in Python (for tests and for reading the policy)."""
-        value = args[self.argument] & 0xFFFFFFFF
-        if value & self.forbidden_bits:
-            return False
-        if self.any_other or value in self.values:
-            return True
-        if value in self.nested:
-            return self.nested[value].allows(args)
-        return any(low <= value <= high for low, high in self.ranges) or \
-            any(value & mask == expected for mask, expected in self.masked)
-
-
-def recorded(key: str) -> set[Any]:
-    """The union, over every recorded runtime, of one entry of ``syscalls_seen.RECORDINGS``."""
-    found: set[Any] = set()
-    for recording in syscalls_seen.RECORDINGS.values():
-        found.update(tuple(item) if isinstance(item, list) else item for item in recording.get(key, ()))
-    return found
-
-
-@functools.cache
-def allowed_calls() -> frozenset[str]:
-    """Every call the filter allows (those with an argument rule included)."""
-    calls = recorded("calls") | set(ADDED_CALLS)
-    return frozenset(calls - set(REFUSED_AS_UNPRIVILEGED) - set(ABSENT_ALWAYS) - set(NEVER_ALLOWED))
-
-
-def argument_rules(recording: bool = False) -> dict[str, ArgumentRule]:
-    """The calls allowed only with some argument values, each with its rule. While recording only
-    ``clone``'s namespace flags are checked: the other arguments are what a recording learns."""
-    clone = ArgumentRule(0, forbidden_bits=NAMESPACE_FLAGS, any_other=True)
-    if recording:
-        return {"clone": clone}
-    return {name: rule for name, rule in recorded_rules().items() if name in allowed_calls()} | {"clone": clone}
-
-
-@functools.cache
-def recorded_rules() -> dict[str, ArgumentRule]:
-    sockets = recorded("socket") | set(ADDED_SOCKETS)
-    families = {family for family, _ in sockets if family != AF_NETLINK} - set(NEVER_SOCKET_FAMILIES)
-    netlink = {protocol for family, protocol in sockets if family == AF_NETLINK} - set(NEVER_NETLINK_PROTOCOLS)
-    socket_rule = ArgumentRule(0, frozenset(families), {AF_NETLINK: ArgumentRule(2, frozenset(netlink))}
-                               if netlink else {})
-    pairs = ArgumentRule(0, frozenset(recorded("socketpair") - set(NEVER_SOCKET_FAMILIES)))
-    ioctl = ArgumentRule(1, frozenset(recorded("ioctl") | set(ADDED_IOCTLS)), ranges=ACCELERATOR_IOCTL_RANGES,
-                         masked=ACCELERATOR_IOCTL_TYPES)
-    prctl = ArgumentRule(0, frozenset(recorded("prctl") | set(ADDED_PRCTL_OPTIONS)))
-    personality = ArgumentRule(0, frozenset(recorded("personality") & {PERSONALITY_QUERY, PER_LINUX}))
-    return {"ioctl": ioctl, "socket": socket_rule, "socketpair": pairs, "prctl": prctl, "personality": personality}
-
-
-def names(values: Iterable[int], table: Mapping[int, str]) -> list[str]:
-    return [table.get(value, hex(value)) for value in sorted(values)]
-
-
 # Reasoned additions: calls and argument values no recording here can show, each with its reason. A
 # program using a standard-library function the corpus does not happen to call must still work, on
-# another C library or Python version, and on an accelerator host.
+# another C library or Python version, and on an accelerator host. The generic call behind each
+# x86_64-only one (openat for open, ppoll for poll, clone for fork) is here too: recordings are made
+# on x86_64, and aarch64's C library calls those.
 _STANDARD_LIBRARY = (
     "Python's os, shutil, time, signal, socket, select, resource and mmap functions, and the C library "
     "under them (or another version of it): an ordinary unprivileged call on the process's own files, "
@@ -225,3 +158,57 @@ ACCELERATOR_IOCTL_TYPES: tuple[tuple[int, int], ...] = (
 # /dev/nvidia-uvm: UVM_IOCTL_BASE(i) is i on Linux (uvm_ioctl.h), below its test ioctls at 200; and
 # UVM_INITIALIZE, UVM_DEINITIALIZE (uvm_linux_ioctl.h).
 ACCELERATOR_IOCTL_RANGES: tuple[tuple[int, int], ...] = ((1, 199), (0x30000001, 0x30000002))
+
+
+@dataclass(frozen=True)
+class ArgumentRule:
+    """The values one argument of a call may take; any other is refused with EPERM.
+
+    Only the argument's low 32 bits are read: every argument checked here is an ``int`` or
+    ``unsigned int`` to the kernel, which drops the high bits itself."""
+    argument: int
+    values: frozenset[int] = frozenset()
+    nested: Mapping[int, ArgumentRule] = field(default_factory=dict)  # a value allowed if another argument is
+    ranges: tuple[tuple[int, int], ...] = ()  # (low, high), both allowed
+    masked: tuple[tuple[int, int], ...] = ()  # (mask, value): allowed when value & mask == value's
+    forbidden_bits: int = 0  # refused when any of these bits is set
+    any_other: bool = False  # every value without a forbidden bit is allowed
+
+
+def recorded(key: str) -> set[Any]:
+    """The union, over every recorded runtime, of one entry of ``syscalls_seen.RECORDINGS``."""
+    found: set[Any] = set()
+    for recording in syscalls_seen.RECORDINGS.values():
+        found.update(tuple(item) if isinstance(item, list) else item for item in recording.get(key, ()))
+    return found
+
+
+@functools.cache
+def allowed_calls() -> frozenset[str]:
+    """Every call the filter allows (those with an argument rule included)."""
+    calls = recorded("calls") | set(ADDED_CALLS)
+    return frozenset(calls - set(REFUSED_AS_UNPRIVILEGED) - set(ABSENT_ALWAYS) - set(NEVER_ALLOWED))
+
+
+def argument_rules(recording: bool = False) -> dict[str, ArgumentRule]:
+    """The calls allowed only with some argument values, each with its rule. While recording only
+    ``clone``'s namespace flags are checked: the other arguments are what a recording learns."""
+    clone = ArgumentRule(0, forbidden_bits=NAMESPACE_FLAGS, any_other=True)
+    if recording:
+        return {"clone": clone}
+    return {name: rule for name, rule in recorded_rules().items() if name in allowed_calls()} | {"clone": clone}
+
+
+@functools.cache
+def recorded_rules() -> dict[str, ArgumentRule]:
+    sockets = recorded("socket") | set(ADDED_SOCKETS)
+    families = {family for family, _ in sockets if family != AF_NETLINK} - set(NEVER_SOCKET_FAMILIES)
+    netlink = {protocol for family, protocol in sockets if family == AF_NETLINK} - set(NEVER_NETLINK_PROTOCOLS)
+    socket_rule = ArgumentRule(0, frozenset(families), {AF_NETLINK: ArgumentRule(2, frozenset(netlink))}
+                               if netlink else {})
+    pairs = ArgumentRule(0, frozenset(recorded("socketpair") - set(NEVER_SOCKET_FAMILIES)))
+    ioctl = ArgumentRule(1, frozenset(recorded("ioctl") | set(ADDED_IOCTLS)), ranges=ACCELERATOR_IOCTL_RANGES,
+                         masked=ACCELERATOR_IOCTL_TYPES)
+    prctl = ArgumentRule(0, frozenset(recorded("prctl") | set(ADDED_PRCTL_OPTIONS)))
+    personality = ArgumentRule(0, frozenset(recorded("personality") & {PERSONALITY_QUERY, PER_LINUX}))
+    return {"ioctl": ioctl, "socket": socket_rule, "socketpair": pairs, "prctl": prctl, "personality": personality}
