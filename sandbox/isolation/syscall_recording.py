@@ -14,7 +14,8 @@ each as the page runs it (Inspect on), the default example also profiled, under 
 cache twice, and as a passes request, and the worker's device probe with its calibration. The
 filtered processes' calls are read from the logs (``strace_log``) and written to ``--output``
 (``syscalls_seen.py``), replacing the runtimes recorded now and keeping the others. Every program
-must end ``ok``, or nothing is written.
+must end ``ok`` (on an older runtime a gallery example may raise: it is written for the newest
+JAX), or nothing is written.
 
 Takes a few minutes per runtime on an idle host (strace slows JAX's threads several times over).
 """
@@ -25,6 +26,7 @@ import argparse
 import asyncio
 import importlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -87,7 +89,7 @@ async def record_runtime(name: str, interpreter: Path | None, strace: str,
         if interpreter is not None:
             paths = store.exposed_paths_of(store.Runtime(name, interpreter), exposed_paths.root_requirements())
             runtime = SlotRuntime(interpreter, paths)
-        caches = CompileCaches(settings, f"cpu-record-{name}", bwrap.SANDBOX_UID if _root() else None)
+        caches = CompileCaches(settings, f"cpu-record-{name}", bwrap.SANDBOX_UID if os.geteuid() == 0 else None)
         caches.prepare()
         slot = RecordingSlot(logs, strace, 0, settings, f"record-{name}", caches=caches, runtime=runtime)
         failures: list[str] = []
@@ -112,12 +114,14 @@ async def record_runtime(name: str, interpreter: Path | None, strace: str,
             await slot.close()
         refused = set(syscall_policy.REFUSED_AS_UNPRIVILEGED) | set(syscall_policy.ABSENT_ALWAYS)
         seen = strace_log.read_folder(logs, refused)
-    python = subprocess.run([str(interpreter or sys.executable), "-c", "import platform; print(platform.python_version())"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+    version = "import platform; print(platform.python_version())"
+    python = subprocess.run([str(interpreter or sys.executable), "-c", version], capture_output=True, text=True,
+                            check=True).stdout.strip()
     return {"python": python, "jax": versions.get("jax_version"), "jaxlib": versions.get("jaxlib_version"),
-            "machine": _machine(), "programs": len(programs()) + 5, "calls": sorted(seen.calls), "refused": sorted(seen.refused), "socket": sorted(seen.socket),
-            "socketpair": sorted(seen.socketpair), "ioctl": sorted(seen.ioctl), "prctl": sorted(seen.prctl),
-            "personality": sorted(seen.personality), "clone": sorted(seen.clone)}, failures
+            "machine": os.uname().machine, "programs": len(programs()) + 5, "calls": sorted(seen.calls),
+            "refused": sorted(seen.refused), "socket": sorted(seen.socket), "socketpair": sorted(seen.socketpair),
+            "ioctl": sorted(seen.ioctl), "prctl": sorted(seen.prctl), "personality": sorted(seen.personality),
+            "clone": sorted(seen.clone)}, failures
 
 
 async def _run(slot: Slot, label: str, code: str, options: dict[str, Any], output: Path | None,
@@ -212,18 +216,6 @@ def existing(output: Path) -> dict[str, dict[str, Any]]:
     namespace: dict[str, Any] = {}
     exec(compile(output.read_text(), str(output), "exec"), namespace)
     return dict(namespace["RECORDINGS"])
-
-
-def _root() -> bool:
-    import os
-
-    return os.geteuid() == 0
-
-
-def _machine() -> str:
-    import os
-
-    return os.uname().machine
 
 
 async def main() -> int:

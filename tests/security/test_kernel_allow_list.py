@@ -100,5 +100,6 @@ def test_calls_off_the_allow_list_and_refused_arguments_fail_with_the_documented
     found = dict(line.split(": ", 1) for line in output_text(events).strip().splitlines())
     if found.get("modify_ldt") == "absent":  # aarch64 has no modify_ldt
         found["modify_ldt"] = "ENOSYS"
-    wrong = [f"{name}: {found.get(name)}, not {wanted}" for name, wanted in EXPECTED.items() if found.get(name) != wanted]
+    wrong = [f"{name}: {found.get(name)}, not {wanted}" for name, wanted in EXPECTED.items()
+             if found.get(name) != wanted]
     assert not wrong, "\n".join(wrong)
