@@ -85,7 +85,7 @@ class SandboxRuntime:
 
 
 class WarmSandbox:
-    # Set only by the system-call recording's sandboxes (sandbox/isolation/syscall_recording.py): the
+    # Set only by the system-call recording's sandboxes (sandbox/syscall_recording.py): the
     # sandbox started under strace, its zygote told to install the recording filter.
     launch_prefix: tuple[str, ...] = ()
     zygote_flags: tuple[str, ...] = ()

@@ -41,7 +41,7 @@ PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 
 ALLOW, EPERM, ENOSYS = RET_ALLOW, RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
 
-recording = False  # set by a zygote started with --record-syscalls (sandbox/isolation/syscall_recording.py)
+recording = False  # set by a zygote started with --record-syscalls (sandbox/syscall_recording.py)
 
 
 @dataclass(frozen=True)
