@@ -261,7 +261,7 @@ def _jax_transformation(wrapper: Any) -> str | None:
             continue
         outer, nested, _ = getattr(inner, "co_qualname", inner.co_name).partition(".<locals>.")
         if nested and outer not in _JAX_PLUMBING and outer.isidentifier():
-            return outer
+            return outer.lstrip("_")  # jax.shard_map's work is done in _shard_map: name the public one
     return None
 
 

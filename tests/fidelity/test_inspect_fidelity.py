@@ -158,7 +158,7 @@ def test_captured_artifacts_equal_the_stages_api_in_a_plain_process(tmp_path):
     assert len(compiled) == len(expected) == 12
     assert [e["fn"] for e in compiled] == [
         "scale_shift", "scale_shift", "scale_shift", "power", "power", "normalize", "sgd", "cumulative",
-        "branchy", "loss", "<lambda>", "accumulate",
+        "branchy", "grad(loss)", "vmap(<lambda>)", "accumulate",  # named for the transformation compiled
     ]
     assert [e["compile_index"] for e in compiled[:5]] == [1, 2, 3, 1, 2]
     for event, plain in zip(compiled, expected, strict=True):

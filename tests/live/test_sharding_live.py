@@ -68,7 +68,7 @@ def test_shard_map_example_shows_blocks_and_collectives(live):
     # After psum over x and all_gather over y, the two devices of each y column hold equal blocks.
     assert gathered["shape"] == [1, 8] and gathered["varying_axes"] == ["y"]
     assert [s["replica"] for s in gathered["shards"]] == [0, 0, 0, 0, 1, 1, 1, 1]
-    counts = compiled_named(events, "column_sums")["collectives"]
+    counts = compiled_named(events, "shard_map(column_sums)")["collectives"]  # what compiles is the mapped function
     assert counts["all-reduce"] == 1 and counts["all-gather"] == 1
     assert "equal to x.sum(axis=0): True" in output_text(events)
 

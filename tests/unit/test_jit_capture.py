@@ -217,6 +217,25 @@ def test_a_jitted_transformation_is_named_for_it_and_not_explained_as_a_re_creat
     assert "cos" not in compiled[0]["jaxpr"] and "mul" in compiled[1]["jaxpr"]  # the derivative is its own
 
 
+def test_a_shard_map_is_named_by_its_public_name(tmp_path):
+    events, stdout, _ = run_program(tmp_path, """
+        import jax
+        import jax.numpy as jnp
+        from jax.sharding import PartitionSpec as P
+
+        mesh = jax.make_mesh((1,), ("x",))
+
+        def column_sums(block):
+            return jax.lax.psum(block, "x")
+
+        x = jax.device_put(jnp.ones(4), jax.sharding.NamedSharding(mesh, P("x")))
+        print(jax.jit(jax.shard_map(column_sums, mesh=mesh, in_specs=P("x"), out_specs=P()))(x).sum())
+    """)
+    assert stdout.strip() == "4.0", [e for e in events if e["type"] in ("error", "stderr")]
+    # JAX does the mapping in a private _shard_map; the name is the one the program wrote.
+    assert [e["fn"] for e in compiled_events(events)] == ["shard_map(column_sums)"]
+
+
 def test_inspect_false_leaves_jax_alone(tmp_path):
     events, stdout, _ = run_program(tmp_path, """
         import jax
