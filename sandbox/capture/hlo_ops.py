@@ -27,11 +27,22 @@ def module_name(hlo_text: str) -> str | None:
     return match.group(1) if match else None
 
 
-def op_source_lines(hlo_text: str) -> dict[str, int]:
-    """Instruction name -> user source line, for every instruction a line can be found for."""
+def instruction_lines(hlo_text: str) -> dict[str, int]:
+    """Instruction name -> the 1-based line of the text that defines it."""
+    found: dict[str, int] = {}
+    for number, text in enumerate(hlo_text.splitlines(), start=1):
+        if (instruction := _INSTRUCTION.match(text)) is not None:
+            found.setdefault(instruction.group(1), number)
+    return found
+
+
+def op_source_lines(hlo_text: str, ranges: jit_source_map.LineRanges | None = None) -> dict[str, int]:
+    """Instruction name -> user source line, for every instruction a line can be found for.
+
+    ``ranges``: the text's ``jit_source_map.hlo_line_ranges``, when the caller has them already."""
     lines = hlo_text.splitlines()
     source_of_line: dict[int, int] = {}
-    for first, last, source in jit_source_map.hlo_line_ranges(hlo_text):
+    for first, last, source in ranges if ranges is not None else jit_source_map.hlo_line_ranges(hlo_text):
         for number in range(first, last + 1):
             source_of_line[number] = source
     found: dict[str, int] = {}

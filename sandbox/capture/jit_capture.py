@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jaxplay import worker_protocol as wp
-from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render, pass_pipeline, roofline
+from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render, memory_view, pass_pipeline, roofline
 from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
 from jaxplay.sandbox.output import events
 
@@ -542,6 +542,8 @@ def install(run: wp.SandboxRun) -> None:
     _roofline.clear()
     if _roofline.hook not in COMPILED_HOOKS:
         COMPILED_HOOKS.append(_roofline.hook)
+    if memory_view.add_memory_view not in COMPILED_HOOKS:
+        COMPILED_HOOKS.append(memory_view.add_memory_view)
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.
     source_info_util.register_exclusion(_sandbox_directory() + os.sep)
