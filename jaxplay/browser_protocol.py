@@ -359,6 +359,16 @@ class ApiVersions(TypedDict):
     added_in: NotRequired[str]
 
 
+class OutOfMemory(TypedDict):
+    """The jitted function an out-of-memory error came from (sandbox/capture/oom_link.py)."""
+    fn: str
+    line: int | None  # its definition's line in the user's code
+    phase: Literal["compile", "execute"]  # XLA ran out compiling it, or allocating for or running it
+    key: str | None  # its compilation, as its `compiled` event names it; None when it never compiled
+    peak_bytes: int | None  # that compilation's peak (its `memory_view`)
+    instruction: str | None  # the HLO instruction at that peak
+
+
 class ErrorEvent(RunEvent):
     type: Literal["error"]
     ename: str
@@ -368,6 +378,7 @@ class ErrorEvent(RunEvent):
     hint: NotRequired[str]  # a moved or removed JAX API, or "Did you mean ...?"
     api: NotRequired[str]  # the JAX name this JAX lacks, e.g. "jax.tree_map"
     api_versions: NotRequired[ApiVersions]
+    out_of_memory: NotRequired[OutOfMemory]  # an out-of-memory error that a jitted call raised
 
 
 class DisplayEvent(RunEvent):

@@ -55,7 +55,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jaxplay import worker_protocol as wp
-from jaxplay.sandbox.capture import jit_artifacts, jit_libraries, jit_render, memory_view, pass_pipeline, roofline
+from jaxplay.sandbox.capture import (
+    jit_artifacts,
+    jit_libraries,
+    jit_render,
+    memory_view,
+    oom_link,
+    pass_pipeline,
+    roofline,
+)
 from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
 from jaxplay.sandbox.output import events
 
@@ -332,29 +340,51 @@ class CapturedJit:
         try:
             with _locations_in_cache_key():
                 out = self._jitted(*args, **kwargs)
+        except Exception as exc:
+            if oom_link.is_out_of_memory(exc):
+                self._ran_out_of_memory(record, user_call, frame, exc, args, kwargs)
+            raise
         finally:
             stack.pop()
         elapsed_s = time.perf_counter() - start
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
         key = None if compiled_now else record.key_of_call(args, kwargs)
-        self._count_call(record, start, out, compiled_now, key)
+        failure = oom_link.Failure(record.fn, record.line, "execute", {"key": key})
+        self._count_call(record, start, out, compiled_now, key, failure)
         if compiled_now:
             try:
                 with _locations_in_cache_key():
-                    self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
+                    failure.key["key"] = self._queue_compilation(record, user_call, frame, elapsed_s, args, kwargs)
             except Exception:  # capture must never fail the user's call
                 logger.debug("could not capture a compilation of %s", record.fn, exc_info=True)
         return out
 
+    def _ran_out_of_memory(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
+                           frame: CallFrame, exc: Exception, args: tuple, kwargs: dict) -> None:
+        """The call raised an out-of-memory error: note which compilation (the error event links to it)."""
+        compiled = "compile" in frame.phases_ms or frame.persistent_cache_hit
+        failure = oom_link.Failure(record.fn, record.line, "compile" if frame.phases_ms and not compiled else "execute")
+        try:
+            if compiled:  # compiled, then could not allocate: its compiled event is still worth sending
+                with _locations_in_cache_key():
+                    failure.key["key"] = self._queue_compilation(record, user_call, frame, 0.0, args, kwargs)
+            elif failure.phase == "execute":
+                failure.key["key"] = record.key_of_call(args, kwargs)
+        except Exception:  # the user's error is what matters
+            logger.debug("could not link an out-of-memory error to %s", record.fn, exc_info=True)
+        oom_link.call_raised(exc, failure)
+
     def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool,
-                    key: str | None) -> None:
+                    key: str | None, failure: oom_link.Failure) -> None:
         record.calls += 1
         if compiled_now:  # compile time is reported in phases_ms, not as execution
             record.compile_calls += 1
         first = record.first_call_ms is None and not record.first_call_pending
-        if first or (not compiled_now and len(record.samples) < MAX_TIMING_SAMPLES):
+        # Calls that compiled are watched too: running out of memory shows first in a new compilation.
+        if first or compiled_now or len(record.samples) < MAX_TIMING_SAMPLES:
             record.first_call_pending = record.first_call_pending or first
-            _ready.watch(functools.partial(_record_ready, record, first, compiled_now, key), start, out)
+            _ready.watch(functools.partial(_record_ready, record, first, compiled_now, key), start, out,
+                         functools.partial(oom_link.result_failed, failure=failure))
         record.changed = True
         now = time.monotonic()
         if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
@@ -362,7 +392,8 @@ class CapturedJit:
             emit_fn_timing(final=False)
 
     def _queue_compilation(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
-                           frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> None:
+                           frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> str:
+        """Queue this call's compilation for its ``compiled`` event; return its key."""
         # Cache hits only: the user's call just traced, lowered and compiled these.
         traced = self._jitted.trace(*args, **kwargs)
         lowered = traced.lower()
@@ -415,8 +446,18 @@ class CapturedJit:
                 pass_pipeline.respond(target, lowered, compiled, {
                     "key": key, "fn": record.fn, "fn_id": record.fn_id, "line": record.line,
                     "signature": event["signature"]})
-            return
+            return key
         _renderer.submit(event, traced, lowered, compiled)
+        return key
+
+
+def out_of_memory_of(exc: BaseException) -> dict[str, Any] | None:
+    """The jitted call an out-of-memory error came from, with its compilation's peak (oom_link)."""
+    def settle() -> None:
+        _ready.drain(READY_DRAIN_S)
+        _renderer.drain()
+
+    return oom_link.link_of(exc, settle) if _state.capturing else None
 
 
 def _trace_state_clean() -> bool:
@@ -542,8 +583,10 @@ def install(run: wp.SandboxRun) -> None:
     _roofline.clear()
     if _roofline.hook not in COMPILED_HOOKS:
         COMPILED_HOOKS.append(_roofline.hook)
-    if memory_view.add_memory_view not in COMPILED_HOOKS:
-        COMPILED_HOOKS.append(memory_view.add_memory_view)
+    for hook in (memory_view.add_memory_view, oom_link.note_peak):  # in this order: the second reads the first
+        if hook not in COMPILED_HOOKS:
+            COMPILED_HOOKS.append(hook)
+    oom_link.clear()
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.
     source_info_util.register_exclusion(_sandbox_directory() + os.sep)
@@ -586,3 +629,4 @@ def uninstall() -> None:
     _state.capturing = False
     _state.original_jit = None
     _state.records = {}
+    oom_link.clear()

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 Record = Callable[[float], None]
+Failed = Callable[[BaseException], None]
 
 
 def _block_until_ready(out: Any) -> None:
@@ -31,18 +32,19 @@ def _block_until_ready(out: Any) -> None:
 
 class ReadyWatcher:
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Record, float, Any] | threading.Event] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[Record, float, Any, Failed | None] | threading.Event] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
-    def watch(self, record: Record, start: float, out: Any) -> None:
-        """Call ``record(seconds)`` once ``out`` is ready (in the watcher thread)."""
+    def watch(self, record: Record, start: float, out: Any, failed: Failed | None = None) -> None:
+        """Call ``record(seconds)`` once ``out`` is ready (in the watcher thread); ``failed(exc)`` first if
+        computing it raised."""
         if self._thread is None:
             with self._lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._loop, name="jaxplay-ready-watcher", daemon=True)
                     self._thread.start()
-        self._queue.put((record, start, out))
+        self._queue.put((record, start, out, failed))
 
     def _loop(self) -> None:
         while True:
@@ -50,11 +52,15 @@ class ReadyWatcher:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            record, start, out = item
+            record, start, out, failed = item
             try:
                 _block_until_ready(out)
-            except Exception:  # noqa: BLE001 - the user's own code sees the error where it uses the value
-                pass
+            except Exception as exc:  # noqa: BLE001 - the user's own code sees the error where it uses the value
+                if failed is not None:
+                    try:
+                        failed(exc)
+                    except Exception:  # noqa: BLE001 - noting a failure must not stop the watcher
+                        pass
             record(time.perf_counter() - start)
             del item, out
 

@@ -29,7 +29,6 @@ right.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -41,8 +40,6 @@ MAX_STEPS = 1500
 MAX_PEAK_BUFFERS = 300
 MAX_SCHEDULE_POSITIONS = 2000
 MAX_NAME_CHARS = 120
-
-log = logging.getLogger("jaxplay.sandbox.inspect")
 
 
 @dataclass
@@ -192,17 +189,3 @@ def add_memory_view(event: dict[str, Any], compiled: Any) -> None:
     ranges = (event.get("source_lines") or {}).get("hlo")
     event["memory_view"] = view = memory_view(module, assignment, event.get("hlo") or "", ranges)
     view["build_ms"] = round((time.perf_counter() - started) * 1e3, 3)
-
-
-def peak_summary(compiled: Any) -> dict[str, Any] | None:
-    """The peak of a compiled function and the instruction where it is reached (for an out-of-memory error)."""
-    try:
-        module, assignment = buffer_proto.from_compiled(compiled)
-        live = liveness(module, assignment)
-    except Exception:  # noqa: BLE001 - the error being reported matters more than this summary
-        log.debug("no buffer assignment for an out-of-memory error", exc_info=True)
-        return None
-    peak = peak_of(live.buffers, len(live.positions))
-    instructions = {i.id: i.name for c in module.computations.values() for i in c.instructions}
-    at = live.positions[peak.position] if live.positions else None
-    return {"peak_bytes": peak.bytes, "instruction": instructions.get(at) if at is not None else None}

@@ -21,6 +21,7 @@ from typing import Any
 
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox import capture
+from jaxplay.sandbox.capture import jit_capture
 from jaxplay.sandbox.engine import libraries
 from jaxplay.sandbox.isolation.limits import format_bytes
 from jaxplay.sandbox.learning import error_hints, oom_message
@@ -92,15 +93,19 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     ename = type(exc).__name__
     if isinstance(exc, ModuleNotFoundError):  # not installed on this worker: say so and list what is
         message = libraries.missing_module_message(exc) or message
+    out_of_memory = None
     if oom_message.is_out_of_memory(exc, message):
         ename = "MemoryError"
         message = oom_message.out_of_memory_text(message, memory_limit)
+        out_of_memory = jit_capture.out_of_memory_of(exc)
     tb_text = "".join(traceback.format_list(frames)) if frames else ""
     tb_text = ("Traceback (most recent call last):\n" + tb_text if tb_text else "")
     tb_text += "".join(traceback.format_exception_only(type(exc), exc))
     tb_text = "".join(cut(row, MAX_ERROR_LINE_CHARS) for row in tb_text.splitlines(keepends=True))
     event = {"type": "error", "ename": ename, "message": cut(message, MAX_ERROR_TEXT_CHARS), "line": line,
              "traceback": cut(tb_text, MAX_ERROR_TEXT_CHARS)}
+    if out_of_memory is not None:
+        event["out_of_memory"] = out_of_memory
     return error_hints.refine(event, exc)
 
 

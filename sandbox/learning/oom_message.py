@@ -17,8 +17,8 @@ import re
 
 from jaxplay.sandbox.isolation.limits import format_bytes
 
-# "allocate 200.02GiB", "allocate 8.00 GiB", "allocate 1073741824 bytes"
-ASKED = re.compile(r"allocate (\d+(?:\.\d+)?)\s*(bytes|[KMGTP]i?B|B)?\b", re.IGNORECASE)
+# "allocate 200.02GiB", "allocate 8.00 GiB", "allocate 1073741824 bytes", XLA CPU's "allocating 17179869184 bytes"
+ASKED = re.compile(r"allocat(?:e|ing) (\d+(?:\.\d+)?)\s*(bytes|[KMGTP]i?B|B)?\b", re.IGNORECASE)
 UNITS = {"": 1, "b": 1, "bytes": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "pb": 10**15,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40, "pib": 2**50}
 DEVICE_OOM = re.compile(r"RESOURCE_EXHAUSTED.*(Out of memory while trying to allocate|with allocator (GPU|TPU))",
@@ -30,8 +30,15 @@ OOM_MESSAGE = (
 ACCELERATOR_NAMES = {"gpu": "GPU", "cuda": "GPU", "rocm": "GPU", "tpu": "TPU"}
 
 
+# XLA's own words where its status code is not RESOURCE_EXHAUSTED: the CPU client of JAX 0.4.x reports a
+# failed allocation as "FAILED_PRECONDITION: ... Out of memory allocating 17196646400 bytes."
+XLA_OOM_WORDS = ("out of memory allocating", "ran out of memory in memory space")
+
+
 def is_out_of_memory(exc: BaseException, message: str) -> bool:
-    return isinstance(exc, MemoryError) or ("RESOURCE_EXHAUSTED" in message and "memory" in message.lower())
+    lowered = message.lower()
+    return (isinstance(exc, MemoryError) or ("RESOURCE_EXHAUSTED" in message and "memory" in lowered)
+            or any(words in lowered for words in XLA_OOM_WORDS))
 
 
 def asked_bytes(message: str) -> int | None:

@@ -140,6 +140,15 @@ export interface ErrorEvent extends RunEventBase {
   api?: string;
   /** When that name came or went, where known: `{ removed_in: "0.6.0" }` or `{ added_in: "0.6.0" }`. */
   api_versions?: { removed_in?: string; added_in?: string };
+  /** An out-of-memory error a jitted call raised: the function, its compilation (`key`) and that compilation's peak. */
+  out_of_memory?: {
+    fn: string;
+    line: number | null;
+    phase: "compile" | "execute";
+    key: string | null;
+    peak_bytes: number | null;
+    instruction: string | null;
+  };
 }
 
 export interface DisplayEvent extends RunEventBase {
