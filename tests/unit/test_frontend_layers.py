@@ -27,6 +27,8 @@ LAYERS = (
     "panel",        # what a panel is and is given; hint actions under an error
     "performance",  # the Performance tab: roofline, timelines, the performance events
     "passes",       # XLA's pass pipeline of one compilation (shown inside Inspect)
+    "panes",        # IR panes side by side, coloured by source line (shown inside Inspect)
+    "memory",       # where a compilation's memory goes; the out-of-memory hint (shown inside Inspect)
     "sharding",     # the Sharding tab
     "output",       # the Output tab and how display values are drawn
     "inspect",      # the Inspect tab

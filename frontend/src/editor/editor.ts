@@ -43,8 +43,12 @@ import { keyboardExit } from "./keyboard_exit";
 
 // --- what the page and its panels may do with the editor -------------------
 
-/** How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover". */
-export type LineMarkKind = "error" | "warning" | "info" | "hover";
+/**
+ * How a line of the user's code is marked: a tinted line, plus a gutter dot unless "hover" or "band".
+ * A "band" is the colour Inspect's side-by-side panes give a source line and everything compiled from it
+ * (`band` picks one of the palette's colours, `--band-0` ...).
+ */
+export type LineMarkKind = "error" | "warning" | "info" | "hover" | "band";
 
 export interface LineMark {
   /** 1-based line in the editor. */
@@ -52,6 +56,8 @@ export interface LineMark {
   kind: LineMarkKind;
   /** Shown as a tooltip on the gutter marker. */
   title?: string;
+  /** For a "band": which of the palette's colours. */
+  band?: number;
 }
 
 export interface EditorAccess {
@@ -76,6 +82,7 @@ interface PlacedMark {
   pos: number;
   kind: LineMarkKind;
   title?: string;
+  band?: number;
 }
 
 interface OwnerMarks {
@@ -129,7 +136,7 @@ class MarkGutterMarker extends GutterMarker {
 
 /** Marks sorted by position, the strongest kind first where several share a line. */
 function sortedMarks(state: EditorState): PlacedMark[] {
-  const rank: Record<LineMarkKind, number> = { error: 0, warning: 1, info: 2, hover: 3 };
+  const rank: Record<LineMarkKind, number> = { error: 0, warning: 1, info: 2, hover: 3, band: 4 };
   const all: PlacedMark[] = [];
   for (const entry of state.field(marksField).values()) all.push(...entry.marks);
   return all
@@ -140,7 +147,9 @@ function sortedMarks(state: EditorState): PlacedMark[] {
 
 const markDecorations = EditorView.decorations.compute([marksField], (state): DecorationSet => {
   const ranges = sortedMarks(state).map((m) =>
-    Decoration.line({ class: `cm-mark-line cm-mark-line-${m.kind}`, attributes: { "data-mark": m.kind } }).range(m.pos),
+    m.kind === "band"
+      ? Decoration.line({ class: `cm-band cm-band-${m.band ?? 0}`, attributes: { "data-band": String(m.band ?? 0) } }).range(m.pos)
+      : Decoration.line({ class: `cm-mark-line cm-mark-line-${m.kind}`, attributes: { "data-mark": m.kind } }).range(m.pos),
   );
   return Decoration.set(ranges, true);
 });
@@ -151,7 +160,7 @@ const markGutter = gutter({
     const seen = new Set<number>();
     const ranges = [];
     for (const m of sortedMarks(view.state)) {
-      if (m.kind === "hover" || seen.has(m.pos)) continue;
+      if (m.kind === "hover" || m.kind === "band" || seen.has(m.pos)) continue;
       seen.add(m.pos);
       ranges.push(new MarkGutterMarker(m.kind, m.title ?? "").range(m.pos));
     }
@@ -319,7 +328,7 @@ export function createEditor(options: EditorOptions): PlaygroundEditor {
       const placed: PlacedMark[] = [];
       for (const m of marks) {
         const pos = lineStart(m.line);
-        if (pos !== null) placed.push({ pos, kind: m.kind, title: m.title });
+        if (pos !== null) placed.push({ pos, kind: m.kind, title: m.title, band: m.band });
       }
       view.dispatch({ effects: setMarksEffect.of({ owner, marks: placed, clearOnEdit: opts?.clearOnEdit ?? false }) });
     },

@@ -23,6 +23,10 @@ import type { ArtifactName, CompiledEvent, FunctionTiming, TimingEvent } from ".
 import { ArtifactView, DiffView } from "../ir/inspect_view";
 import { eqnCountsTable, type EqnTableState } from "./eqn_counts";
 import { PassesView } from "../passes/passes";
+import { MemoryPanel } from "../memory/memory_view";
+import "../memory/oom_hint";
+import { initialPanes, PANES_PARAM, withPanes } from "../panes/pane_layout";
+import { PanesView } from "../panes/panes_view";
 import { eqnCountsOf, type RooflineRow } from "../performance/perf_types";
 import { rooflineVerdict } from "../performance/roofline";
 
@@ -34,6 +38,12 @@ const ARTIFACTS: [ArtifactName, string][] = [
 const INSPECT_KEY = "jaxplay.inspect";
 const WRAP_KEY = "jaxplay.inspect.wrap";
 const HOVER_OWNER = "inspect";
+const BANDS_OWNER = "inspect-bands";
+/** Besides one text: the side-by-side panes (panes/) and where the memory goes (memory/). */
+const VIEWS: ["panes" | "memory", string][] = [
+  ["panes", "Side by side"],
+  ["memory", "Memory"],
+];
 
 interface FunctionEntry {
   fnId: number;
@@ -53,6 +63,9 @@ export const inspectPanel: PanelFactory = (ctx) => {
   let selected: string | null = null;
   let compareWith: string | null = null;
   let artifact: ArtifactName = "jaxpr";
+  // A link may open on panes side by side (?panes=... or the shared snippet's settings.view.panes).
+  const linkedPanes = initialPanes(window.location.search, ctx.boot.snippet?.settings);
+  let view: "text" | "panes" | "memory" = linkedPanes ? "panes" : "text";
   let wrap = localStorage.getItem(WRAP_KEY) === "1";
   // A shared snippet opens with the setting it was shared with; otherwise this browser's choice.
   const sharedSettings = ctx.boot.snippet?.settings as { inspect?: unknown } | undefined;
@@ -103,6 +116,48 @@ export const inspectPanel: PanelFactory = (ctx) => {
     },
   });
   const diff = new DiffView();
+  const panes = new PanesView({
+    onHotSource(line) {
+      if (line === null) ctx.editor.clearLineMarks(HOVER_OWNER);
+      else ctx.editor.setLineMarks(HOVER_OWNER, [{ line, kind: "hover" }], { clearOnEdit: true });
+    },
+    onOpenSource(line) {
+      ctx.editor.goToLine(line);
+    },
+    onArrangement() {
+      keepPanesInAddress();
+    },
+  });
+  if (linkedPanes) panes.setArrangement(linkedPanes);
+  const memory = new MemoryPanel({
+    openHlo(line) {
+      artifact = "hlo";
+      view = "text";
+      compareWith = null;
+      drawDetail();
+      code.revealLine(line);
+    },
+    openSource(line) {
+      ctx.editor.goToLine(line);
+    },
+  });
+  // An address naming panes (not another tab) opens on Inspect.
+  const askedView = new URLSearchParams(window.location.search).get("view");
+  if (linkedPanes && new URLSearchParams(window.location.search).has(PANES_PARAM) && (!askedView || askedView === "inspect")) {
+    queueMicrotask(() => ctx.activate());
+  }
+
+  /** The address names the panes while they show, so a copied address opens on them. */
+  function keepPanesInAddress(): void {
+    const href = withPanes(window.location.href, view === "panes" ? panes.arrangement : null);
+    if (href !== window.location.href) window.history.replaceState(window.history.state, "", href);
+  }
+
+  /** The editor's lines wear the panes' colours while the panes show. */
+  function showBands(on: boolean): void {
+    if (!on || !panes.bands.size) ctx.editor.clearLineMarks(BANDS_OWNER);
+    else ctx.editor.setLineMarks(BANDS_OWNER, [...panes.bands].map(([line, band]) => ({ line, kind: "band" as const, band })));
+  }
   const passes = new PassesView(
     ctx,
     {
@@ -122,8 +177,14 @@ export const inspectPanel: PanelFactory = (ctx) => {
   );
   // A timeline slice or a roofline point names a compilation: show it here.
   window.addEventListener("jaxplay:show-compiled", (e) => {
-    const key = (e as CustomEvent<{ key: string }>).detail?.key;
+    const detail = (e as CustomEvent<{ key: string; view?: string }>).detail;
+    const key = detail?.key;
     if (!key || !byKey.has(key)) return;
+    if (detail.view === "memory") {
+      view = "memory";
+      passesShown = false;
+      passes.close();
+    }
     ctx.activate();
     select(key);
   });
@@ -319,6 +380,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     if (passesShown) {
       // XLA's passes take the room the figures below would: the head and the toolbar stay.
       diff.clear();
+      showBands(false);
       parts.push(toolbar(compiled, siblings), passes.element);
       detail.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
       return;
@@ -347,6 +409,21 @@ export const inspectPanel: PanelFactory = (ctx) => {
         ),
       );
     }
+    if (view !== "text" && !other) {
+      diff.clear();
+      if (view === "panes") {
+        panes.show(compiled, runCode);
+        parts.push(panes.element);
+      } else {
+        memory.show(compiled);
+        parts.push(memory.element);
+      }
+      detail.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+      showBands(view === "panes");
+      panes.refresh();
+      return;
+    }
+    showBands(false);
     if (other) {
       parts.push(
         el(
@@ -377,13 +454,39 @@ export const inspectPanel: PanelFactory = (ctx) => {
             class: "inspect-artifact-tab",
             type: "button",
             role: "tab",
-            "aria-selected": String(name === artifact),
+            "aria-selected": String(view === "text" && name === artifact),
             "data-artifact": name,
             onclick: () => {
               artifact = name;
+              view = "text";
               passesShown = false;
               passes.close();
               drawDetail();
+              keepPanesInAddress();
+            },
+          },
+          title,
+        ),
+      );
+    }
+    for (const [name, title] of VIEWS) {
+      tabs.append(
+        el(
+          "button",
+          {
+            class: "inspect-artifact-tab",
+            type: "button",
+            role: "tab",
+            "aria-selected": String(view === name && !passesShown),
+            "data-artifact": name,
+            "data-testid": `inspect-view-${name}`,
+            onclick: () => {
+              view = name;
+              compareWith = null;
+              passesShown = false;
+              passes.close();
+              drawDetail();
+              keepPanesInAddress();
             },
           },
           title,
@@ -401,7 +504,9 @@ export const inspectPanel: PanelFactory = (ctx) => {
     compare.disabled = siblings.length < 2;
     compare.addEventListener("change", () => {
       compareWith = compare.value || null;
+      if (compareWith) view = "text"; // a diff is of one text
       drawDetail();
+      keepPanesInAddress();
     });
     const wrapBox = el("input", { type: "checkbox" });
     wrapBox.checked = wrap;
@@ -411,7 +516,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
       if (compareWith) drawDetail();
       else code.setWrap(wrap);
     });
-    const copy = el("button", { class: "btn btn-ghost", type: "button", title: "Copy this text" }, "Copy");
+    const copy = el("button", { class: "btn btn-ghost", type: "button", title: "Copy this text", disabled: view !== "text" }, "Copy");
     copy.addEventListener("click", () => {
       void navigator.clipboard?.writeText(compiled[artifact]).then(
         () => flash(copy, "Copied"),
@@ -450,7 +555,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
           class: "btn btn-ghost",
           type: "button",
           title: "Search this text (Ctrl+F inside it)",
-          disabled: compareWith !== null,
+          disabled: compareWith !== null || view !== "text",
           onclick: () => code.openSearch(),
         },
         "Search",
@@ -485,6 +590,8 @@ export const inspectPanel: PanelFactory = (ctx) => {
     element,
     handles: ["started", "compiling", "compiled", "fn_timing", "timing", "roofline"],
     runFields: () => ({ inspect: inspectOn }),
+    // A shared link opens on the panes the page showed (pane_layout.ts).
+    linkFields: () => (view === "panes" ? { view: { panes: panes.arrangement } } : {}),
     onRunStart() {
       runCode = ctx.editor.getCode();
       runBackend = undefined;
@@ -501,7 +608,9 @@ export const inspectPanel: PanelFactory = (ctx) => {
       finished = false;
       jaxTag.textContent = "";
       ctx.editor.clearLineMarks(HOVER_OWNER);
+      ctx.editor.clearLineMarks(BANDS_OWNER);
       diff.clear();
+      panes.clear();
       detail.hidden = true;
       drawList();
     },
@@ -540,6 +649,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
     },
     onShow() {
       code.refresh();
+      panes.refresh();
     },
   };
 };

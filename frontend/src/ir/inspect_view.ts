@@ -149,6 +149,14 @@ export class ArtifactView {
     this.view.requestMeasure();
   }
 
+  /** Put the cursor on a line (1-based) and scroll it to the middle. */
+  revealLine(line: number): void {
+    const doc = this.view.state.doc;
+    if (line < 1 || line > doc.lines) return;
+    const at = doc.line(line).from;
+    this.view.dispatch({ selection: { anchor: at }, effects: EditorView.scrollIntoView(at, { y: "center" }) });
+  }
+
   private sourceAt(e: MouseEvent): number | null {
     const pos = this.view.posAtCoords({ x: e.clientX, y: e.clientY });
     if (pos === null) return null;

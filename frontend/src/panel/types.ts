@@ -61,6 +61,8 @@ export interface Panel {
   onShow?(): void;
   /** Extra fields for the `run` message (e.g. an option this panel needs). */
   runFields?(): Record<string, unknown>;
+  /** What a shared link keeps of how this panel shows the run (not sent with runs): merged into its settings. */
+  linkFields?(): Record<string, unknown>;
 }
 
 export type PanelFactory = (ctx: PanelContext) => Panel;

@@ -53,6 +53,8 @@ export interface ShareContext {
   backend(): string | undefined;
   /** The run fields the panels add (e.g. inspect): the snippet's settings. */
   runFields(): Record<string, unknown>;
+  /** How the panels show the run (e.g. Inspect's panes), kept in the snippet's settings beside the run fields. */
+  linkFields(): Record<string, unknown>;
   run(extra?: Partial<ClientRun>): void;
   /** Shows recorded events through the same path as a live run's. */
   replay(events: ServerEvent[]): void;
@@ -183,7 +185,9 @@ export class ShareController {
     const snippet = this.snippet!;
     this.replaying = true;
     try {
-      this.onRunStart({ type: "run", id: "recorded", code: snippet.code, ...(snippet.backend ? { backend: snippet.backend } : {}), ...snippet.settings });
+      // `view` is how the page showed the run (linkFields), not a run field.
+      const { view: _view, ...runSettings } = snippet.settings;
+      this.onRunStart({ type: "run", id: "recorded", code: snippet.code, ...(snippet.backend ? { backend: snippet.backend } : {}), ...runSettings });
       this.last!.recordedAt = snippet.recorded_at;
       this.ctx.replay(events);
     } finally {
@@ -224,7 +228,7 @@ export class ShareController {
     const backend = this.ctx.backend() ?? null;
     const fields = this.ctx.runFields();
     const run = this.shareableRun(code, backend, JSON.stringify(fields));
-    const body: Record<string, unknown> = { code, backend, settings: fields };
+    const body: Record<string, unknown> = { code, backend, settings: { ...fields, ...this.ctx.linkFields() } };
     let runNote: string | null = run ? null : "No recorded run: run the code first to include its output.";
     if (run && this.includeRun) {
       if (pageSize(JSON.stringify(run.events)) > MAX_RECORDED_RUN_CHARS) {

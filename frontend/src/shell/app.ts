@@ -224,6 +224,7 @@ export class App {
       results: this.tabs.element,
       backend: () => this.backends.value,
       runFields: () => this.runFields(),
+      linkFields: () => Object.assign({}, ...this.panels.map((panel) => panel.linkFields?.() ?? {})),
       run: (extra) => this.run(extra),
       replay: (events) => this.replay(events),
       linked: (id, code) => this.onLinked(id, code),
