@@ -206,7 +206,9 @@ export class PanesView {
             onclick: () => {
               this.active = index;
               this.markActive();
-              if (this.selected !== null) this.scrollTo(this.panes[index], this.selected);
+              // Once laid out: a pane that was hidden has not measured what is on its screen.
+              const selected = this.selected;
+              if (selected !== null) requestAnimationFrame(() => this.scrollTo(this.panes[index], selected, true));
             },
           },
           PANE_TITLES[kind],
@@ -254,14 +256,14 @@ export class PanesView {
     for (const pane of this.panes) if (pane !== from) this.scrollTo(pane, source);
   }
 
-  /** Bring the first line compiled from `source` into view, unless one already is. */
-  private scrollTo(pane: Pane, source: number): void {
-    const lines = pane.firstLines.get(source);
-    if (!lines?.length) return;
+  /** Bring the first line compiled from `source` into view, unless one already is (or `always`). */
+  private scrollTo(pane: Pane | undefined, source: number, always = false): void {
+    const lines = pane?.firstLines.get(source);
+    if (!pane || !lines?.length) return;
     const doc = pane.view.state.doc;
     const visible = pane.view.visibleRanges.some(({ from, to }) =>
       lines.some((line) => line <= doc.lines && doc.line(line).from >= from && doc.line(line).from <= to));
-    if (visible) return;
+    if (visible && !always) return;
     pane.view.dispatch({ effects: EditorView.scrollIntoView(doc.line(Math.min(lines[0], doc.lines)).from, { y: "center" }) });
   }
 }
