@@ -28,11 +28,10 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Literal
 
-from jaxplay.sandbox.capture.buffer_proto import Allocation, BufferAssignment, Instruction, Module
+from jaxplay.sandbox.capture.buffer_proto import SEQUENTIAL_CALLERS, Allocation, BufferAssignment, Instruction, Module
 
 Kind = Literal["argument", "aliased", "output", "temp"]
 KINDS: tuple[Kind, ...] = ("argument", "aliased", "output", "temp")
-SEQUENTIAL_CALLERS = frozenset({"call", "while", "conditional"})
 SAME_INDEX_FORWARDERS = frozenset({"bitcast", "optimization-barrier", "domain"})
 PRED_TYPE = 1
 # A pathological module must not stall the run: the walk gives up past this many steps.

@@ -56,11 +56,15 @@ class Instruction:
     id: int
     name: str = ""
     opcode: str = ""
-    shape: Shape = field(default_factory=Shape)
+    shape_data: memoryview | None = None  # decoded when asked for (``shape``): most are never needed
     parameter_number: int = 0
     tuple_index: int = 0
     operand_ids: list[int] = field(default_factory=list)
     called_computation_ids: list[int] = field(default_factory=list)
+
+    @property
+    def shape(self) -> Shape:
+        return decode_shape(self.shape_data) if self.shape_data is not None else Shape()
 
 
 @dataclass
@@ -141,7 +145,7 @@ def _instruction(data: memoryview) -> Instruction:
         elif num == 2:
             instruction.opcode = text(value)
         elif num == 3:
-            instruction.shape = decode_shape(message(value))
+            instruction.shape_data = message(value)
         elif num == 9:
             instruction.parameter_number = number(value)
         elif num == 13:
@@ -155,12 +159,12 @@ def _instruction(data: memoryview) -> Instruction:
     return instruction
 
 
-def _computation(data: memoryview) -> Computation:
+def _computation(data: memoryview, with_instructions: bool = True) -> Computation:
     computation = Computation(id=0)
     for num, _wire, value in fields(data):
         if num == 1:
             computation.name = text(value)
-        elif num == 2:
+        elif num == 2 and with_instructions:
             computation.instructions.append(_instruction(message(value)))
         elif num == 5:
             computation.id = number(value)
@@ -186,20 +190,43 @@ def _schedule(data: memoryview, into: dict[int, list[int]]) -> None:
             into[key] = sequence
 
 
+SEQUENTIAL_CALLERS = frozenset({"call", "while", "conditional"})
+
+
 def decode_module(data: bytes | memoryview) -> Module:
+    """The module, with the instructions of the computations that run in sequence: the entry and what its
+    ``call``, ``while`` and ``conditional`` instructions run, and so on down. A fusion's, a reduction's or a
+    sort's computation runs inside one instruction and owns no memory of its own, so only its name and id
+    are read: most of a big module's bytes are never decoded."""
     module = Module()
+    blobs: list[memoryview] = []
     for num, _wire, value in fields(data):
         if num == 1:
             module.name = text(value)
         elif num == 3:
-            computation = _computation(message(value))
-            module.computations[computation.id] = computation
+            blobs.append(message(value))
         elif num == 6:
             module.entry_computation_id = number(value)
         elif num == 7:
             _schedule(message(value), module.schedule)
+    blob_of: dict[int, memoryview] = {}
+    for blob in blobs:
+        computation = _computation(blob, with_instructions=False)
+        module.computations[computation.id] = computation
+        blob_of[computation.id] = blob
     if module.entry_computation_id not in module.computations:
         raise WireError("the module names no entry computation it holds")
+    pending = [module.entry_computation_id]
+    decoded: set[int] = set()
+    while pending:
+        computation_id = pending.pop()
+        if computation_id in decoded or computation_id not in blob_of:
+            continue
+        decoded.add(computation_id)
+        computation = module.computations[computation_id] = _computation(blob_of[computation_id])
+        for instruction in computation.instructions:
+            if instruction.opcode in SEQUENTIAL_CALLERS:
+                pending.extend(instruction.called_computation_ids)
     return module
 
 
@@ -238,7 +265,7 @@ def _allocation(data: memoryview) -> Allocation:
             allocation.parameter_number = number(value)
         elif num == 8:
             allocation.color = number(value)
-        elif num == 9:
+        elif num == 9 and not allocation.is_thread_local:  # scratch inside one instruction: never followed
             assigned = Assigned(logical_buffer_id=0)
             for part, _w, item in fields(message(value)):
                 if part == 1:
@@ -280,10 +307,23 @@ def decode_buffer_assignment(data: bytes | memoryview) -> BufferAssignment:
     return assignment
 
 
+def memory_stats(compiled: Any) -> Any:
+    """``compiled.memory_analysis()``, asked of XLA once per compilation (it costs as much as the rest of the
+    memory view on a big module): the Inspect capture and the memory view share it."""
+    stats = getattr(compiled, "_jaxplay_memory_stats", None)
+    if stats is None:
+        stats = compiled.memory_analysis()
+        try:
+            compiled._jaxplay_memory_stats = stats
+        except AttributeError:
+            pass
+    return stats
+
+
 def from_compiled(compiled: Any) -> tuple[Module, BufferAssignment]:
     """The scheduled module and its buffer assignment, from a ``jax.stages.Compiled`` (see the module doc)."""
     executable = compiled.runtime_executable()
-    stats = executable.get_compiled_memory_stats()
+    stats = memory_stats(compiled)
     assignment_bytes = getattr(stats, "serialized_buffer_assignment_proto", None)
     module_bytes: bytes | memoryview | None = None
     if not assignment_bytes:

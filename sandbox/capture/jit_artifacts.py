@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from jaxplay.sandbox.capture import jax_compat, jit_source_map
+from jaxplay.sandbox.capture import buffer_proto, jax_compat, jit_source_map
 
 # Narrow enough that every equation starts its own line (so each can point at
 # its source line), wide enough that short equations stay on one line.
@@ -245,7 +245,7 @@ def cost_fields(compiled: Any) -> dict[str, Any] | None:
 
 
 def memory_fields(compiled: Any) -> dict[str, int] | None:
-    stats = compiled.memory_analysis()
+    stats = buffer_proto.memory_stats(compiled)  # kept for the memory view, which reads it too
     if stats is None:
         return None
     return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}

@@ -44,23 +44,36 @@ def fields(message: bytes | memoryview) -> Iterator[Field]:
     if len(data) > MAX_MESSAGE_BYTES:
         raise WireError(f"message of {len(data)} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
+    end = len(data)
+    while at < end:
+        key = data[at]  # one byte for every field number under 16: most keys
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _varint(data, at)
         number, wire = key >> 3, key & 7
         if number == 0:
             raise WireError("field number 0")
         if wire == VARINT:
-            value, at = _varint(data, at)
+            if at < end and data[at] < 0x80:
+                value = data[at]
+                at += 1
+            else:
+                value, at = _varint(data, at)
             yield number, wire, value
         elif wire == LENGTH:
-            size, at = _varint(data, at)
-            if at + size > len(data):
-                raise WireError(f"field {number} claims {size} bytes; the message has {len(data) - at} left")
+            if at < end and data[at] < 0x80:
+                size = data[at]
+                at += 1
+            else:
+                size, at = _varint(data, at)
+            if at + size > end:
+                raise WireError(f"field {number} claims {size} bytes; the message has {end - at} left")
             yield number, wire, data[at:at + size]
             at += size
         elif wire in (FIXED64, FIXED32):
             width = 8 if wire == FIXED64 else 4
-            if at + width > len(data):
+            if at + width > end:
                 raise WireError(f"field {number} runs past the end of the message")
             yield number, wire, int.from_bytes(data[at:at + width], "little")
             at += width
