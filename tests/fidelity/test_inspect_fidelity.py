@@ -4,8 +4,8 @@ One program with a dozen jitted functions (static arguments, pytrees, scan,
 cond, fori_loop, a jitted gradient, vmap, donation, recompilations) runs
 twice, each in a process of its own with the worker's 8 CPU devices:
 
-- through the playground runner (``python -m jaxplay.sandbox.engine.runner``, events on
-  fd 3), which reports a ``compiled`` event per compilation;
+- through the playground runner (in a fork of a process that imported JAX,
+  tests/runner_harness.py), which reports a ``compiled`` event per compilation;
 - in a plain process with an untouched ``jax.jit``, which runs the same
   program and then asks the stages API, for each (function, arguments) the
   program recorded in ``CASES``: ``f.trace(*args).jaxpr.pretty_print(
@@ -27,10 +27,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-from tests.runner_harness import events_on_fd3
+from tests import runner_harness
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+ENV = {**os.environ, **EIGHT_DEVICES}
 
 PROGRAM = textwrap.dedent("""
     import functools
@@ -130,16 +131,10 @@ print(json.dumps(results))
 
 
 def captured_events(tmp_path: Path) -> list[dict]:
-    program = tmp_path / "prog.py"
-    program.write_text(PROGRAM)
-    events_path = tmp_path / "events.jsonl"
-    with open(events_path, "wb") as events_out:
-        result = subprocess.run(
-            [sys.executable, "-m", "jaxplay.sandbox.engine.runner", str(program)], cwd=REPO, env=ENV, capture_output=True,
-            timeout=180, close_fds=False, preexec_fn=events_on_fd3(events_out.fileno()),
-        )
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
-    return [json.loads(line) for line in events_path.read_text().splitlines()]
+    (tmp_path / "prog.py").write_text(PROGRAM)  # for the plain process
+    ran = runner_harness.run_program(PROGRAM, tmp_path / "run", EIGHT_DEVICES, timeout=180)
+    assert ran.status == 0, ran.stderr[-3000:]
+    return ran.events
 
 
 def reference(tmp_path: Path) -> list[dict]:

@@ -1,8 +1,8 @@
 """The Sharding panel shows what JAX does, not our reading of the spec.
 
 Each case is a small program run twice, each in a process of its own with 8
-CPU devices: once through the playground runner (``python -m jaxplay.sandbox.engine.runner``,
-events on fd 3) and once in a plain process where ``show_sharding`` and
+CPU devices: once through the playground runner (in a fork of a process that imported JAX,
+tests/runner_harness.py) and once in a plain process where ``show_sharding`` and
 ``jax.debug.visualize_array_sharding`` record only what JAX's public API
 says: ``sharding.devices_indices_map(shape)`` and, for a concrete array, each
 ``addressable_shards`` entry's replica id. For a jitted function, its
@@ -24,9 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import runner_harness
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
-ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+ENV = {**os.environ, **EIGHT_DEVICES}
 
 HEADER = """\
 import functools
@@ -158,18 +161,10 @@ def program(body: str) -> str:
 
 
 def run_in_playground(code: str, tmp_path: Path) -> list[dict]:
-    source = tmp_path / "prog.py"
-    source.write_text(code)
-    events_path = tmp_path / "events.jsonl"
-    # The runner's development entry point writes events to fd 3 when it is open.
-    proc = subprocess.run(
-        ["sh", "-c", 'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>"$2"', PYTHON, str(source), str(events_path)],
-        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
-    )
-    events = [json.loads(line) for line in events_path.read_text().splitlines()]
-    errors = [e for e in events if e["type"] == "error"]
-    assert proc.returncode == 0 and not errors, (proc.stderr, errors)
-    return events
+    ran = runner_harness.run_program(code, tmp_path / "run", EIGHT_DEVICES)
+    errors = [e for e in ran.events if e["type"] == "error"]
+    assert ran.status == 0 and not errors, (ran.stderr, errors)
+    return ran.events
 
 
 def run_plain(code: str) -> list[dict]:

@@ -2,30 +2,26 @@
 
 Programs run in this process as the runner runs them (compiled as
 ``<playground>``, registered in linecache), without JAX: a JAX backend started
-in the test process would make every later fork of it unsafe. One test runs a
-real runner process, with JAX, to see the capture installed among the others
-and JAX's own timers ignored.
+in the test process would make every later fork of it unsafe. One test runs the
+real runner, with JAX (in a fork of a process that imported it, tests/runner_harness.py),
+to see the capture installed among the others and JAX's own timers ignored.
 """
 
 from __future__ import annotations
 
-import json
 import linecache
 import os
-import subprocess
 import sys
 import textwrap
 import time
 import timeit  # before any install, as in the zygote (its matplotlib imports timeit)
-from pathlib import Path
 
 import pytest
 
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.capture import determinism
 from jaxplay.sandbox.output import events
-
-REPO = Path(__file__).resolve().parents[2]
+from tests import runner_harness
 
 
 @pytest.fixture
@@ -163,24 +159,14 @@ def test_uninstall_restores_the_original_functions():
 
 
 def test_installed_among_the_captures_of_a_real_runner(tmp_path):
-    program = tmp_path / "prog.py"
-    program.write_text(textwrap.dedent("""\
+    ran = runner_harness.run_program(textwrap.dedent("""\
         import time, jax, jax.numpy as jnp
         f = jax.jit(lambda x: jnp.sin(x) + 1)  # JAX times its own tracing and compiling: not the program's
         print(f(jnp.zeros(2)), jax.random.normal(jax.random.key(0), (2,)).shape)
         start = time.perf_counter()
         print('took', time.perf_counter() - start > 0)
-    """))
-    read_fd, write_fd = os.pipe()
-    # bash (dash reads only one-digit fds) puts the pipe on fd 3 after the fork, so no Python runs in the forked child.
-    command = ["/bin/bash", "-c", f'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>&{write_fd}', sys.executable, str(program)]
-    with open(read_fd, "rb") as events_in:
-        process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   pass_fds=(write_fd,))
-        os.close(write_fd)
-        raw = events_in.read()
-        stdout, stderr = process.communicate(timeout=60)
-    assert process.returncode == 0, stderr.decode()
-    assert stdout.decode() == "[1. 1.] (2,)\ntook True\n"
-    reported = [e for e in map(json.loads, raw.splitlines()) if e["type"] == "nondeterministic"]
+    """), tmp_path / "run", timeout=60)
+    assert ran.status == 0, ran.stderr
+    assert ran.stdout == "[1. 1.] (2,)\ntook True\n"
+    reported = [e for e in ran.events if e["type"] == "nondeterministic"]
     assert reported == [{"type": "nondeterministic", "kind": "time", "source": "time.perf_counter", "line": 4}]

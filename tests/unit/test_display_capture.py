@@ -1,11 +1,13 @@
-"""The display capture end to end in a real runner process (no sandbox): events as the worker reads them."""
+"""The display capture end to end in a real runner process (no sandbox): events as the worker reads them.
+
+Programs run through the runner in a fork of a process that imported JAX (tests/runner_harness.py).
+"""
 
 from __future__ import annotations
 
 import base64
 import json
 import os
-import subprocess
 import sys
 import textwrap
 import time
@@ -13,42 +15,15 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-# Moves the events pipe to fd 3, then runs the harness: a preexec_fn would make
-# subprocess fork a process where JAX already runs threads.
-RUNNER_ON_FD_3 = (
-    "import os, runpy, sys; os.dup2(int(sys.argv.pop(1)), 3); "
-    "runpy.run_module('jaxplay.sandbox.engine.runner', run_name='__main__', alter_sys=True)"
-)
-
-
-def runner_command(program: Path, events_fd: int) -> list[str]:
-    """``python -m jaxplay.sandbox.engine.runner PROGRAM`` with events on fd 3, as the harness expects."""
-    return [sys.executable, "-c", RUNNER_ON_FD_3, str(events_fd), str(program)]
+from tests import runner_harness
 
 
 def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) -> tuple[list[dict], str, str]:
-    """Run ``code`` with ``python -m jaxplay.sandbox.engine.runner``; return (events, stdout, stderr)."""
-    program = tmp_path / "prog.py"
-    program.write_text(textwrap.dedent(code))
-    read_fd, write_fd = os.pipe()
+    """Run ``code`` through the runner; return (events, stdout, stderr)."""
     # Output to files, not pipes: nobody reads a pipe while the program runs here,
     # and a display waits for the output before it to be read from a pipe.
-    with open(read_fd, "rb") as events_in, open(tmp_path / "out", "w+b") as out, open(tmp_path / "err", "w+b") as err:
-        process = subprocess.Popen(
-            runner_command(program, write_fd), cwd=REPO, stdout=out, stderr=err,
-            env={**os.environ, **(env or {})}, pass_fds=(write_fd,),
-        )
-        os.close(write_fd)
-        raw_events = events_in.read()
-        process.wait(timeout=60)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    events = [json.loads(line) for line in raw_events.splitlines()]
-    return events, stdout.decode(), stderr.decode()
+    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", env, timeout=60)
+    return ran.events, ran.stdout, ran.stderr
 
 
 def displays(events: list[dict]) -> list[dict]:
@@ -233,20 +208,19 @@ def test_display_from_a_user_thread_works(tmp_path):
 
 def test_a_display_waits_until_the_output_before_it_was_read(tmp_path):
     """With output on pipes, an event is written only once the reader has the lines printed before it."""
-    program = tmp_path / "prog.py"
-    program.write_text("from playground import display\nfor i in range(20):\n    print('line', i)\n    display(i)\n")
+    code = "from playground import display\nfor i in range(20):\n    print('line', i)\n    display(i)\n"
     events_r, events_w = os.pipe()
-    process = subprocess.Popen(
-        runner_command(program, events_w), cwd=REPO,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(events_w,),
-    )
-    os.close(events_w)
+    stdout_r, stdout_w = os.pipe()
+    stderr_r, stderr_w = os.pipe()
+    run = runner_harness.forking_runner().start(code, stdout_w, stderr_w, events_w, timeout=30)
+    for fd in (events_w, stdout_w, stderr_w):
+        os.close(fd)
     # Read both pipes as a worker would, noting the order in which things arrive; when both are
     # ready the events pipe is read first, the worst case for a reader of two pipes.
     import selectors
 
     order: list[str] = []
-    buffers = {process.stdout.fileno(): b"", events_r: b""}
+    buffers = {stdout_r: b"", events_r: b""}
     selector = selectors.DefaultSelector()
     for fd in buffers:
         selector.register(fd, selectors.EVENT_READ)
@@ -263,32 +237,27 @@ def test_a_display_waits_until_the_output_before_it_was_read(tmp_path):
             *lines, buffers[key.fd] = buffers[key.fd].split(b"\n")
             for line in lines:
                 order.append(line.decode() if key.fd != events_r else "display " + json.loads(line)["data"])
-    process.wait(timeout=30)
-    os.close(events_r)
+    run.wait()
+    for fd in (events_r, stdout_r, stderr_r):
+        os.close(fd)
     assert order == [item for i in range(20) for item in (f"line {i}", f"display {i}")]
 
 
 def test_figures_work_when_matplotlib_was_imported_before_the_run(tmp_path):
     """As a zygote may do: prepare, import pyplot, then lose /tmp's contents before the run."""
-    program = tmp_path / "prog.py"
-    program.write_text("import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nimport matplotlib\nprint(matplotlib.get_backend())\n")
-    preload = (
-        "import os, runpy, shutil, sys; os.dup2(int(sys.argv.pop(1)), 3); "
-        "from jaxplay.sandbox.capture import display_figures; display_figures.prepare_environment(); "
-        "import matplotlib.pyplot; shutil.rmtree(os.environ['MPLCONFIGDIR']); "
-        "runpy.run_module('jaxplay.sandbox.engine.runner', run_name='__main__', alter_sys=True)"
-    )
-    read_fd, write_fd = os.pipe()
-    with open(read_fd, "rb") as events_in:
-        process = subprocess.Popen([sys.executable, "-c", preload, str(write_fd), str(program)], cwd=REPO,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(write_fd,),
-                                   env={**os.environ, "MPLCONFIGDIR": ""})
-        os.close(write_fd)
-        events = [json.loads(line) for line in events_in.read().splitlines()]
-        stdout, stderr = process.communicate(timeout=60)
-    assert stdout.decode() == "module://jaxplay.sandbox.capture.display_backend\n", stderr.decode()
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nimport matplotlib\nprint(matplotlib.get_backend())\n"
+    before = """
+        import os, shutil
+        from jaxplay.sandbox.capture import display_figures
+        display_figures.prepare_environment()
+        import matplotlib.pyplot
+        shutil.rmtree(os.environ['MPLCONFIGDIR'])
+    """
+    ran = runner_harness.run_program(code, tmp_path / "run", {"MPLCONFIGDIR": ""}, before=before, timeout=60)
+    events, stdout, stderr = ran.events, ran.stdout, ran.stderr
+    assert stdout == "module://jaxplay.sandbox.capture.display_backend\n", stderr
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("image/png", "figure")]
-    assert b"Matplotlib" not in stderr
+    assert "Matplotlib" not in stderr
 
 
 def test_a_figure_that_cannot_be_drawn_is_reported_in_one_line(tmp_path):

@@ -1,50 +1,25 @@
 """jit capture in a real runner process (no sandbox): what ``compiled`` and ``fn_timing`` events say.
 
 Each test runs a program through ``jaxplay.sandbox.engine.runner.execute`` with the run's
-options, exactly as the sandboxed child does, and reads the event pipe.
+options, exactly as the sandboxed child does (in a fork of a process that imported JAX,
+tests/runner_harness.py), and reads the event pipe.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from jaxplay import worker_protocol as wp
-from tests.runner_harness import events_on_fd3
-
-REPO = Path(__file__).resolve().parents[2]
-DRIVER = (
-    "import json, sys\n"
-    "from jaxplay import worker_protocol as wp\n"
-    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner\n"
-    "events.open_channel(3)\n"
-    "sys.exit(runner.execute(open(sys.argv[1]).read(), wp.from_wire(wp.SandboxRun, json.loads(sys.argv[2]))))\n"
-)
+from tests import runner_harness
 
 
 def run_program(tmp_path: Path, code: str, **options: Any) -> tuple[list[dict], str, str]:
     """Run ``code`` as the sandboxed child would, with the browser's ``options`` (``inspect``, ``profile``,
     ``passes``) and what a worker adds (``device_peak``, ``artifact_limit_bytes``); return (events, stdout,
     stderr)."""
-    added = {f.name for f in dataclasses.fields(wp.SandboxRun)}
-    run = {"options": {k: v for k, v in options.items() if k not in added},  # a SandboxRun as the door carries it
-           **{k: v for k, v in options.items() if k in added}}
-    program = tmp_path / "prog.py"
-    program.write_text(textwrap.dedent(code))
-    events_path = tmp_path / "events.jsonl"
-    with open(events_path, "wb") as events_out:
-        result = subprocess.run(
-            [sys.executable, "-c", DRIVER, str(program), json.dumps(run)],
-            cwd=REPO, capture_output=True, timeout=120, close_fds=False,
-            preexec_fn=events_on_fd3(events_out.fileno()),
-        )
-    events = [json.loads(line) for line in events_path.read_text().splitlines()]
-    return events, result.stdout.decode(), result.stderr.decode()
+    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", options=options)
+    return ran.events, ran.stdout, ran.stderr
 
 
 def compiled_events(events: list[dict]) -> list[dict]:

@@ -7,41 +7,20 @@ before the run (as the zygote preloads it, sandbox/engine/library_preload.py).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.runner_harness import events_on_fd3
+from tests import runner_harness
 
-REPO = Path(__file__).resolve().parents[2]
-DRIVER = (
-    "import json, sys\n"
-    "{preload}"
-    "from jaxplay import worker_protocol as wp\n"
-    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner\n"
-    "events.open_channel(3)\n"
-    "sys.exit(runner.execute(open(sys.argv[1]).read(), wp.from_wire(wp.SandboxRun, json.loads(sys.argv[2]))))\n"
-)
 PRELOAD = {"imported by the program": "", "preloaded": "import equinox, flax.nnx, optax\n"}
 
 
 def run_program(tmp_path: Path, code: str, preload: str) -> tuple[list[dict[str, Any]], str, str]:
-    program = tmp_path / "prog.py"
-    program.write_text(textwrap.dedent(code))
-    events_path = tmp_path / "events.jsonl"
-    with open(events_path, "wb") as events_out:
-        result = subprocess.run(
-            [sys.executable, "-c", DRIVER.format(preload=PRELOAD[preload]), str(program), "{}"],
-            cwd=REPO, capture_output=True, timeout=180, close_fds=False,
-            preexec_fn=events_on_fd3(events_out.fileno()),
-        )
-    events = [json.loads(line) for line in events_path.read_text().splitlines()]
-    return events, result.stdout.decode(), result.stderr.decode()
+    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", before=PRELOAD[preload], timeout=180)
+    return ran.events, ran.stdout, ran.stderr
 
 
 def compiled(events: list[dict[str, Any]]) -> list[dict[str, Any]]:

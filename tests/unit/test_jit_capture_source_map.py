@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 from jaxplay.sandbox.capture import jit_source_map
-from tests.runner_harness import events_on_fd3
-from tests.unit.test_jit_capture import REPO, compiled_events, run_program
+from tests import runner_harness
+from tests.unit.test_jit_capture import compiled_events, run_program
 
 PROGRAM = """
 import jax
@@ -119,14 +116,6 @@ def test_hlo_stack_frames_and_clipping():
     assert jit_source_map.clip_ranges([[1, 5, 3]], 4) == [[1, 4, 3]]
 
 
-CACHED_DRIVER = (
-    "import json, sys\n"
-    "from jaxplay import worker_protocol as wp\n"
-    "from jaxplay.sandbox.output import events\nfrom jaxplay.sandbox.engine import runner, warmup\n"
-    "warmup.use_persistent_cache(sys.argv[3])\n"
-    "events.open_channel(3)\n"
-    "sys.exit(runner.execute(open(sys.argv[1]).read(), wp.from_wire(wp.SandboxRun, json.loads(sys.argv[2]))))\n"
-)
 EDITED_PROGRAM = """import jax
 import jax.numpy as jnp
 
@@ -140,14 +129,10 @@ print(f(jnp.arange(3.0)))
 
 
 def run_with_persistent_cache(tmp_path: Path, code: str, cache: Path, name: str) -> dict:
-    program = tmp_path / f"{name}.py"
-    program.write_text(code)
-    events_path = tmp_path / f"{name}.jsonl"
-    with open(events_path, "wb") as events_out:
-        subprocess.run([sys.executable, "-c", CACHED_DRIVER, str(program), "{}", str(cache)], cwd=REPO,
-                       capture_output=True, timeout=120, close_fds=False, check=True,
-                       preexec_fn=events_on_fd3(events_out.fileno()))
-    (event,) = compiled_events([json.loads(line) for line in events_path.read_text().splitlines()])
+    ran = runner_harness.run_program(
+        code, tmp_path / name, before=f"from jaxplay.sandbox.engine import warmup\nwarmup.use_persistent_cache({str(cache)!r})\n")
+    assert ran.status == 0, ran.stderr
+    (event,) = compiled_events(ran.events)
     return event
 
 

@@ -2,7 +2,8 @@
 
 Each program runs in a process of its own with 8 CPU devices (the device count
 is fixed when JAX's backend starts, so it cannot be changed inside pytest's
-process), through the runner's development entry point with events on fd 3.
+process), through the runner in a fork of a process that imported JAX with that
+environment (tests/runner_harness.py).
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from tests import runner_harness
+
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+ENV = {**os.environ, **EIGHT_DEVICES}
 
 HEADER = """\
 import jax, jax.numpy as jnp, numpy as np
@@ -26,15 +30,8 @@ from playground import show_sharding
 
 def run(body: str, tmp_path: Path) -> tuple[list[dict], str, str]:
     """(events, stdout, stderr) of one program run by the playground runner."""
-    source = tmp_path / "prog.py"
-    source.write_text(HEADER + textwrap.dedent(body))
-    events_path = tmp_path / "events.jsonl"
-    proc = subprocess.run(
-        ["sh", "-c", 'exec "$0" -m jaxplay.sandbox.engine.runner "$1" 3>"$2"', sys.executable, str(source), str(events_path)],
-        cwd=REPO, env=ENV, capture_output=True, text=True, timeout=120,
-    )
-    events = [json.loads(line) for line in events_path.read_text().splitlines()]
-    return events, proc.stdout, proc.stderr
+    ran = runner_harness.run_program(HEADER + textwrap.dedent(body), tmp_path / "run", EIGHT_DEVICES)
+    return ran.events, ran.stdout, ran.stderr
 
 
 def shardings(events: list[dict]) -> list[dict]:
