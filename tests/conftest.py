@@ -1,8 +1,11 @@
-"""Fixtures shared by every test layer.
+"""Fixtures shared by every test layer, and the tiers: each folder marks its tests.
 
 ``live``: a real ``jaxplay serve`` (uvicorn) on a free port with its real
 local worker and the real bubblewrap sandbox, started once per session.
 Tests talk to it over real websockets; nothing stands in for the sandbox.
+
+The tiers (markers registered in pyproject.toml) come from the folder a test is in, so
+``-m unit`` selects exactly tests/unit and a new file needs no marker of its own.
 """
 
 from __future__ import annotations
@@ -20,10 +23,38 @@ from tests.redis_server import RedisServer
 pytest_plugins = ["tests.containment"]
 
 
+# Folder -> markers. A browser test drives the live server, and so counts as live too.
+FOLDER_MARKERS = {
+    "unit": ("unit",),
+    "live": ("live",),
+    "browser": ("browser", "live"),
+    "security": ("security",),
+    "fidelity": ("fidelity",),
+    "gpu": ("gpu",),
+    "packaging": ("packaging",),
+}
+
+
+def tier_folder(item: pytest.Item) -> str:
+    """The folder under tests/ that holds ``item`` ('' for a test outside any)."""
+    parts = Path(str(item.path)).relative_to(Path(__file__).parent).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Before ``-m`` selects: each test gets its folder's markers."""
+    folder = tier_folder(item)
+    if folder not in FOLDER_MARKERS:
+        raise pytest.UsageError(f"{item.nodeid}: tests live in one of the tier folders tests/{{{','.join(FOLDER_MARKERS)}}}/ "
+                                "(tests/conftest.py FOLDER_MARKERS); move it there or add its folder")
+    for name in FOLDER_MARKERS[folder]:
+        item.add_marker(name)
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: Playwright's sync API keeps an event loop running in the main
     thread for the rest of the session, where ``asyncio.run`` in other tests would fail."""
-    items.sort(key=lambda item: "tests/browser/" in item.nodeid.replace("\\", "/"))
+    items.sort(key=lambda item: tier_folder(item) == "browser")
 
 
 @pytest.fixture(scope="session")

@@ -17,11 +17,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "attack(cls): the class of attack a security test makes")
 
 
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> None:
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Carried on the test's reports, which pytest-xdist's workers send to the process that prints the table.
     marker = item.get_closest_marker("attack")
-    if marker is None or call.when != "call":
+    if marker is not None:
+        item.user_properties.append(("attack", marker.args[0]))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call":
         return
-    _outcomes[marker.args[0]].append(call.excinfo is None)
+    for name, value in report.user_properties:
+        if name == "attack":
+            _outcomes[value].append(report.passed)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # noqa: ANN001
