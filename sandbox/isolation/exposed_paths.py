@@ -50,6 +50,9 @@ SKIPPED_ENTRIES = frozenset({"__pycache__", "..", ""})
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 ACCELERATOR_PLUGIN = re.compile(r"^jax-(cuda|rocm)\d*-(plugin|pjrt)$")
+# Extras for a distribution's own development, never what a run imports, even when all they name is
+# installed: pandas' "test" extra is pytest and pytest-xdist, both in a venv that runs our tests.
+DEVELOPMENT_EXTRA = re.compile(r"^(test|tests|testing|dev|develop|development|doc|docs|lint|benchmark|benchmarking)(-.*)?$")
 
 
 def normalize(name: str) -> str:
@@ -98,7 +101,8 @@ def needed_distributions(roots: Iterable[str]) -> list[metadata.Distribution]:
     Installed metadata does not record which extras were asked for, so an
     extra counts as installed when every requirement it names is installed:
     ``jax[cuda12]`` brings its plugin along, while a dependency's ``test``
-    extra (pytest and friends) stays out of the sandbox. An accelerator plugin
+    extra (pytest and friends) stays out of the sandbox, installed or not
+    (``DEVELOPMENT_EXTRA``). An accelerator plugin
     is the exception: its libraries count one by one, as the plugin loads them
     (its ``with-cuda`` extra may name a package the host never installed), so a
     run loads exactly the CUDA libraries the worker's own Python loads.
@@ -119,6 +123,8 @@ def needed_distributions(roots: Iterable[str]) -> list[metadata.Distribution]:
             by_extra.setdefault(extra, []).append(required)
         partial = loads_whatever_is_installed(name)
         for extra, names in by_extra.items():
+            if extra is not None and DEVELOPMENT_EXTRA.match(extra):
+                continue
             if extra is None or all(installed(n) is not None for n in names):
                 pending += names
             elif partial:

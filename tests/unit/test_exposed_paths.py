@@ -51,6 +51,15 @@ def test_own_packages_and_interpreter_are_exposed_but_not_the_checkout():
     assert Path(sys.executable) in paths or exposed_paths.is_under_usr(Path(sys.executable))
 
 
+def test_a_dependencys_test_extra_stays_out_even_when_all_of_it_is_installed():
+    # pandas' "test" extra is pytest and pytest-xdist, which the test venv has: still not a run's.
+    names = {normalized(d) for d in exposed_paths.needed_distributions(["pandas"])}
+    assert "pandas" in names and "numpy" in names
+    assert not names & {"pytest", "pytest-xdist", "execnet"}, names
+    assert exposed_paths.DEVELOPMENT_EXTRA.match("test") and exposed_paths.DEVELOPMENT_EXTRA.match("test-no-images")
+    assert not exposed_paths.DEVELOPMENT_EXTRA.match("with-cuda") and not exposed_paths.DEVELOPMENT_EXTRA.match("tpu")
+
+
 def test_an_extra_counts_only_when_all_of_it_is_installed():
     # jax's "k8s" extra needs kubernetes, which a playground venv does not have.
     names = {normalized(d) for d in exposed_paths.needed_distributions(["jax"])}
