@@ -1,4 +1,5 @@
-# JAX Playground: `make run` to set up and start, `make test` to set up and test everything.
+# JAX Playground: `make run` to set up and start, `make check` for the fast tier (about a minute),
+# `make test` to set up and test everything.
 
 PYTHON ?= python3
 VENV := .venv
@@ -17,14 +18,34 @@ APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server ku
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 comma := ,
 
-.PHONY: run test lint bench frontend frontend-test dist image image-gpu system-deps system-test-deps clean runtimes run-runtimes
+.PHONY: run check test lint bench frontend frontend-test dist image image-gpu system-deps system-test-deps clean runtimes run-runtimes
 
 run: system-deps $(VENV)/.installed frontend run-runtimes
 	$(BIN)/jaxplay serve --host $(HOST) --port $(PORT) --runtimes $(RUN_RUNTIMES) --runtimes-dir $(RUNTIMES_DIR)
 
-test: system-deps system-test-deps $(VENV)/.installed-test frontend-test runtimes
+# The tiers are the folders of tests/ (tests/conftest.py marks each test by its folder). The tests wait on
+# servers, sandboxes and browsers more than they compute, so pytest-xdist runs them in TEST_PROCESSES
+# processes, a file to a process (a file's servers start once); the browser files go last in each.
+TEST_PROCESSES ?= 4
+CHECK_PROCESSES ?= 2
+PYTEST := JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest
+
+# Before a commit: lint, the settings reference, types, and the unit tier of the page (npm test: Vitest)
+# and of the Python.
+check: $(VENV)/.installed-test frontend-test lint
+	npm --prefix frontend test
+	$(PYTEST) -q -m unit -n $(CHECK_PROCESSES) --dist loadfile
+
+# Everything: what check runs, then every tier, printing the 30 slowest tests.
+test: system-deps system-test-deps $(VENV)/.installed-test frontend-test runtimes lint
+	npm --prefix frontend test
+	$(PYTEST) -q -n $(TEST_PROCESSES) --dist loadfile --durations=30
+
+# ruff, the settings reference against jaxplay/settings.py, and the page's types (tsc).
+lint: $(VENV)/.installed-test frontend-test
 	$(BIN)/ruff check jaxplay server sandbox tests bench setup.py
-	JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest -q
+	$(BIN)/python -m jaxplay.settings_doc --check
+	npm --prefix frontend run --silent typecheck
 
 # Installing is idempotent: a runtime already complete costs a file check (~1 s for the command).
 runtimes: $(VENV)/.installed

@@ -45,8 +45,21 @@ def _outgoing_port_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+def _share_of_ports(low: int, high: int) -> tuple[int, int]:
+    """This pytest process's share of [low, high): under pytest-xdist each worker (``gw0``, ``gw1``, ...)
+    hands out ports from its own slice, so two workers never give one port to two servers."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or not worker[2:].isdigit() or count < 2:
+        return low, high
+    width = (high - low) // count
+    start = low + int(worker[2:]) % count * width
+    return start, start + width
+
+
 def free_port() -> int:
-    """A port nothing listens on for a server to bind, never handed out twice in this process.
+    """A port nothing listens on for a server to bind, never handed out twice in this process (nor by
+    another pytest-xdist worker of this session).
 
     Chosen below the kernel's range for outgoing connections: a port from ``bind(0)`` could be taken, in
     the moment before the server binds it, by any client socket of the tests (a websocket, a Redis or
@@ -57,8 +70,9 @@ def free_port() -> int:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
+    first, end = _share_of_ports(LISTEN_PORTS_FROM, low)
     for _ in range(1000):
-        port = random.randrange(LISTEN_PORTS_FROM, low)
+        port = random.randrange(first, end)
         if port in _HANDED_OUT:
             continue
         with socket.socket() as s:
@@ -68,7 +82,7 @@ def free_port() -> int:
                 continue
         _HANDED_OUT.add(port)
         return port
-    raise RuntimeError(f"no free port between {LISTEN_PORTS_FROM} and {low}")
+    raise RuntimeError(f"no free port between {first} and {end}")
 
 
 class LiveServer:
