@@ -10,6 +10,7 @@ import time
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import treescope  # noqa: F401 - preloaded, as the zygote does: a render's time limit is not for the import
 
 from jaxplay.sandbox.capture import display_render
 from jaxplay.sandbox.capture.display_render import render
