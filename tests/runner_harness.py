@@ -194,7 +194,11 @@ class ForkingRunner:
         request = {"code": code, "run": sandbox_run(options or {}), "before": textwrap.dedent(before),
                    "cwd": str(cwd), "timeout": timeout}
         fds = [stdout, stderr] + ([events] if events is not None else [])
-        socket.send_fds(self.control, [json.dumps(request).encode()], fds)
+        try:
+            socket.send_fds(self.control, [json.dumps(request).encode()], fds)
+        except OSError as lost:
+            self.close()
+            raise RunnerProcessError(f"the forking runner process is gone ({lost}); its log:\n{self.log_tail()}") from lost
         self.busy = True
         return StartedRun(self, timeout)
 
@@ -223,9 +227,14 @@ class ForkingRunner:
 _runners: dict[tuple[tuple[str, str], ...], ForkingRunner] = {}
 
 
+# Set by pytest to the test that runs now: no program's business, and it would make each test's
+# environment differ from every other's.
+PER_TEST_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})
+
+
 def forking_runner(env: dict[str, str] | None = None) -> ForkingRunner:
     """This pytest process's runner process for the environment ``os.environ`` updated with ``env``."""
-    full = {**os.environ, **(env or {})}
+    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in PER_TEST_VARIABLES}
     key = tuple(sorted(full.items()))
     runner = _runners.get(key)
     if runner is None or not runner.alive():
