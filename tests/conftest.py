@@ -57,6 +57,20 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     items.sort(key=lambda item: tier_folder(item) == "browser")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker must still meet the tests in that order. ``--dist load``,
+    ``loadfile``, ``loadscope`` and ``loadgroup`` hand a worker tests in collection order, except that
+    the last three first sort files by their number of tests (``--loadscope-reorder``, on by
+    default), which would hand a worker a browser file before a live one: that sort is turned off.
+    ``worksteal`` takes tests from the end of another worker's queue, so it cannot keep the order."""
+    if getattr(config.option, "dist", "no") == "worksteal":
+        raise pytest.UsageError("--dist worksteal would run browser tests before others in a worker "
+                                "(tests/conftest.py); use --dist loadfile, as make test does")
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
 @pytest.fixture(scope="session")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = LiveServer(tmp_path_factory.mktemp("live"))
