@@ -26,7 +26,7 @@ run: system-deps $(VENV)/.installed frontend run-runtimes
 # The tiers are the folders of tests/ (tests/conftest.py marks each test by its folder). The tests wait on
 # servers, sandboxes and browsers more than they compute, so pytest-xdist runs them in TEST_PROCESSES
 # processes, a file to a process (a file's servers start once); the browser files go last in each.
-TEST_PROCESSES ?= 4
+TEST_PROCESSES ?= 3
 CHECK_PROCESSES ?= 2
 PYTEST := JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest
 

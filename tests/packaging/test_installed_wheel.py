@@ -21,8 +21,10 @@ import pytest
 
 from tests.live_server import PROJECT_ROOT, LiveServer, done_of, output_text
 
-pytestmark = pytest.mark.live
 BUILD_TIMEOUT_S = 240
+# The first test's setup builds the sdist and the wheel, then installs the wheel (up to BUILD_TIMEOUT_S
+# each): pytest-timeout's 300 s for every test would cut that short on a loaded machine.
+pytestmark = [pytest.mark.live, pytest.mark.timeout(3 * BUILD_TIMEOUT_S + 180)]
 # A PATH with the system's tools but no Node: the installed server must not need it.
 NO_NODE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 

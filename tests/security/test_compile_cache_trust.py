@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,7 @@ import websockets
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.settings import Settings
 from tests.conftest import done_of, output_text
+from tests.live_server import LiveServer
 
 HONEST = """
 import jax, jax.numpy as jnp
@@ -46,6 +49,26 @@ print("crafted", len(honest))
 POISONED_OUTPUT = "[ -7.  93. 193. 293.]\n"
 
 
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A live server of this file's own, whose compile caches are in a folder of its own: what the host
+    keeps is then this server's alone, never that of the servers other tests (other pytest processes,
+    other checkouts) run at the same time, which make and drop session folders in a shared one. Its
+    shared cache starts as a copy of this host's, so that no fill has to run first."""
+    root = tmp_path_factory.mktemp("compile-cache-trust")
+    caches = root / "compile-cache"
+    host_shared = Settings().compile_cache_dir.expanduser() / "shared"
+    if host_shared.is_dir():
+        shutil.copytree(host_shared, caches / "shared", symlinks=True, ignore=shutil.ignore_patterns(".lock"))
+    server = LiveServer(root / "data", ["--compile-cache-dir", str(caches)])
+    server.compile_cache_dir = caches  # type: ignore[attr-defined]
+    try:
+        server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
 def cookie(live) -> str:
     with urllib.request.urlopen(live.http_url + "/") as response:
         return response.headers["set-cookie"].split(";")[0]
@@ -68,16 +91,16 @@ def run_in(live, session_cookie: str | None, code: str, fresh: bool = True) -> l
     return asyncio.run(one())
 
 
-def sessions_folder() -> Path:
-    """The live server's worker keeps its compile caches where these tests' settings say (XDG_CACHE_HOME)."""
-    return Settings().compile_cache_dir.expanduser().resolve() / "sessions"
+def sessions_folder(live) -> Path:
+    """Where the server's worker keeps its browser sessions' compile caches (``--compile-cache-dir``)."""
+    return live.compile_cache_dir.resolve() / "sessions"
 
 
 def session_entries(live, session_cookie: str) -> Path:
     """The host folder of one browser session's saved entries (named by the server's derived name)."""
     session_id = session_cookie.split("=", 1)[1].split(".")[0]
     name = SessionKeys.load_or_create(live.log_path.parent).derived("compile-cache", session_id)
-    return sessions_folder() / name / "entries"
+    return sessions_folder(live) / name / "entries"
 
 
 def poisoned_session(live) -> tuple[str, str]:
@@ -109,7 +132,7 @@ def test_a_crafted_session_entry_never_reaches_another_session_through_the_resul
 
 @pytest.mark.attack("compile cache")
 def test_a_crafted_entry_follows_no_link_and_never_lands_in_the_shared_cache(live):
-    shared = Settings().compile_cache_dir.expanduser().resolve() / "shared"
+    shared = live.compile_cache_dir.resolve() / "shared"
     before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in shared.rglob("*") if p.is_file()}
     a, program = poisoned_session(live)
     body = json.dumps({"code": program, "backend": "cpu", "settings": {"inspect": True}}).encode()
@@ -135,11 +158,11 @@ print(float(jax.jit(lambda x: jnp.sin(x) * {k})(jnp.ones(3)).sum()))
 
 @pytest.mark.attack("resource exhaustion")
 def test_a_connection_without_a_session_cookie_leaves_no_host_folder(live):
-    before = set(sessions_folder().iterdir())
+    before = set(sessions_folder(live).iterdir())
     for _ in range(3):
         events = run_in(live, None, COMPILE_SOMETHING_NEW.format(k=uuid.uuid4().int % 997 + 3))
         assert done_of(events)["status"] == "ok", events[-2:]
-    assert set(sessions_folder().iterdir()) == before
+    assert set(sessions_folder(live).iterdir()) == before
 
 
 LEAVE_FILES = """

@@ -17,12 +17,17 @@ import pytest
 
 from tests import runner_harness
 
+# For the tests of which view a value gets: a tree view's first render (treescope's import, its heat-map's
+# compilations) took over the 3 s limit on a loaded machine, where the zygote has imported treescope ahead.
+NO_RENDER_LIMIT = "from jaxplay.sandbox.capture import display_render\ndisplay_render.RENDER_TIME_LIMIT_S = 600.0\n"
 
-def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None) -> tuple[list[dict], str, str]:
-    """Run ``code`` through the runner; return (events, stdout, stderr)."""
+
+def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None,
+                before: str = "") -> tuple[list[dict], str, str]:
+    """Run ``code`` through the runner (after ``before``); return (events, stdout, stderr)."""
     # Output to files, not pipes: nobody reads a pipe while the program runs here,
     # and a display waits for the output before it to be read from a pipe.
-    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", env, timeout=60)
+    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", env, before=before, timeout=60)
     return ran.events, ran.stdout, ran.stderr
 
 
@@ -56,7 +61,7 @@ def test_display_helper_shows_each_value_in_order(tmp_path):
         from playground import HTML, display
         import jax.numpy as jnp
         display(1, {"w": jnp.eye(3)}, HTML("<b>bold</b>"))
-    """)
+    """, before=NO_RENDER_LIMIT)
     shown = displays(events)
     assert [(e["mime"], e["role"]) for e in shown] == [
         ("text/plain", "display"), ("text/html", "display"), ("text/html", "display")]
@@ -202,7 +207,7 @@ def test_display_from_a_user_thread_works(tmp_path):
         import numpy as np
         t = threading.Thread(target=display, args=({"a": [np.ones(2)]},))
         t.start(); t.join()
-    """)
+    """, before=NO_RENDER_LIMIT)
     assert [(e["mime"], e["role"]) for e in displays(events)] == [("text/html", "display")]
 
 
