@@ -27,7 +27,7 @@ def run_program(tmp_path: Path, code: str, env: dict[str, str] | None = None,
     """Run ``code`` through the runner (after ``before``); return (events, stdout, stderr)."""
     # Output to files, not pipes: nobody reads a pipe while the program runs here,
     # and a display waits for the output before it to be read from a pipe.
-    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", env, before=before, timeout=60)
+    ran = runner_harness.run_program(textwrap.dedent(code), tmp_path / "run", env, before=before, timeout=180)
     return ran.events, ran.stdout, ran.stderr
 
 
