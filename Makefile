@@ -28,18 +28,20 @@ run: system-deps $(VENV)/.installed frontend run-runtimes
 # processes, a file to a process (a file's servers start once); the browser files go last in each.
 TEST_PROCESSES ?= 3
 CHECK_PROCESSES ?= 2
+# How many of the slowest tests each run lists, with their times.
+SLOWEST ?= 30
 PYTEST := JAXPLAY_TEST_RUNTIMES=$(TEST_RUNTIMES) JAXPLAY_RUNTIMES_DIR=$(RUNTIMES_DIR) $(BIN)/pytest
 
 # Before a commit: lint, the settings reference, types, and the unit tier of the page (npm test: Vitest)
 # and of the Python.
 check: $(VENV)/.installed-test frontend-test lint
 	npm --prefix frontend test
-	$(PYTEST) -q -m unit -n $(CHECK_PROCESSES) --dist loadfile
+	$(PYTEST) -q -m unit -n $(CHECK_PROCESSES) --dist loadfile --durations=$(SLOWEST)
 
 # Everything: what check runs, then every tier, printing the 30 slowest tests.
 test: system-deps system-test-deps $(VENV)/.installed-test frontend-test runtimes lint
 	npm --prefix frontend test
-	$(PYTEST) -q -n $(TEST_PROCESSES) --dist loadfile --durations=30
+	$(PYTEST) -q -n $(TEST_PROCESSES) --dist loadfile --durations=$(SLOWEST)
 
 # ruff, the settings reference against jaxplay/settings.py, and the page's types (tsc).
 lint: $(VENV)/.installed-test frontend-test
