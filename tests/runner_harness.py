@@ -153,14 +153,15 @@ class StartedRun:
 
 
 class ForkingRunner:
-    """A process that imported JAX and the runner, started with ``env``; each run is a fork of it."""
+    """A process that imported JAX and the runner, started by ``python`` (this venv's, or a runtime's)
+    with ``env``; each run is a fork of it."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], python: str = sys.executable) -> None:
         self.log = tempfile.TemporaryFile()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
         self.process = subprocess.Popen(
-            [sys.executable, "-c", RUNNER_PROCESS, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
+            [python, "-c", RUNNER_PROCESS, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
             cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
         )
         theirs.close()
@@ -224,7 +225,7 @@ class ForkingRunner:
             self.process.wait()
 
 
-_runners: dict[tuple[tuple[str, str], ...], ForkingRunner] = {}
+_runners: dict[tuple[str, tuple[tuple[str, str], ...]], ForkingRunner] = {}
 
 
 # Set by pytest to the test that runs now: no program's business, and it would make each test's
@@ -232,13 +233,14 @@ _runners: dict[tuple[tuple[str, str], ...], ForkingRunner] = {}
 PER_TEST_VARIABLES = frozenset({"PYTEST_CURRENT_TEST"})
 
 
-def forking_runner(env: dict[str, str] | None = None) -> ForkingRunner:
-    """This pytest process's runner process for the environment ``os.environ`` updated with ``env``."""
+def forking_runner(env: dict[str, str] | None = None, python: str = sys.executable) -> ForkingRunner:
+    """This pytest process's runner process for ``python`` (a runtime's interpreter runs that runtime's
+    JAX) and the environment ``os.environ`` updated with ``env``."""
     full = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in PER_TEST_VARIABLES}
-    key = tuple(sorted(full.items()))
+    key = (python, tuple(sorted(full.items())))
     runner = _runners.get(key)
     if runner is None or not runner.alive():
-        runner = _runners[key] = ForkingRunner(full)
+        runner = _runners[key] = ForkingRunner(full, python)
     return runner
 
 
@@ -249,9 +251,11 @@ def _close_runners() -> None:
     _runners.clear()
 
 
-def run_program(code: str, workdir: Path, env: dict[str, str] | None = None, **kwargs: Any) -> RunResult:
-    """Run ``code`` through the real runner in a fork; its events, stdout, stderr and exit status."""
-    return forking_runner(env).run(code, workdir, **kwargs)
+def run_program(code: str, workdir: Path, env: dict[str, str] | None = None, python: str = sys.executable,
+                **kwargs: Any) -> RunResult:
+    """Run ``code`` through the real runner in a fork of ``python``'s runner process; its events, stdout,
+    stderr and exit status."""
+    return forking_runner(env, python).run(code, workdir, **kwargs)
 
 
 def run_programs(programs: list[str], cwd: str | Path = REPO, env: dict[str, str] | None = None) -> list[list[dict]]:

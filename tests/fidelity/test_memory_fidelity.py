@@ -2,8 +2,9 @@
 
 For this checkout's JAX and each installed runtime (``make runtimes``: 0.4.38, 0.6.2, and 0.12 where
 installed), the inspect fidelity program plus a few memory-heavy functions run twice, each in a process
-of its own with the worker's 8 CPU devices: through the playground runner, and in a plain process that
-asks ``compiled.memory_analysis()`` for each case. For every compilation:
+of its own with the worker's 8 CPU devices: through the playground runner (forked from a process of that
+runtime's Python that imported JAX, tests/runner_harness.py), and in a plain process that asks
+``compiled.memory_analysis()`` for each case. For every compilation:
 
 - the view's argument, output, alias and temp totals equal ``memory_analysis()``'s, byte for byte;
 - what is listed alive at the peak (plus the summed rest) adds up to the peak, and the peak lies between
@@ -25,13 +26,15 @@ from pathlib import Path
 import pytest
 
 from jaxplay.sandbox.runtimes import store
+from tests import runner_harness
 from tests.fidelity.test_inspect_fidelity import PROGRAM as INSPECT_PROGRAM
-from tests.runner_harness import events_on_fd3
 from tests.runtimes_server import require_runtimes, runtimes_dir
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
-       "PYTHONPATH": str(REPO)}
+# A runtime's interpreter finds this checkout's jaxplay on PYTHONPATH, as the worker's zygote does.
+EIGHT_DEVICES = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu",
+                 "PYTHONPATH": str(REPO)}
+ENV = {**os.environ, **EIGHT_DEVICES}
 
 PROGRAM = INSPECT_PROGRAM + textwrap.dedent("""
     @jax.jit
@@ -76,13 +79,9 @@ def interpreters() -> list[tuple[str, str]]:
 
 
 def captured(python: str, program: Path, tmp_path: Path) -> list[dict]:
-    events_path = tmp_path / "events.jsonl"
-    with open(events_path, "wb") as events_out:
-        result = subprocess.run([python, "-m", "jaxplay.sandbox.engine.runner", str(program)], cwd=REPO, env=ENV,
-                                capture_output=True, timeout=300, close_fds=False,
-                                preexec_fn=events_on_fd3(events_out.fileno()))
-    assert result.returncode == 0, result.stderr.decode()[-3000:]
-    return [json.loads(line) for line in events_path.read_text().splitlines()]
+    ran = runner_harness.run_program(program.read_text(), tmp_path / "run", EIGHT_DEVICES, python, timeout=300)
+    assert ran.status == 0, ran.stderr[-3000:]
+    return ran.events
 
 
 def reference(python: str, program: Path, tmp_path: Path) -> list[dict]:
