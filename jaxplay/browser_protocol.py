@@ -73,6 +73,7 @@ class ClientRun:
     fresh: bool = False
     profile: bool = False
     runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
+    compare: bool = False  # one of the Compare panel's runs (one per JAX version): counted as such
 
 
 @dataclass(frozen=True)
@@ -261,18 +262,19 @@ def _code_and_backend(raw: dict[str, Any], rid: str, max_code_bytes: int) -> tup
     code = raw.get("code")
     if not isinstance(code, str):
         raise ProtocolError("Field 'code' is required and must be a string.", rid)
-    size = text_bytes(code, "code", rid)
-    if size > max_code_bytes:
-        raise ProtocolError(
-            f"Code is {size} bytes; the limit is {max_code_bytes} bytes ({max_code_bytes // 1024} KiB). "
-            "Shorten the program.",
-            rid,
-            reason="code_too_large",
-        )
+    check_code_size(code, max_code_bytes, rid)
     backend = raw.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise ProtocolError("Field 'backend' must be a string such as 'cpu', or left out.", rid)
     return code, backend
+
+
+def check_code_size(code: str, max_code_bytes: int, run_id: str | None = None) -> None:
+    """Refuse a program over ``max_code_bytes`` of UTF-8 (or not text at all), naming the limit."""
+    size = text_bytes(code, "code", run_id)
+    if size > max_code_bytes:
+        raise ProtocolError(f"Code is {size} bytes; the limit is {max_code_bytes} bytes ({max_code_bytes // 1024} "
+                            "KiB). Shorten the program.", run_id, reason="code_too_large")
 
 
 def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> ClientPasses:
@@ -311,7 +313,7 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
             raise ProtocolError("Field 'timeout_s' must be a positive number of seconds, or left out.", rid)
     runtime = _runtime(raw, rid)
     flags = {}
-    for name in ("inspect", "fresh", "profile"):
+    for name in ("inspect", "fresh", "profile", "compare"):
         value = raw.get(name, ClientRun.__dataclass_fields__[name].default)
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)

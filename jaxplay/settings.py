@@ -60,6 +60,9 @@ class Settings:
     sandbox: str = setting("bwrap", "Sandbox for user code: 'bwrap' or 'none' (unsafe, development only).",
                            commands=SERVE_AND_WORKER, choices=("bwrap", "none"))
     run_timeout_s: float = setting(30.0, "Wall-clock limit of a run, in seconds; a run may ask for less.")
+    passes_work_limit_s: float = setting(10.0, "Wall-clock limit of a 'passes' request's own work (compiling the "
+                                               "function again with XLA's per-pass dumps, reading them back), in "
+                                               "seconds, within the run's own limit.")
     memory_limit_mb: int = setting(4096, "Memory a run may use, in MiB.", commands=SERVE_AND_WORKER)
     output_limit_bytes: int = setting(1 << 20, "Bytes of stdout+stderr a run may send before truncation.",
                                       commands=SERVE_AND_WORKER)

@@ -79,6 +79,9 @@ class PassesTarget:
     """The compilation whose XLA pass pipeline a ``passes`` request shows: ``key`` "<fn_id>.<compile_index>"."""
     key: str
     fn: str
+    # Wall-clock seconds the dump itself (its compiles, reading the dumps back) may take, on top of the
+    # program's run up to that compilation (--passes-work-limit-s); 0: the capture's own bound.
+    work_limit_s: float = field(default=0.0, metadata=OMITTED_AT_DEFAULT)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class RunOptions:
     inspect: bool = True
     profile: bool = field(default=False, metadata=OMITTED_AT_DEFAULT)
     passes: PassesTarget | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+
+
+# What a request that executes code is for (``RunRequest.kind``; the metrics' ``kind`` label): the program's
+# results ("run"), with a profile of the whole run ("profile"), one runtime's column of the page's Compare
+# ("compare", Run on all too), or one compilation's XLA pass pipeline ("passes").
+RUN_KINDS = ("run", "profile", "compare", "passes")
 
 
 @dataclass(frozen=True)
@@ -98,11 +107,23 @@ class RunRequest:
     options: RunOptions = RunOptions()
     runtime: str = ""  # a JAX version the backend offers; "": each worker's default
     fresh: bool = False  # never answered from the result cache
+    # One of the page's Compare runs (its word, for the metrics and the room: it changes nothing that runs).
+    compare: bool = field(default=False, metadata=OMITTED_AT_DEFAULT)
 
     @property
     def kind(self) -> str:
-        """What the request is for: "passes" (a compilation's pass pipeline) or "run" (the program's results)."""
-        return "passes" if self.options.passes is not None else "run"
+        """What the request is for, one of ``RUN_KINDS``."""
+        if self.options.passes is not None:
+            return "passes"
+        if self.compare:
+            return "compare"
+        return "profile" if self.options.profile else "run"
+
+    @property
+    def runs_the_program(self) -> bool:
+        """Its results are the program's (output, compiled functions): a room may relay it, the result
+        cache may answer and record it. A ``passes`` request stops at one compilation."""
+        return self.options.passes is None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from jaxplay.server.rooms.sync import RedisRoomSync
 from jaxplay.server.runs.brokered_scheduler import BrokeredScheduler
 from jaxplay.server.runs.local_workers import LocalWorkers
 from jaxplay.server.runs.run import RunWatcher
+from jaxplay.server.runs.run_path import RunPath
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.runs.worker_socket import handle_worker_socket
 from jaxplay.server.sharing import Sharing
@@ -57,6 +58,8 @@ class AppState:
     local_token: str = field(default_factory=lambda: secrets.token_urlsafe(32))
     watchers: list[RunWatcher] = field(default_factory=list)  # of every run, in order (server/runs/run.py)
     browser_hooks: BrowserHooks = field(default_factory=BrowserHooks)
+    # The one path of every request that executes code, whoever asks (server/runs/run_path.py).
+    run_path: RunPath | None = None
     sharing: Sharing | None = None
     metrics: PlaygroundMetrics | None = None
     draining: bool = False
@@ -86,6 +89,7 @@ def create_app(settings: Settings) -> Starlette:
     # Rooms first (an attendee's shorter deadline is the one the cache checks a recorded run against),
     # the cache last: metrics and rooms must see the runs it answers too.
     state.watchers.extend([rooms, metrics, sharing.cache])
+    state.run_path = run_path = RunPath(state.scheduler, state.watchers, state.browser_hooks)
     if isinstance(state.scheduler, BrokeredScheduler):  # rooms span the replicas too
         rooms.sync = RedisRoomSync(state.scheduler.broker)
 
@@ -103,7 +107,7 @@ def create_app(settings: Settings) -> Starlette:
         return Response(metrics.scrape(), media_type=CONTENT_TYPE)
 
     async def browser_socket(websocket: WebSocket) -> None:
-        await handle_browser_socket(websocket, state.scheduler, state.watchers, rooms, state.browser_hooks)
+        await handle_browser_socket(websocket, run_path, rooms)
 
     async def worker_socket(websocket: WebSocket) -> None:
         await handle_worker_socket(websocket, state.scheduler, state.local_token, settings)

@@ -19,11 +19,12 @@ its network's address client when it has no session cookie. Rooms, metrics
 and shutdown see a connection only as a ``Client`` and watch them all
 through ``BrowserHooks`` (server/clients/connection.py).
 
-Every request that executes code (``run``, ``passes``) takes one path,
-``_dispatch``: its client message is lowered to a ``RunRequest``
-(jaxplay/worker_protocol.py), the run's watchers see it before it is queued
-(rooms, metrics, the result cache: ``before_dispatch`` in
-server/runs/run.py), and unless one answered it the scheduler queues it.
+Every request that executes code (``run``, ``passes``) takes the server's one
+path, server/runs/run_path.py: its client message is lowered to a
+``RunRequest`` (jaxplay/worker_protocol.py), the run's watchers see it before
+it is queued (rooms, metrics, the result cache), and unless one answered it
+the scheduler queues it. What is this connection's own (an id in flight, its
+runs in flight) is checked here first; every refusal is counted by the path.
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from jaxplay import browser_protocol as bp
 from jaxplay import json_input
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.clients.outbox import Outbox
 from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.clients.socket_transport import transport_of
 from jaxplay.server.ops.outage import outage_message
-from jaxplay.server.runs.run import Run, RunWatcher, before_dispatch
-from jaxplay.server.runs.scheduler import Scheduler
+from jaxplay.server.runs.run import Run
+from jaxplay.server.runs.run_path import RunPath
 from jaxplay.server.storage.interface import StorageUnavailable
 
 if TYPE_CHECKING:
@@ -69,17 +69,16 @@ PASSES_EVENTS = frozenset({"queued", "started", "passes", "error", "notice", "do
 
 
 class BrowserConnection:
-    def __init__(self, websocket: WebSocket, scheduler: Scheduler, watchers: list[RunWatcher],
-                 rooms: RoomHub | None = None, hooks: BrowserHooks | None = None) -> None:
-        self.hooks = hooks or BrowserHooks()
+    def __init__(self, websocket: WebSocket, path: RunPath, rooms: RoomHub | None = None) -> None:
+        self.path = path  # of every run this connection starts (server/runs/run_path.py)
+        self.hooks = path.hooks
         self.websocket = websocket
         # The client this connection counts against (fairness, limits, room counts), and its network.
         identity = identity_of(websocket.scope)
         self.session_id = identity.key
         self.network = identity.network
-        self.scheduler = scheduler
-        self.settings = scheduler.settings
-        self.watchers = watchers  # of every run this connection starts (server/runs/run.py)
+        self.scheduler = path.scheduler
+        self.settings = path.settings
         self.rooms = rooms
         # Its own bound, and its network's share with every other connection of that network, counting
         # what the socket was given and has not sent.
@@ -113,9 +112,8 @@ class BrowserConnection:
         self._put(text, droppable=kind in DROPPABLE, room=str(kind).startswith("room_"), snapshot=kind == "room_state")
         if kind == "done":
             run = self.runs.get(event.get("id", ""))
-            if run is not None and run.state == "done":  # its one done: counted here, where the browser is told
+            if run is not None and run.state == "done":  # its one done (counted by the run's path)
                 del self.runs[event["id"]]
-                self.hooks.told(run.backend, str(event.get("status")), event.get("reason"))
 
     def _put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False) -> None:
         self.outbox.put(text, droppable=droppable, room=room, snapshot=snapshot)
@@ -185,7 +183,11 @@ class BrowserConnection:
             message = bp.parse_client_message(text if data is None else data,
                                               max_code_bytes=self.settings.max_code_bytes)
         except bp.ProtocolError as exc:
-            self.refuse(exc, is_run=_looks_like_run(text if data is None else bp.frame_text(data)))
+            readable = text if data is None else bp.frame_text(data)
+            is_run = _looks_like_run(readable)
+            if is_run:
+                self.path.refused(_frame_kind(readable), exc)
+            self.tell_refusal(exc, is_run)
             return
         if isinstance(message, bp.RoomMessage):
             if self.rooms is None:
@@ -204,55 +206,54 @@ class BrowserConnection:
                 self.scheduler.cancel(run)
             return
         try:
-            if isinstance(message, bp.ClientPasses):
-                await self.start_passes(message)
-            else:
-                await self.start_run(message)
+            await self.start(message)
         except bp.ProtocolError as exc:
-            self.refuse(exc, is_run=True)
+            self.tell_refusal(exc, is_run=True)
 
-    def refuse(self, exc: bp.ProtocolError, is_run: bool) -> None:
+    def tell_refusal(self, exc: bp.ProtocolError, is_run: bool) -> None:
+        """A refused request's answer: its ``done`` (rejected) when it names a run not in flight here, else a
+        notice. Counted by whoever refused it (``RunPath.refused``)."""
         run_id = exc.run_id
-        if is_run:  # never in self.runs: counted here, whether told by a done or (no usable id) a notice
-            self.hooks.told(None, bp.RunStatus.REJECTED, exc.reason)
         if is_run and run_id is not None and run_id not in self.runs:
             self.emit(bp.rejected(run_id, str(exc), exc.reason))
         else:
             self.emit(bp.notice_event(str(exc), run_id))
 
-    async def start_passes(self, message: bp.ClientPasses) -> None:
-        """XLA's pass pipeline of one compilation: the program runs again, in a fresh sandbox, until
-        that compilation, which is compiled once more with per-pass dumps (sandbox/capture/pass_pipeline.py).
-        Queued, limited and cancelled like any run of this browser; no watcher answers or relays it."""
-        self._check_room_for_run(message.id, None)
-        backend = self._backend(message.backend, message.id)
-        runtime = self._runtime(backend, message.runtime, message.id)  # the JAX whose passes Inspect shows
+    async def start(self, message: bp.ClientRun | bp.ClientPasses) -> None:
+        """A run or a ``passes`` request, through the server's one path once this connection has room for it.
 
-        def emit(event: dict[str, Any]) -> None:
-            if event.get("type") in PASSES_EVENTS:
-                self.emit(event)
+        A ``passes`` request shows XLA's pass pipeline of one compilation: the program runs again, in a fresh
+        sandbox, until that compilation, which is compiled once more with per-pass dumps
+        (sandbox/capture/pass_pipeline.py). Its page gets the request's answer and course, not the output."""
+        emit = self.emit
+        if isinstance(message, bp.ClientPasses):
+            kind = "passes"
+            asked: dict[str, Any] = {"options": wp.RunOptions(
+                inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn))}
 
-        options = wp.RunOptions(inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn))
-        request = wp.RunRequest(code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
-                                options=options, runtime=runtime)
-        await self._dispatch(Run(client_id=message.id, request=request, emit=emit, session_id=self.session_id,
-                                 network=self.network))
-
-    async def _dispatch(self, run: Run) -> None:
-        """The one path of every request that executes code: its watchers, then the queue."""
-        self.runs[run.client_id] = run
-        if not await before_dispatch(run, self, self.watchers):
-            self._submit(run)
-
-    def _submit(self, run: Run) -> None:
+            def emit(event: dict[str, Any]) -> None:
+                if event.get("type") in PASSES_EVENTS:
+                    self.emit(event)
+        else:
+            kind = "compare" if message.compare else "profile" if message.profile else "run"
+            asked = {"timeout_s": message.timeout_s, "fresh": message.fresh, "compare": message.compare,
+                     "options": wp.RunOptions(inspect=message.inspect, profile=message.profile)}
         try:
-            self.scheduler.submit(run)
+            self._check_room_for_run(message.id)
+            request = self.path.request(message.code, backend=message.backend, runtime=message.runtime,
+                                        run_id=message.id, **asked)
         except bp.ProtocolError as exc:
+            self.path.refused(kind, exc)
+            raise
+        run = Run(client_id=message.id, request=request, emit=emit, session_id=self.session_id, network=self.network)
+        self.runs[run.client_id] = run
+        try:
+            await self.path.start(run, self)
+        except bp.ProtocolError:
             del self.runs[run.client_id]
-            run.state = "done"  # refused: it will never run, and holds nothing (a presenter's place in line)
-            raise bp.ProtocolError(str(exc), run.client_id, exc.reason) from None
+            raise
 
-    def _check_room_for_run(self, run_id: str, timeout_s: float | None) -> None:
+    def _check_room_for_run(self, run_id: str) -> None:
         if run_id in self.runs:
             raise bp.ProtocolError(
                 f"A run with id {run_id!r} is already in flight on this connection; choose a new id.", run_id,
@@ -262,33 +263,6 @@ class BrowserConnection:
                 f"This connection already has {len(self.runs)} runs in flight (the limit is "
                 f"{self.settings.max_runs_per_connection}); wait for one to finish or cancel one.", run_id,
                 reason="connection_limit")
-        limit = self.settings.run_timeout_s
-        if timeout_s is not None and timeout_s > limit:
-            raise bp.ProtocolError(f"Field 'timeout_s' may be at most {limit:g} seconds on this server.", run_id,
-                                   reason="timeout_too_long")
-
-    def _backend(self, requested: str | None, run_id: str) -> str:
-        try:
-            return self.scheduler.resolve_backend(requested)
-        except bp.ProtocolError as exc:
-            raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
-
-    def _runtime(self, backend: str, requested: str | None, run_id: str) -> str:
-        try:
-            return self.scheduler.resolve_runtime(backend, requested)
-        except bp.ProtocolError as exc:
-            raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
-
-    async def start_run(self, message: bp.ClientRun) -> None:
-        self._check_room_for_run(message.id, message.timeout_s)
-        backend = self._backend(message.backend, message.id)
-        runtime = self._runtime(backend, message.runtime, message.id)
-        request = wp.RunRequest(code=message.code, backend=backend,
-                                timeout_s=float(message.timeout_s or self.settings.run_timeout_s),
-                                options=wp.RunOptions(inspect=message.inspect, profile=message.profile),
-                                runtime=runtime, fresh=message.fresh)
-        await self._dispatch(Run(client_id=message.id, request=request, emit=self.emit,
-                                 session_id=self.session_id, network=self.network))
 
 
 def _looks_like_run(text: str | None) -> bool:
@@ -296,15 +270,20 @@ def _looks_like_run(text: str | None) -> bool:
     return isinstance(text, str) and json_input.top_level_strings(text, ("type",)).get("type") in bp.RUN_MESSAGE_TYPES
 
 
-async def handle_browser_socket(websocket: WebSocket, scheduler: Scheduler,
-                                watchers: list[RunWatcher], rooms: RoomHub | None = None,
-                                hooks: BrowserHooks | None = None) -> None:
+def _frame_kind(text: str | None) -> str:
+    """The kind (``wp.RUN_KINDS``) a refused run's frame asked for, as far as it can be read."""
+    fields = json_input.top_level_strings(text or "", ("type",))
+    return "passes" if fields.get("type") == "passes" else "run"
+
+
+async def handle_browser_socket(websocket: WebSocket, path: RunPath, rooms: RoomHub | None = None) -> None:
     if not origin_allowed(websocket.headers.get("origin"), websocket.headers.get("host"), websocket.url.scheme == "wss"):
         log.info("refused a /ws connection from origin %r", websocket.headers.get("origin"))
         await websocket.close(code=1008)  # before accept: the handshake is answered 403
         return
     await websocket.accept()
-    connection = BrowserConnection(websocket, scheduler, watchers, rooms, hooks)
+    connection = BrowserConnection(websocket, path, rooms)
+    scheduler = path.scheduler
     try:
         try:
             scheduler.attach_client(connection.session_id, connection.network)

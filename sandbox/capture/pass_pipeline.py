@@ -20,7 +20,12 @@ calls ``respond`` in the program's own thread, which:
 Bounds: a module whose optimized HLO is over ``MAX_MODULE_BYTES`` is not
 dumped (tens of dumps of it would not fit the run's tmpfs or the page); the
 texts sent stop at ``limit_bytes`` (later passes are listed without text,
-with a notice). The dump folder is removed before the event is sent.
+with a notice). The dump folder is removed before the event is sent. The
+work itself, from the first compile to the event, is watched by a thread
+(``Watchdog``): past ``work_limit_s`` seconds, or ``MAX_DUMP_BYTES`` of dumps
+on the run's tmpfs, it answers with an error naming the bound and ends the
+run, so a large module holds its slot no longer than the program's own run
+plus that bound, never the run's whole deadline.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +52,10 @@ from jaxplay.sandbox.output import events
 DEFAULT_LIMIT_BYTES = 8 << 20
 MAX_MODULE_BYTES = 4 << 20
 MAX_DUMP_FILE_BYTES = 64 << 20  # a single dump larger than this is not read
+# All of one compile's dumps on the run's tmpfs (memory the run is charged for); past it the work stops.
+MAX_DUMP_BYTES = 256 << 20
+DEFAULT_WORK_LIMIT_S = 10.0  # the server's --passes-work-limit-s, when the request names none
+WATCH_EVERY_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -53,11 +63,74 @@ class Target:
     key: str
     fn: str
     limit_bytes: int = DEFAULT_LIMIT_BYTES
+    work_limit_s: float = DEFAULT_WORK_LIMIT_S
 
     @classmethod
     def of(cls, passes: wp.PassesTarget | None) -> Target | None:
         """What a ``passes`` request asked for (None for any other run)."""
-        return None if passes is None else cls(passes.key, passes.fn)
+        if passes is None:
+            return None
+        return cls(passes.key, passes.fn, work_limit_s=passes.work_limit_s or DEFAULT_WORK_LIMIT_S)
+
+
+class Watchdog:
+    """Answers the request once, whoever is first: the work with its event, or this thread with an error once
+    the work is over its time or its dumps over their size (it then ends the run: XLA's compile cannot be
+    interrupted from Python)."""
+
+    def __init__(self, target: Target, fields: dict[str, Any]) -> None:
+        self.target = target
+        self.fields = fields
+        self.folder: str | None = None  # the dumps' folder, once made
+        self._answered = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._watch, name="passes-watchdog", daemon=True).start()
+
+    def answer(self, event: dict[str, Any]) -> bool:
+        """Send ``event`` unless the request was answered already; True if it was sent now."""
+        with self._lock:
+            if self._answered:
+                return False
+            self._answered = True
+            self._stop.set()
+            events.emit(event)
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            return True
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + self.target.work_limit_s
+        while not self._stop.wait(WATCH_EVERY_S):
+            over = self._over(deadline)
+            if over is not None and self.answer({"type": "passes", **self.fields, "error": over}):
+                if self.folder is not None:
+                    shutil.rmtree(self.folder, ignore_errors=True)
+                os._exit(0)
+
+    def _over(self, deadline: float) -> str | None:
+        limit = self.target.work_limit_s
+        if time.monotonic() > deadline:
+            return (f"XLA's per-pass dumps of this function took over {limit:g} s, the limit of a passes request's "
+                    "own work on this server. Ask for the passes of a smaller version of it (fewer operations, "
+                    "a smaller loop unrolled).")
+        if self.folder is not None and _folder_bytes(self.folder) > MAX_DUMP_BYTES:
+            return (f"XLA's per-pass dumps of this function passed {MAX_DUMP_BYTES >> 20} MiB, more than a passes "
+                    "request may write. Ask for the passes of a smaller version of it (fewer operations).")
+        return None
+
+
+def _folder_bytes(folder: str) -> int:
+    """Bytes of the files under ``folder`` now (XLA may be writing them)."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(root, name))
+    return total
 
 
 @contextlib.contextmanager
@@ -131,8 +204,10 @@ def _read(path: str) -> str | None:
         return None
 
 
-def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str, Any]) -> dict[str, Any]:
-    """The ``passes`` event for one compilation (``fields``: key, fn, fn_id, line, signature)."""
+def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str, Any],
+                   watchdog: Watchdog | None = None) -> dict[str, Any]:
+    """The ``passes`` event for one compilation (``fields``: key, fn, fn_id, line, signature); ``watchdog``
+    is told the dumps' folder."""
     event: dict[str, Any] = {"type": "passes", **fields, "notices": [], "limit_bytes": target.limit_bytes}
     hlo_text = compiled.as_text()
     module = hlo_ops.module_name(hlo_text)
@@ -146,6 +221,8 @@ def pipeline_event(target: Target, lowered: Any, compiled: Any, fields: dict[str
                           "not fit the run's memory. Try a smaller version of the function.")
         return event
     folder = tempfile.mkdtemp(prefix="jaxplay-passes-")
+    if watchdog is not None:
+        watchdog.folder = folder
     try:
         seconds, trace, why = _profiled_compile(lowered, module, os.path.join(folder, "trace"))
         event["profiled_compile_ms"] = round(seconds * 1e3, 1)
@@ -208,14 +285,14 @@ def _with_text_indexes(listed: list[dict[str, Any]], dumps: list[dict[str, Any]]
 
 def respond(target: Target, lowered: Any, compiled: Any, fields: dict[str, Any]) -> None:
     """Send the pipeline and end the run here: the page asked for nothing else."""
+    watchdog = Watchdog(target, fields)
+    watchdog.start()
     try:
-        event = pipeline_event(target, lowered, compiled, fields)
+        event = pipeline_event(target, lowered, compiled, fields, watchdog)
     except Exception as exc:  # noqa: BLE001 - the request's answer, not the program's failure
         event = {"type": "passes", **fields, "error": f"The passes could not be captured: {type(exc).__name__}: {exc}"}
-    events.emit(event)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
+    if not watchdog.answer(event):
+        time.sleep(60)  # the watchdog answered first and ends the run
     os._exit(0)
 
 

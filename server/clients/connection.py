@@ -32,15 +32,16 @@ class Client(Protocol):
         """Run ``work`` beside the connection, kept referenced until it ends."""
 
 
-# How a run ended, as its browser was told: (its backend, or None for one refused before it had one; its
-# status; for a rejected run, its reason from browser_protocol.REJECTION_REASONS, else None).
-RunTold = Callable[[str | None, str, str | None], None]
+# How a run ended, as its asker was told: (its backend, or None for one refused before it had one; its
+# status; for a rejected run, its reason from browser_protocol.REJECTION_REASONS, else None; its kind, one of
+# worker_protocol.RUN_KINDS).
+RunTold = Callable[[str | None, str, str | None, str], None]
 
 
 @dataclass
 class BrowserHooks:
     """What the server as a whole watches: open connections (told of a shutdown, counted in the
-    metrics), the outcome of every run a browser is told, once per run (the metrics count them), and
+    metrics), the outcome of every run its asker is told, once per run (the metrics count them), and
     new connections (a broker tells them of runs their browser had in flight on a replica that stopped)."""
 
     open: set[Client] = field(default_factory=set)
@@ -49,6 +50,6 @@ class BrowserHooks:
     # What each network's connections have waiting or being written, against one limit (clients/outbox.py).
     network_bytes: NetworkBytesByNetwork = field(default_factory=NetworkBytesByNetwork)
 
-    def told(self, backend: str | None, status: str, reason: str | None = None) -> None:
+    def told(self, backend: str | None, status: str, reason: str | None = None, kind: str = "run") -> None:
         for listener in self.run_told:
-            listener(backend, status, reason)
+            listener(backend, status, reason, kind)

@@ -2,12 +2,13 @@
 
 Where each figure comes from::
 
-    runs by status, rejected runs    every outcome a browser is told, once per run
-    by reason                        (``BrowserHooks.run_told``): a run's ``done`` where its
-                                     connection sends it, a refusal, and a crash told to a
-                                     browser that came back through another replica
-    queue wait, run duration         a run watcher (server/runs/run.py) of every ``run``
-                                     request, those the result cache answers included
+    runs by status, rejected runs    every outcome an asker is told, once per run, by kind
+    by reason                        (``BrowserHooks.run_told``): a run's ``done``, a refusal
+                                     (both counted by server/runs/run_path.py), and a crash
+                                     told to a browser that came back through another replica
+    queue wait, run duration         a run watcher (server/runs/run.py) of every request that
+                                     executes code, by kind, those the result cache answers
+                                     included
     browser connections              ``BrowserHooks.open``, read at scrape time
     queue depth, oldest waiting      the scheduler, read at scrape time; busy slots
     run, workers, slots              from each worker's own ``slots`` report; with
@@ -21,7 +22,7 @@ Where each figure comes from::
                                      scrape time
 
 Every labelled series exists from the first scrape at zero (every backend the
-server knows of, every status and rejection reason), so ``rate()`` and alerts
+server knows of, every kind of request, every status and rejection reason), so ``rate()`` and alerts
 see the first event rather than a series that appears with it. Every metric
 lives in this app's own registry, so several apps in one process (tests) never
 share counts. Access: ``server/ops/metrics_access.py``.
@@ -41,8 +42,8 @@ from prometheus_client.registry import Collector
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import BrowserHooks, Client
-from jaxplay.server.runs.run import Run, RunWatcher, WorkerLink
+from jaxplay.server.clients.connection import BrowserHooks
+from jaxplay.server.runs.run import Asker, Run, RunWatcher, WorkerLink
 from jaxplay.server.runs.scheduler import Scheduler
 
 if TYPE_CHECKING:
@@ -67,16 +68,16 @@ class PlaygroundMetrics(RunWatcher):
         self.snippets: SnippetStore | None = None
         self.registry = CollectorRegistry()
         r = self.registry
-        self.runs = Counter("jaxplay_runs", "Runs that ended, as their browser was told, by backend and final "
-                            "status (cached runs included; rejected ones: jaxplay_runs_rejected_total).",
-                            ["backend", "status"], registry=r)
+        self.runs = Counter("jaxplay_runs", "Runs that ended, as their asker was told, by backend, kind (run, "
+                            "profile, compare, passes) and final status (cached runs included; rejected ones: "
+                            "jaxplay_runs_rejected_total).", ["backend", "kind", "status"], registry=r)
         self.queue_wait = Histogram("jaxplay_queue_wait_seconds", "Time a run waited in its queue for a worker slot.",
-                                    ["backend"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
+                                    ["backend", "kind"], buckets=QUEUE_WAIT_BUCKETS_S, registry=r)
         self.run_duration = Histogram("jaxplay_run_duration_seconds",
                                       "Time from a run's start on a worker to its end, as the worker measured it.",
-                                      ["backend"], buckets=RUN_DURATION_BUCKETS_S, registry=r)
-        self.rejected = Counter("jaxplay_runs_rejected", "Runs told they were rejected (never run), by reason.",
-                                ["reason"], registry=r)
+                                      ["backend", "kind"], buckets=RUN_DURATION_BUCKETS_S, registry=r)
+        self.rejected = Counter("jaxplay_runs_rejected", "Runs told they were rejected (never run), by reason and "
+                                "kind.", ["reason", "kind"], registry=r)
         self.oom_kills = Counter("jaxplay_sandbox_oom_kills", "Runs the kernel's OOM killer ended in a sandbox.",
                                  ["backend"], registry=r)
         self.crashes = Counter("jaxplay_sandbox_crashes", "Runs whose sandbox or Python process ended abruptly.",
@@ -84,9 +85,10 @@ class PlaygroundMetrics(RunWatcher):
         self._reported: dict[tuple[str, str], tuple[int, int]] = {}
         self.broker_memory: tuple[int, int] | None = None  # Redis's (used, max) bytes, as of the last refresh
         for reason in bp.REJECTION_REASONS:
-            self.rejected.labels(reason)
-        # ``run`` requests from their dispatch to their done, and when a worker took each (weakly: a run
-        # refused before it was queued never sends its done).
+            for kind in wp.RUN_KINDS:
+                self.rejected.labels(reason, kind)
+        # Runs from their dispatch to their done, and when a worker took each (weakly: a run refused before
+        # it was queued never sends its done).
         self._watched: weakref.WeakSet[Run] = weakref.WeakSet()
         self._started: weakref.WeakKeyDictionary[Run, float] = weakref.WeakKeyDictionary()
         r.register(_StateCollector(self))
@@ -95,18 +97,16 @@ class PlaygroundMetrics(RunWatcher):
 
     # --- events ------------------------------------------------------------
 
-    async def before_dispatch(self, run: Run, client: Client) -> bool:
-        """Times ``run`` requests, their queue wait and duration (a ``passes`` request is not a run of the
-        program); answers none."""
-        if run.request.kind == "run":
-            self._watched.add(run)
+    async def before_dispatch(self, run: Run, asker: Asker) -> bool:
+        """Times every request that executes code, its queue wait and duration, by kind; answers none."""
+        self._watched.add(run)
         return False
 
     def on_event(self, run: Run, event: dict[str, Any]) -> None:
         # A cache replay repeats 'started' while the run is still queued.
         if event.get("type") == "started" and run.state == "running" and run in self._watched:
             self._started.setdefault(run, time.monotonic())
-            self.queue_wait.labels(run.backend).observe(self._started[run] - run.submitted_at)
+            self.queue_wait.labels(run.backend, run.request.kind).observe(self._started[run] - run.submitted_at)
 
     def on_done(self, run: Run, done: dict[str, Any]) -> None:
         # Its status is counted where its browser is told (``run_told``).
@@ -114,15 +114,17 @@ class PlaygroundMetrics(RunWatcher):
             return
         self._watched.discard(run)
         if self._started.pop(run, None) is not None and not done.get("cached"):
-            self.run_duration.labels(run.backend).observe(float(done.get("elapsed_ms", 0.0)) / 1000)
+            self.run_duration.labels(run.backend, run.request.kind).observe(
+                float(done.get("elapsed_ms", 0.0)) / 1000)
 
-    def run_told(self, backend: str | None, status: str, reason: str | None) -> None:
-        """One outcome a browser was told (``BrowserHooks.run_told``): a rejection by its reason, any other
-        end by its backend and status."""
+    def run_told(self, backend: str | None, status: str, reason: str | None, kind: str) -> None:
+        """One outcome an asker was told (``BrowserHooks.run_told``): a rejection by its reason and kind, any
+        other end by its backend, kind and status."""
+        kind = kind if kind in wp.RUN_KINDS else "run"
         if status == bp.RunStatus.REJECTED:
-            self.rejected.labels(reason or "other").inc()
+            self.rejected.labels(reason if reason in bp.REJECTION_REASONS else "other", kind).inc()
         elif backend is not None:
-            self.runs.labels(backend, status).inc()
+            self.runs.labels(backend, kind, status).inc()
 
     def worker_reported(self, link: WorkerLink, report: wp.WorkerSlots) -> None:
         # Counts are cumulative per worker process; a reconnect repeats them, a restarted worker starts at 0.
@@ -145,9 +147,12 @@ class PlaygroundMetrics(RunWatcher):
 
     def scrape(self) -> bytes:
         for backend in known_backends(self.scheduler):  # a backend's series exist before its first run
-            for status in ENDED_STATUSES:
-                self.runs.labels(backend, status)
-            for labelled in (self.queue_wait, self.run_duration, self.oom_kills, self.crashes):
+            for kind in wp.RUN_KINDS:
+                for status in ENDED_STATUSES:
+                    self.runs.labels(backend, kind, status)
+                self.queue_wait.labels(backend, kind)
+                self.run_duration.labels(backend, kind)
+            for labelled in (self.oom_kills, self.crashes):
                 labelled.labels(backend)
         return generate_latest(self.registry)
 

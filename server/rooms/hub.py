@@ -40,7 +40,7 @@ from jaxplay.server.rooms.codes import new_code, new_secret, normalize_code, sec
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
-from jaxplay.server.runs.run import Run, RunWatcher
+from jaxplay.server.runs.run import Asker, Run, RunWatcher
 from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.settings import Settings
 
@@ -55,6 +55,9 @@ SWEEP_EVERY_S = 60.0
 # An empty room stays in memory this long after its last member left (rejoining is then instant).
 FORGET_EMPTY_AFTER_S = 600.0
 COUNTED_STATUSES = frozenset({"ok", "error", "timeout", "crashed"})
+# The kinds of request (worker_protocol.RUN_KINDS) a member runs from the editor: a presenter's becomes the
+# room's run, an attendee's counts in the room's round. A Compare column or a pass pipeline is neither.
+ROOM_RUN_KINDS = frozenset({"run", "profile"})
 
 
 class RoomError(ValueError):
@@ -285,24 +288,29 @@ class RoomHub(RunWatcher):
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
 
-    async def before_dispatch(self, run: Run, client: Client) -> bool:
-        """A member's run: a presenter's goes first and becomes the room's run; an attendee's gets the
-        room's deadline and is counted. Answers none."""
-        room = self.joined.get(client)
-        if room is None or run.request.kind != "run":
+    async def before_dispatch(self, run: Run, asker: Asker) -> bool:
+        """A member's request that executes code. An attendee's, whatever its kind, gets the room's deadline
+        (a ``passes`` or Compare request is no way around it); its runs of the program are counted. A
+        presenter's run of the program goes first and becomes the room's run. Answers none."""
+        room = self.joined.get(asker)  # type: ignore[call-overload]  # a connection that joined, or none
+        if room is None:
             return False
-        if room.members.get(client):
+        shown = run.request.kind in ROOM_RUN_KINDS  # what a member runs from the editor: the room shows it
+        presenter = room.members.get(asker)  # type: ignore[call-overload]
+        if not presenter:
+            run.request = dataclasses.replace(run.request, timeout_s=min(run.timeout_s,
+                                                                         room.record.attendee_timeout_s))
+            if shown:
+                self.watching[run] = (room, None)
+            return False
+        if shown:
             run.priority = self._may_go_first(run)
             room.run_events, room.run_bytes, room.run_id = [], 0, run.client_id
             room.new_round()
             self.sync.publish(room, "run_start", {"run_id": run.client_id})
             self.counts_soon(room)
-            self.watching[run] = (room, client)
+            self.watching[run] = (room, asker)  # type: ignore[assignment]  # a member: a connection
             self._touch(room)
-        else:
-            run.request = dataclasses.replace(run.request, timeout_s=min(run.timeout_s,
-                                                                         room.record.attendee_timeout_s))
-            self.watching[run] = (room, None)
         return False
 
     def on_event(self, run: Run, event: dict[str, Any]) -> None:

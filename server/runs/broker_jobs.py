@@ -53,6 +53,8 @@ def job_payload(run: Run, origin: str, deadline: float) -> str:
     job = {"key": run.key, "origin": origin, "code": run.code, "backend": run.backend, "timeout_s": run.timeout_s,
            "options": wp.to_wire(run.request.options), "session_id": run.session_id, "network": run.network,
            "runtime": run.runtime, "deadline": deadline}
+    if run.request.compare:  # its kind travels with it; left out otherwise, as replicas of earlier versions sent it
+        job["compare"] = True
     return json.dumps(job, separators=(",", ":"))
 
 

@@ -390,5 +390,5 @@ class RedisBroker:
         self.heartbeat.soon()
 
     async def tell_returning_browser(self, session_id: str, emit: Any,
-                                     told: Callable[[str | None, str], None] | None = None) -> None:
+                                     told: Callable[..., None] | None = None) -> None:
         await broker_sessions.tell_returning_browser(self, session_id, emit, told)

@@ -41,7 +41,7 @@ def session_key(session_id: str) -> str:
 def remember(pipe: Any, origin: str, run: Run) -> None:
     """Add ``run``'s entry to its session's (in the caller's pipeline)."""
     pipe.hset(session_key(run.session_id), run.client_id,
-              json.dumps({"origin": origin, "key": run.key, "backend": run.backend}))
+              json.dumps({"origin": origin, "key": run.key, "backend": run.backend, "kind": run.request.kind}))
     pipe.expire(session_key(run.session_id), SESSION_TTL_S)
 
 
@@ -54,13 +54,13 @@ async def forget(broker: BrokerState, run: Run) -> None:
 
 
 async def tell_returning_browser(broker: BrokerState, session_id: str, emit: Any,
-                                 told: Callable[[str | None, str], None] | None = None) -> None:
+                                 told: Callable[..., None] | None = None) -> None:
     """A browser connected to ``broker``'s replica: end the runs it had in flight on a replica that has since
     stopped.
 
     It often reconnects before that replica is judged gone: wait for the judgement (or for a heartbeat
     that shows the replica alive) rather than answer from a stale view. Every connection of the session
-    that finds a run's entry is told; ``told(backend, status)`` counts it once, by whichever replica's
+    that finds a run's entry is told; ``told(backend, status, kind=...)`` counts it once, by whichever replica's
     HDEL removed the entry (metrics: each outcome a browser is told, once per run)."""
     redis = broker.redis
     if not is_browser_session(session_id) or redis is None:
@@ -86,7 +86,8 @@ async def tell_returning_browser(broker: BrokerState, session_id: str, emit: Any
                 except (RedisError, OSError):
                     removed = 0  # the entry stays: the next connection that finds it is told and counts it
                 if removed and told is not None:
-                    told(entries[client_id].get("backend"), bp.RunStatus.CRASHED)
+                    told(entries[client_id].get("backend"), bp.RunStatus.CRASHED,
+                         kind=entries[client_id].get("kind") or "run")
             elif broker.liveness.seen_at.get(origin, 0.0) > alive_after:
                 del waiting[client_id]  # its replica is alive: it answers the run itself
         await asyncio.sleep(HEARTBEAT_S / 2)

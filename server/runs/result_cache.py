@@ -15,7 +15,7 @@ itself), never another. Every other result was computed from the program, the
 trusted shared cache and the run's own compilations, and answers anyone.
 
 Flow, all on the server's event loop; the cache is the last of the run's
-watchers (server/runs/run.py), and watches ``run`` requests only::
+watchers (server/runs/run.py), and watches runs of the program only (not ``passes`` requests)::
 
     before_dispatch(run)
       ├─ hit: replay the events through run.send, then Scheduler.finish
@@ -53,9 +53,8 @@ import psycopg
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import Client
 from jaxplay.server.runs import runtimes
-from jaxplay.server.runs.run import Run, RunWatcher
+from jaxplay.server.runs.run import Asker, Run, RunWatcher
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.interface import Storage, StorageError, Transaction, utc_timestamp
 
@@ -132,10 +131,10 @@ class ResultCache(RunWatcher):
 
     # --- answering ---------------------------------------------------------
 
-    async def before_dispatch(self, run: Run, client: Client) -> bool:
+    async def before_dispatch(self, run: Run, asker: Asker) -> bool:
         """True if the run was answered from the cache; else it is recorded. A ``passes`` request is not a
         run of the program: never answered, never recorded."""
-        if not self.enabled or not self.storage.is_open or run.request.kind != "run":
+        if not self.enabled or not self.storage.is_open or not run.request.runs_the_program:
             return False
         try:
             if not run.request.fresh:

@@ -6,11 +6,12 @@ handler. Both live on the server's one event loop.
 
 Watching a run: one ordered list of ``RunWatcher``s, made once by
 server/app.py (rooms, the metrics, the result cache, in that order). Every
-request that executes code (a ``run``, a ``passes`` request) goes the same
-path, and each watcher decides from ``run.request.kind`` what it watches::
+request that executes code (``wp.RUN_KINDS``) goes the same path,
+server/runs/run_path.py, and each watcher decides from ``run.request`` what
+it watches::
 
-    BrowserConnection (server/browser_socket.py)
-      └─ before_dispatch(run, client, watchers)    before the run is queued, in order:
+    RunPath.start (server/runs/run_path.py; the browser's socket, or another entry point)
+      └─ before_dispatch(run, asker, watchers)     before the run is queued, in order:
            a watcher may change the run (rooms: a presenter's priority lane, an
            attendee's shorter deadline) or answer it itself (the result cache
            replays a recorded run: True, and the run is never queued)
@@ -32,20 +33,27 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import Client
 
 log = logging.getLogger("jaxplay.server")
 
 Emit = Callable[[dict[str, Any]], None]
 
 
+class Asker(Protocol):
+    """Who asked for a run, as its watchers see it: a browser connection (``clients.connection.Client``), or
+    the caller of another entry point (``run_path.Requester``). Hashable: watchers may key on it."""
+
+    session_id: str  # the client it counts as (server/clients/identity.py)
+    network: str
+
+
 class RunWatcher:
     """Watches runs at three points; each does nothing unless a watcher overrides it."""
 
-    async def before_dispatch(self, run: Run, client: Client) -> bool:
+    async def before_dispatch(self, run: Run, asker: Asker) -> bool:
         """Before ``run`` is queued: change it, or answer it and return True (it is then never queued)."""
         return False
 
@@ -56,13 +64,13 @@ class RunWatcher:
         """The run's ``done``, its last event."""
 
 
-async def before_dispatch(run: Run, client: Client, watchers: Sequence[RunWatcher]) -> bool:
+async def before_dispatch(run: Run, asker: Asker, watchers: Sequence[RunWatcher]) -> bool:
     """Hand ``run`` to each watcher in order before it is queued; True when one answered it (the watchers
     after that one never see it). A watcher that fails is logged and skipped: it never costs the run."""
     for watcher in watchers:
         run.watchers.append(watcher)
         try:
-            if await watcher.before_dispatch(run, client):
+            if await watcher.before_dispatch(run, asker):
                 return True
         except Exception:
             log.exception("run %s: %s failed before dispatch; the run goes on without it", run.key,

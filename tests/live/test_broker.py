@@ -137,7 +137,7 @@ def test_killing_the_browsers_replica_mid_run_tells_the_browser_on_the_other(pai
     a, b = pair
     cookie = a.session_cookie()
     run_id = uuid.uuid4().hex[:8]
-    crashed_before = metric(b, "jaxplay_runs_total", backend="cpu", status="crashed")
+    crashed_before = metric(b, "jaxplay_runs_total", backend="cpu", kind="run", status="crashed")
 
     async def scenario():
         async with websockets.connect(a.ws_url, additional_headers={"cookie": cookie}) as ws:
@@ -163,9 +163,9 @@ def test_killing_the_browsers_replica_mid_run_tells_the_browser_on_the_other(pai
     assert done_of(told_other_tab) == done_of(told)
     assert done_of(after)["status"] == "ok" and output_text(after) == "free\n"
     # The crash B told counts once on B, which told it (the replica that ran the run died with its count).
-    assert metric(b, "jaxplay_runs_total", backend="cpu", status="crashed") == 1.0
+    assert metric(b, "jaxplay_runs_total", backend="cpu", kind="run", status="crashed") == 1.0
     assert crashed_before == 0.0
-    assert metric(b, "jaxplay_runs_total", backend="cpu", status="ok") == 1.0
+    assert metric(b, "jaxplay_runs_total", backend="cpu", kind="run", status="ok") == 1.0
 
 
 def test_killing_the_workers_replica_mid_run_ends_the_run_on_the_browsers(pair):

@@ -98,7 +98,7 @@ async def redis_outage(own_redis: RedisServer, a, b) -> None:
             [done] = (await client.all_done([run_id], 60)).values()
             assert done["status"] == "ok" and check_run_contract(client.events[run_id])
     for server in (a, b):
-        assert metric(server, "jaxplay_runs_total", backend="cpu", status="crashed") in (None, 0.0)
+        assert metric(server, "jaxplay_runs_total", backend="cpu", kind="run", status="crashed") in (None, 0.0)
         assert metric(server, "jaxplay_dependency_up", dependency="broker") == 1.0
     # The replicas' event streams expire if their replica stops for good.
     streams = redis.Redis.from_url(own_redis.url).keys(f"{PREFIX}events:*")

@@ -75,10 +75,10 @@ def test_the_scrape_counts_runs_cache_snippets_rejections_and_sandbox_faults(ser
     def grew(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert grew("jaxplay_runs_total", backend="cpu", status="ok") == 2
-    assert grew("jaxplay_runs_total", backend="cpu", status="error") == 1 + (oom["status"] == "error")
-    assert grew("jaxplay_runs_total", backend="cpu", status="crashed") == 1
-    assert grew("jaxplay_runs_rejected_total", reason="timeout_too_long") == 1
+    assert grew("jaxplay_runs_total", backend="cpu", kind="run", status="ok") == 2
+    assert grew("jaxplay_runs_total", backend="cpu", kind="run", status="error") == 1 + (oom["status"] == "error")
+    assert grew("jaxplay_runs_total", backend="cpu", kind="run", status="crashed") == 1
+    assert grew("jaxplay_runs_rejected_total", reason="timeout_too_long", kind="run") == 1
     assert grew("jaxplay_result_cache_hits_total") == 1
     assert grew("jaxplay_result_cache_misses_total") >= 4
     assert grew("jaxplay_snippets_created_total") == 1
@@ -90,10 +90,38 @@ def test_the_scrape_counts_runs_cache_snippets_rejections_and_sandbox_faults(ser
         assert crash["message"] == "The Python process ended abruptly (signal 9).", crash
     assert grew("jaxplay_sandbox_oom_kills_total", backend="cpu") == (1 if killed else 0)
     # Four runs reached a worker (the cached and the rejected ones did not): each waited and each ran.
-    assert grew("jaxplay_queue_wait_seconds_count", backend="cpu") == 4
-    assert grew("jaxplay_run_duration_seconds_count", backend="cpu") == 4
+    assert grew("jaxplay_queue_wait_seconds_count", backend="cpu", kind="run") == 4
+    assert grew("jaxplay_run_duration_seconds_count", backend="cpu", kind="run") == 4
     assert value(after, "jaxplay_slots_busy", backend="cpu") == 0
     assert value(after, "jaxplay_queue_depth", backend="cpu") == 0
+
+
+def test_every_kind_of_request_that_executes_code_is_counted_and_timed_by_its_kind(server):
+    """A passes request, a profiled run and a Compare run each reach jaxplay_runs_total, the queue wait and
+    the duration under their own kind, and a refused passes request is counted as one."""
+    async def passes(message: dict) -> list[dict]:
+        headers = await asyncio.to_thread(server.browser_headers)
+        async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "passes", "code": "print(3)", "key": "1.1", "fn": "f", **message}))
+            return await collect(ws, message["id"], 90)
+
+    before = scrape(server)
+    assert done_of(asyncio.run(passes({"id": "p"})))["status"] == "ok"
+    assert done_of(asyncio.run(passes({"id": "far", "backend": "tpu"})))["reason"] == "unknown_backend"
+    assert done_of(server.run("print(4)", profile=True))["status"] == "ok"
+    assert done_of(server.run("print(5)", compare=True, fresh=True))["status"] == "ok"
+    after = scrape(server)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    for kind in ("passes", "profile", "compare"):
+        assert grew("jaxplay_runs_total", backend="cpu", kind=kind, status="ok") == 1, kind
+        assert grew("jaxplay_queue_wait_seconds_count", backend="cpu", kind=kind) == 1, kind
+        assert grew("jaxplay_run_duration_seconds_count", backend="cpu", kind=kind) == 1, kind
+    assert grew("jaxplay_runs_rejected_total", reason="unknown_backend", kind="passes") == 1
+    assert sum(grew("jaxplay_runs_total", backend="cpu", kind="run", status=status)
+               for status in ("ok", "error", "timeout", "cancelled", "crashed")) == 0
 
 
 def test_busy_slots_and_browser_connections_are_seen_while_a_run_is_going(server):

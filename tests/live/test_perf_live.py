@@ -8,7 +8,7 @@ import json
 import pytest
 import websockets
 
-from tests.live_server import collect, done_of, output_text
+from tests.live_server import collect, done_of, output_text, running_server
 
 pytestmark = pytest.mark.live
 
@@ -88,6 +88,30 @@ def test_a_passes_request_names_what_to_change(live):
     missing = request(live, {"type": "passes", "id": "p3", "code": PROGRAM, "key": "1.9", "fn": "step"})
     (answer,) = of_type(missing, "passes")
     assert "did not compile step" in answer["error"]
+
+
+BIG_MODULE = """
+import jax
+import jax.numpy as jnp
+
+@jax.jit
+def big(x):
+    for _ in range(100):  # about 400 operations: its per-pass dumps take seconds
+        x = jnp.tanh(x @ x.T) * 0.5 + jnp.sin(x)
+    return x
+
+print(big(jnp.ones((32, 32)))[0, 0])
+"""
+
+
+def test_a_passes_requests_own_work_stops_at_its_limit():
+    """The dump of a large module is answered with an error naming the bound once its own work passes
+    --passes-work-limit-s: it does not hold the slot until the run's deadline."""
+    with running_server(["--passes-work-limit-s", "0.3"]) as server:
+        events = request(server, {"type": "passes", "id": "big", "code": BIG_MODULE, "key": "1.1", "fn": "big"})
+    (answer,) = of_type(events, "passes")
+    assert "took over 0.3 s" in answer["error"], answer
+    assert done_of(events)["status"] == "ok" and done_of(events)["elapsed_ms"] < 20_000
 
 
 HOSTILE = r"""

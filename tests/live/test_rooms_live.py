@@ -152,6 +152,36 @@ def test_unknown_room_gets_a_clear_page(live):
         assert response.url.endswith("/r/" + room["room"]) and '"room": {"code": "' + room["room"] in response.read().decode()
 
 
+SLOW_THEN_COMPILE = """
+import time
+import jax
+import jax.numpy as jnp
+time.sleep(20)
+print(jax.jit(jnp.sin)(jnp.ones(3)))
+"""
+
+
+def test_an_attendees_passes_and_compare_requests_are_cut_at_the_room_timeout(live):
+    """The same program as a passes request, or as a Compare run, is no way around the attendee's limit."""
+    room = create_room(live, attendee_timeout_s=3)
+
+    async def scenario():
+        attendee, _ = await join(live, room["room"])
+        await attendee.send(json.dumps({"type": "passes", "id": "p", "code": SLOW_THEN_COMPILE, "key": "1.1",
+                                        "fn": "sin"}))
+        passes = await collect(attendee, "p", 60)
+        await attendee.send(json.dumps({"type": "run", "id": "c", "code": SLOW_THEN_COMPILE, "compare": True,
+                                        "fresh": True}))
+        compare = await collect(attendee, "c", 60)
+        await attendee.close()
+        return passes[-1], compare[-1]
+
+    passes, compare = asyncio.run(scenario())
+    for done in (passes, compare):
+        assert done["status"] == "timeout", done
+        assert done["elapsed_ms"] < 10_000, done  # the room's 3 s, not the server's 30 s
+
+
 def test_attendee_runs_get_the_room_timeout_and_are_counted(live):
     room = create_room(live, attendee_timeout_s=6)  # print(1) ends well within it even on a busy machine
 

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
 from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
 from jaxplay.server.app import create_app
 from jaxplay.settings import Settings
 
@@ -44,13 +45,15 @@ def test_a_fresh_server_exports_every_labelled_series_at_zero(tmp_path):
     with TestClient(app_with(tmp_path)) as client:
         samples = scrape(client)
     for name in ("jaxplay_sandbox_crashes_total", "jaxplay_sandbox_oom_kills_total",
-                 "jaxplay_queue_wait_seconds_count", "jaxplay_run_duration_seconds_count",
                  "jaxplay_queue_oldest_age_seconds"):
         assert sample(samples, name, backend="cpu") == 0.0, name
-    for status in ("ok", "error", "timeout", "cancelled", "crashed"):
-        assert sample(samples, "jaxplay_runs_total", backend="cpu", status=status) == 0.0, status
-    for reason in bp.REJECTION_REASONS:
-        assert sample(samples, "jaxplay_runs_rejected_total", reason=reason) == 0.0, reason
+    for kind in wp.RUN_KINDS:
+        for name in ("jaxplay_queue_wait_seconds_count", "jaxplay_run_duration_seconds_count"):
+            assert sample(samples, name, backend="cpu", kind=kind) == 0.0, (name, kind)
+        for status in ("ok", "error", "timeout", "cancelled", "crashed"):
+            assert sample(samples, "jaxplay_runs_total", backend="cpu", kind=kind, status=status) == 0.0, status
+        for reason in bp.REJECTION_REASONS:
+            assert sample(samples, "jaxplay_runs_rejected_total", reason=reason, kind=kind) == 0.0, reason
 
 
 def test_each_outcome_told_is_counted_once_and_a_rejection_names_its_reason(tmp_path):
@@ -77,9 +80,9 @@ def test_each_outcome_told_is_counted_once_and_a_rejection_names_its_reason(tmp_
     assert (cancelled["type"], cancelled["status"]) == ("done", "cancelled") and "reason" not in cancelled
     assert sample(waiting, "jaxplay_queue_oldest_age_seconds", backend="cpu") >= 0.3
     assert sample(after, "jaxplay_queue_oldest_age_seconds", backend="cpu") == 0.0
-    assert sample(after, "jaxplay_runs_rejected_total", reason="unknown_backend") == 1
-    assert sample(after, "jaxplay_runs_rejected_total", reason="timeout_too_long") == 1
-    assert sample(after, "jaxplay_runs_total", backend="cpu", status="cancelled") == 1
+    assert sample(after, "jaxplay_runs_rejected_total", reason="unknown_backend", kind="run") == 1
+    assert sample(after, "jaxplay_runs_rejected_total", reason="timeout_too_long", kind="run") == 1
+    assert sample(after, "jaxplay_runs_total", backend="cpu", kind="run", status="cancelled") == 1
     assert sum(v for (name, _), v in after.items() if name == "jaxplay_runs_rejected_total") == 2
     assert sum(v for (name, _), v in after.items() if name == "jaxplay_runs_total") == 1
 

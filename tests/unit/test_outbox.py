@@ -158,6 +158,8 @@ class StuckSocket:
 
 def test_a_connection_that_lets_frames_pile_up_unread_is_closed_and_released(monkeypatch):
     from jaxplay.server import browser_socket
+    from jaxplay.server.clients.connection import BrowserHooks
+    from jaxplay.server.runs.run_path import RunPath
     from jaxplay.server.runs.scheduler import Scheduler
 
     monkeypatch.setattr(browser_socket, "OUTBOX_LIMIT_BYTES", 2000)
@@ -168,7 +170,8 @@ def test_a_connection_that_lets_frames_pile_up_unread_is_closed_and_released(mon
 
     async def scenario() -> None:
         socket = StuckSocket(frames)
-        connection = browser_socket.BrowserConnection(socket, Scheduler(Settings(local_workers=0)), [])  # type: ignore[arg-type]
+        path = RunPath(Scheduler(Settings(local_workers=0)), [], BrowserHooks())
+        connection = browser_socket.BrowserConnection(socket, path)  # type: ignore[arg-type]
         async with asyncio.timeout(10):
             await connection.serve()  # returns: the server does not wait on this peer
         assert connection.overflowed.is_set() and connection.outbox.empty() and connection.outbox.bytes == 0

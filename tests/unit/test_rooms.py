@@ -180,6 +180,31 @@ def test_a_presenters_passes_request_is_not_the_rooms_run(with_storage):
     with_storage(scenario)
 
 
+def test_every_kind_of_attendee_request_gets_the_room_timeout_and_only_runs_are_counted(with_storage):
+    """A passes request or a Compare run is no way around an attendee's deadline; neither counts as having run
+    in the room's round, and a presenter's Compare run is not the room's run."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], 3.0)
+        presenter = await join(hub, room.code, secret)
+        attendee = await join(hub, room.code, session_id="a")
+        asked = {"passes": wp.RunRequest(code="", backend="cpu", timeout_s=30.0, options=wp.RunOptions(
+                     passes=wp.PassesTarget(key="1.1", fn="f"))),
+                 "compare": wp.RunRequest(code="", backend="cpu", timeout_s=30.0, compare=True),
+                 "profile": wp.RunRequest(code="", backend="cpu", timeout_s=30.0,
+                                          options=wp.RunOptions(profile=True))}
+        for kind, request in asked.items():
+            run = Run(client_id=kind, request=request, emit=attendee.emit, session_id="a")
+            await before_dispatch(run, attendee, [hub])  # type: ignore[arg-type]
+            assert (run.request.kind, run.timeout_s) == (kind, 3.0)
+            run.send(bp.done_event(kind, bp.RunStatus.OK if kind != "profile" else bp.RunStatus.ERROR, 5.0))
+        assert room.round_statuses == {"a": "error"}  # the profiled run, a run from the editor, alone
+        compare = Run(client_id="c", request=asked["compare"], emit=presenter.emit)
+        await before_dispatch(compare, presenter, [hub])  # type: ignore[arg-type]
+        assert not compare.priority and room.run_id != "c" and compare.timeout_s == 30.0
+    with_storage(scenario)
+
+
 def test_attendee_runs_get_the_room_timeout_and_are_counted_per_browser(with_storage):
     async def scenario(storage):
         hub = make_hub(storage)
@@ -369,6 +394,8 @@ def test_a_presenter_run_the_scheduler_refuses_gives_the_priority_lane_back(with
     """The lane is taken before the run is submitted: one refused (its browser at its limit) held it for
     good, and its whole network's presenters queued like anyone from then on."""
     from jaxplay.server.browser_socket import BrowserConnection
+    from jaxplay.server.clients.connection import BrowserHooks
+    from jaxplay.server.runs.run_path import RunPath
     from jaxplay.server.runs.scheduler import Scheduler
 
     class Socket:
@@ -379,10 +406,10 @@ def test_a_presenter_run_the_scheduler_refuses_gives_the_priority_lane_back(with
         hub = make_hub(storage)
         room, secret = await hub.create("", [], None)
         scheduler = Scheduler(Settings(local_workers=0, max_runs_per_client=0, expected_backends="cpu"))
-        presenter = BrowserConnection(Socket(), scheduler, [hub], hub)  # type: ignore[arg-type]
+        presenter = BrowserConnection(Socket(), RunPath(scheduler, [hub], BrowserHooks()), hub)  # type: ignore[arg-type]
         await hub.handle(presenter, bp.RoomJoin(room=room.code, secret=secret))
         with pytest.raises(bp.ProtocolError, match="runs waiting or running"):
-            await presenter.start_run(bp.ClientRun(id="refused", code="print(1)"))
+            await presenter.start(bp.ClientRun(id="refused", code="print(1)"))
         again = Run(client_id="again", request=wp.RunRequest(code="", backend="cpu", timeout_s=30.0), emit=presenter.emit,
                     session_id=presenter.session_id, network=presenter.network)
         await before_dispatch(again, presenter, [hub])

@@ -9,12 +9,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.browser_socket import BrowserConnection
 from jaxplay.server.clients.connection import BrowserHooks, Client
 from jaxplay.server.ops.metrics import PlaygroundMetrics
 from jaxplay.server.runs.run import Run, RunWatcher, WorkerLink
+from jaxplay.server.runs.run_path import RunPath
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.settings import Settings
 
@@ -54,8 +57,13 @@ def connect(watchers: list[RunWatcher], seen: list[tuple[str, ...]]) -> tuple[Br
     link = WorkerLink(hello=wp.WorkerHello(token="", name="w", backend="cpu", device_kind="cpu", device_count=8,
                                            jax_version="0.10.2", jaxlib_version="0.10.2", slots=2), send=no_send)
     scheduler.add_worker(link)
-    connection = BrowserConnection(Socket(), scheduler, watchers)  # type: ignore[arg-type]
-    connection.emit = lambda event: seen.append(("browser", event["type"]))  # type: ignore[method-assign]
+    connection = BrowserConnection(Socket(), RunPath(scheduler, watchers, BrowserHooks()))  # type: ignore[arg-type]
+    told = connection.emit  # its own bookkeeping too: a run that ended leaves the connection
+
+    def emit(event: dict[str, Any]) -> None:
+        seen.append(("browser", event["type"]))
+        told(event)
+    connection.emit = emit  # type: ignore[method-assign]
     return connection, link
 
 
@@ -68,8 +76,8 @@ def finish_on_the_worker(connection: BrowserConnection, link: WorkerLink) -> Non
 def test_a_run_and_a_passes_request_take_the_same_path_past_the_same_watchers_in_order():
     async def scenario() -> list[list[tuple[str, ...]]]:
         paths = []
-        for start in (lambda c: c.start_run(bp.ClientRun(id="r", code="print(1)")),
-                      lambda c: c.start_passes(bp.ClientPasses(id="p", code="print(1)", key="1.1", fn="f"))):
+        for start in (lambda c: c.start(bp.ClientRun(id="r", code="print(1)")),
+                      lambda c: c.start(bp.ClientPasses(id="p", code="print(1)", key="1.1", fn="f"))):
             seen: list[tuple[str, ...]] = []
             connection, link = connect([Recorder("rooms", seen), Recorder("cache", seen)], seen)
             await start(connection)
@@ -95,7 +103,7 @@ def test_a_watcher_that_answers_the_run_keeps_it_from_the_queue_and_from_the_wat
         seen: list[tuple[str, ...]] = []
         first = Recorder("metrics", seen)
         connection, link = connect([first, Recorder("cache", seen, answer=True), Recorder("later", seen)], seen)
-        await connection.start_run(bp.ClientRun(id="r", code="print(1)"))
+        await connection.start(bp.ClientRun(id="r", code="print(1)"))
         connection.outbox.close()
         return seen, connection, link
 
@@ -109,7 +117,7 @@ def test_a_watcher_that_fails_costs_the_run_nothing():
     async def scenario() -> list[tuple[str, ...]]:
         seen: list[tuple[str, ...]] = []
         connection, link = connect([Recorder("broken", seen, fail=True), Recorder("after", seen)], seen)
-        await connection.start_run(bp.ClientRun(id="r", code="print(1)"))
+        await connection.start(bp.ClientRun(id="r", code="print(1)"))
         finish_on_the_worker(connection, link)
         connection.outbox.close()
         return seen
@@ -118,20 +126,30 @@ def test_a_watcher_that_fails_costs_the_run_nothing():
     assert ("after", "before", "run") in seen and seen[-1] == ("browser", "done")
 
 
-def test_the_metrics_time_runs_of_the_program_and_not_passes_requests():
-    """Queue wait and duration are the metrics' watcher's (outcomes are counted where a browser is told)."""
+def test_every_kind_of_request_is_timed_and_counted_by_its_kind():
+    """A run, a profiled run, a Compare run and a passes request: each is counted in jaxplay_runs_total and
+    timed (queue wait, duration) with its kind; a refused passes request is counted as one too."""
     async def scenario() -> PlaygroundMetrics:
         seen: list[tuple[str, ...]] = []
         connection, link = connect([], seen)
-        metrics = PlaygroundMetrics(connection.scheduler, BrowserHooks())
-        connection.watchers.append(metrics)
-        await connection.start_passes(bp.ClientPasses(id="p", code="print(1)", key="1.1", fn="f"))
-        finish_on_the_worker(connection, link)
-        await connection.start_run(bp.ClientRun(id="r", code="print(1)"))
-        finish_on_the_worker(connection, link)
+        metrics = PlaygroundMetrics(connection.scheduler, connection.hooks)
+        connection.path.watchers = [metrics]
+        for message in (bp.ClientPasses(id="p", code="print(1)", key="1.1", fn="f"),
+                        bp.ClientRun(id="r", code="print(1)"), bp.ClientRun(id="pr", code="print(1)", profile=True),
+                        bp.ClientRun(id="c", code="print(1)", compare=True, runtime="0.10.2")):
+            await connection.start(message)
+            finish_on_the_worker(connection, link)
+        connection.scheduler.accepting = False  # shutting down: the next one is refused
+        with pytest.raises(bp.ProtocolError):
+            await connection.start(bp.ClientPasses(id="p2", code="print(1)", key="1.1", fn="f"))
         connection.outbox.close()
         return metrics
 
     metrics = asyncio.run(scenario())
-    assert metrics.registry.get_sample_value("jaxplay_run_duration_seconds_count", {"backend": "cpu"}) == 1
-    assert metrics.registry.get_sample_value("jaxplay_queue_wait_seconds_count", {"backend": "cpu"}) == 1
+    sample = metrics.registry.get_sample_value
+    for kind in ("run", "profile", "compare", "passes"):
+        labels = {"backend": "cpu", "kind": kind}
+        assert sample("jaxplay_runs_total", labels | {"status": "ok"}) == 1, kind
+        assert sample("jaxplay_run_duration_seconds_count", labels) == 1, kind
+        assert sample("jaxplay_queue_wait_seconds_count", labels) == 1, kind
+    assert sample("jaxplay_runs_rejected_total", {"reason": "shutting_down", "kind": "passes"}) == 1

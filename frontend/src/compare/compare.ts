@@ -146,7 +146,9 @@ export const comparePanel: PanelFactory = (ctx) => {
       if (run.state !== "waiting") continue;
       run.state = "sent";
       const choices = ctx.runChoices();
-      const message: RunRequest = { type: "run", code, ...choices.fields, inspect: true, ...(fresh ? { fresh: true } : {}) };
+      const message: RunRequest = {
+        type: "run", code, ...choices.fields, inspect: true, compare: true, ...(fresh ? { fresh: true } : {}),
+      };
       if (choices.backend) message.backend = choices.backend;
       if (!run.runtime.default) message.runtime = run.runtime.name;
       run.cancel = ctx.request(message, (ev) => onEvent(run, ev));

@@ -30,6 +30,8 @@ export interface ClientRun {
   profile?: boolean;
   /** A JAX version the backend offers (`BackendInfo.runtimes`); left out for the default. */
   runtime?: string;
+  /** One of the Compare panel's runs (a version each): counted as such, never the room's run. */
+  compare?: boolean;
   /** Fields contributed by panels (`Panel.runFields`); the server validates them. */
   [field: string]: unknown;
 }

@@ -1,0 +1,119 @@
+"""The one path of every request that executes code (server/runs/run_path.py): limits, budgets, counts.
+
+A real scheduler, run path and browser connection; the worker's events are fed as its socket would feed
+them (tests/unit/test_run_watchers.py does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+from jaxplay import worker_protocol as wp
+from jaxplay.server.browser_socket import BrowserConnection
+from jaxplay.server.clients.connection import BrowserHooks
+from jaxplay.server.clients.identity import ClientIdentity
+from jaxplay.server.runs.run import WorkerLink
+from jaxplay.server.runs.run_path import RunPath
+from jaxplay.server.runs.scheduler import Scheduler
+from jaxplay.settings import Settings
+
+
+class Socket:
+    scope: dict = {"client": ("10.0.0.7", 1)}
+    headers: dict = {}
+
+
+async def no_send(text: str) -> None:
+    return None
+
+
+def a_path(**settings: Any) -> tuple[RunPath, list[tuple]]:
+    """A run path with one CPU worker of two slots, and what its hooks are told."""
+    scheduler = Scheduler(Settings(local_workers=0, expected_backends="cpu", **settings))
+    scheduler.add_worker(WorkerLink(hello=wp.WorkerHello(
+        token="", name="w", backend="cpu", device_kind="cpu", device_count=8, jax_version="0.10.2",
+        jaxlib_version="0.10.2", slots=2), send=no_send))
+    told: list[tuple] = []
+    hooks = BrowserHooks()
+    hooks.run_told.append(lambda *outcome: told.append(outcome))
+    return RunPath(scheduler, [], hooks), told
+
+
+PASSES = bp.ClientPasses(id="p", code="print(1)", key="1.1", fn="f")
+
+
+@pytest.mark.parametrize("first, second", [(bp.ClientRun(id="r", code="print(1)"), PASSES),
+                                           (PASSES, bp.ClientRun(id="r", code="print(1)"))])
+def test_budgets_apply_to_passes_requests_as_to_runs(first, second):
+    """One client's runs waiting or running, whatever their kind, count against one limit; so do a
+    connection's runs in flight."""
+    async def scenario() -> tuple[list[str], list[tuple]]:
+        reasons = []
+        for limits in ({"max_runs_per_client": 1}, {"max_runs_per_connection": 1}):
+            path, told = a_path(**limits)
+            connection = BrowserConnection(Socket(), path)  # type: ignore[arg-type]
+            await connection.start(first)
+            with pytest.raises(bp.ProtocolError) as refused:
+                await connection.start(second)
+            reasons.append(refused.value.reason)
+            connection.outbox.close()
+        return reasons, told
+
+    reasons, told = asyncio.run(scenario())
+    assert reasons == ["client_limit", "connection_limit"]
+    kind = "passes" if second is PASSES else "run"
+    assert told == [(None, "rejected", "connection_limit", kind)]  # the last path's count: this refusal
+
+
+def test_a_passes_request_carries_the_servers_bound_on_its_own_work():
+    path, _ = a_path(passes_work_limit_s=4.0)
+    request = path.request("print(1)", options=wp.RunOptions(passes=wp.PassesTarget(key="1.1", fn="f")))
+    assert request.kind == "passes" and request.options.passes == wp.PassesTarget("1.1", "f", work_limit_s=4.0)
+    assert request.timeout_s == 30.0  # the run's own limit still holds the whole request
+
+
+def test_a_request_is_held_to_the_servers_limits_whoever_makes_it():
+    path, _ = a_path(max_code_bytes=100)
+    for asked, reason in (({"timeout_s": 31.0}, "timeout_too_long"), ({"backend": "tpu"}, "unknown_backend"),
+                          ({"runtime": "0.1.0"}, "unknown_runtime")):
+        with pytest.raises(bp.ProtocolError) as refused:
+            path.request("print(1)", run_id="x", **asked)
+        assert (refused.value.reason, refused.value.run_id) == (reason, "x")
+    with pytest.raises(bp.ProtocolError, match="the limit is 100 bytes"):
+        path.request("x" * 101)
+
+
+def test_another_entry_point_gets_a_runs_events_through_one_call():
+    """``RunPath.events``: a typed request and who asks; the events through the done, counted by kind."""
+    async def scenario() -> tuple[list[dict], list[dict], list[tuple]]:
+        path, told = a_path(max_runs_per_client=1)
+        identity = ClientIdentity(key="address:10.0.0.9", network="10.0.0.9")
+        request = path.request("print(1)", options=wp.RunOptions(profile=True))
+        events = []
+
+        async def worker() -> None:
+            (link,) = path.scheduler.workers
+            while not link.runs:
+                await asyncio.sleep(0)
+            (run,) = link.runs.values()
+            path.scheduler.worker_event(link, wp.WorkerEvent(run_id=run.key, event={"type": "stdout", "text": "1\n"}))
+            # While it runs, the same client's second request is over its budget.
+            refused.extend([e async for e in path.events(request, identity, "second")])
+            path.scheduler.worker_finished(link, wp.WorkerFinished(run_id=run.key, status="ok", elapsed_ms=5.0))
+
+        refused: list[dict] = []
+        feeding = asyncio.create_task(worker())
+        async for event in path.events(request, identity, "first"):
+            events.append(event)
+        await feeding
+        return events, refused, told
+
+    events, refused, told = asyncio.run(scenario())
+    assert [e["type"] for e in events] == ["queued", "started", "stdout", "done"]
+    assert all(e["id"] == "first" for e in events) and events[-1]["status"] == "ok"
+    assert [(e["type"], e["status"], e["reason"]) for e in refused] == [("done", "rejected", "client_limit")]
+    assert told == [(None, "rejected", "client_limit", "profile"), ("cpu", "ok", None, "profile")]
