@@ -426,7 +426,8 @@ class RoomStateEvent(TypedDict):
     """Everything a member needs to show a room now: on join, reconnect and slide changes."""
     type: Literal["room_state"]
     room: str
-    reason: Literal["join", "deck"]
+    moved_from: NotRequired[str]  # the six-character code the room left for ``room`` (reason "moved")
+    reason: Literal["join", "deck", "moved"]
     role: Literal["presenter", "attendee"]
     code: str
     selection: tuple[int, int] | None

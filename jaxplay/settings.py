@@ -99,10 +99,18 @@ class Settings:
     room_attendee_timeout_s: float = setting(10.0, "Wall-clock limit of a run an attendee starts in a workshop room, "
                                                    "in seconds (a room may set less).")
     room_idle_expiry_s: float = setting(6 * 3600.0, "A workshop room nobody used for this many seconds is deleted.")
-    room_code_misses_per_client_per_hour: int = setting(30, "Unknown room codes one client may try an hour "
-                                                            "(right codes always work).")
-    room_code_misses_per_address_per_hour: int = setting(1000, "Unknown room codes one network address may try an "
-                                                               "hour over all its clients (right codes always work).")
+    room_joins_per_client_per_hour: int = setting(60, "Room codes one client may try an hour, right ones included "
+                                                      "(10 at once; a page's socket 5 at once, then 2 a minute); a "
+                                                      "presenter joining with its secret is not counted.")
+    room_code_misses_per_client_per_hour: int = setting(30, "Unknown room codes one client may try an hour; beyond "
+                                                            "them it may try no code until they come back.")
+    room_code_misses_per_address_per_hour: int = setting(300, "Unknown room codes one network address may try an "
+                                                              "hour over all its clients; beyond them, only its "
+                                                              "clients that missed none this hour may try, once.")
+    room_short_codes_until: str = setting("2027-01-01", "The day (UTC, YYYY-MM-DD) from which a room's old "
+                                                        "six-character code no longer finds it (a presenter who "
+                                                        "opens it with the secret moves the room to a new "
+                                                        "10-character code); empty: no end.")
     max_room_followers: int = setting(1000, "People who may follow one workshop room at once.")
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")

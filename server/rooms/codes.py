@@ -3,18 +3,19 @@
 A code is ``jax-`` and two groups of five characters from a 31-letter
 alphabet without the look-alikes 0/O, 1/I/L, e.g. ``jax-7Q4KM-2XP9R``:
 31**10 = 8.2e14 codes. Case, the ``jax-`` prefix, spaces and dashes do not
-matter when typed. (Codes of six characters, the earlier form, are still
-found while such a room lives.)
+matter when typed. Codes of six characters, the earlier form (31**6 = 8.9e8),
+find their room only until ``room_short_codes_until``; after it, a presenter
+who opens the room with its secret moves it to a new 10-character code
+(server/rooms/hub.py).
 
 A code only lets someone watch (the presenter secret, 144 random bits, is
-what edits). A right code always works. Guessing is bounded by unknown codes
-(server/rooms/hub.py): each client may try ``room_code_misses_per_client_per_hour``
-(30), and each network address ``room_code_misses_per_address_per_hour``
-(1,000) over all its clients, however many sessions it starts. With 10,000
-rooms open at once, a guess hits one with probability 10,000 / 8.2e14 =
-1.2e-11, so finding one takes 8.2e10 guesses on average: 82 million hours
-(9,400 years) for one address at its ceiling, 9.4 years for a thousand
-addresses together. docs/security.md has the same arithmetic.
+what edits). Every try of a code, right or wrong, is paid for before it is
+looked up, per socket, client and network (server/rooms/join_limits.py): at
+most 600 an hour from one network address. With 10,000 rooms open at once a
+guess hits one with probability 10,000 / 8.2e14 = 1.2e-11, so finding one
+takes 8.2e10 guesses on average: 1.4e8 hours (15,600 years) for one address,
+15.6 years for a thousand addresses together. docs/security.md has the same
+arithmetic.
 
 Secrets are stored as SHA-256 digests: a copy of the database does not hand
 out presenter rights.
@@ -22,6 +23,7 @@ out presenter rights.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import re
@@ -59,6 +61,23 @@ def normalize_code(text: str) -> str | None:
         return code if CODE_PATTERN.fullmatch(code) else None
     code = PREFIX + text
     return code if LEGACY_PATTERN.fullmatch(code) else None
+
+
+def is_short(code: str) -> bool:
+    """A code of the earlier, six-character form (as ``normalize_code`` writes it)."""
+    return LEGACY_PATTERN.fullmatch(code) is not None
+
+
+def short_codes_end(day: str) -> float | None:
+    """When (unix time) six-character codes stop finding rooms: the start of ``day`` (YYYY-MM-DD, UTC); None
+    for "" (no end). ValueError names the setting."""
+    if not day.strip():
+        return None
+    try:
+        date = datetime.date.fromisoformat(day.strip())
+    except ValueError:
+        raise ValueError(f"--room-short-codes-until must be a day as YYYY-MM-DD (UTC), or empty; not {day!r}.") from None
+    return datetime.datetime(date.year, date.month, date.day, tzinfo=datetime.UTC).timestamp()
 
 
 def new_secret() -> str:

@@ -35,9 +35,17 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.clients.budgets import Budgets
-from jaxplay.server.rooms.codes import new_code, new_secret, normalize_code, secret_digest, secret_matches
-from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode
+from jaxplay.server.rooms.codes import (
+    is_short,
+    new_code,
+    new_secret,
+    normalize_code,
+    secret_digest,
+    secret_matches,
+    short_codes_end,
+)
+from jaxplay.server.rooms.join_limits import JoinLimits, TooManyTries
+from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode, recode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.rooms.sync import RoomSync, local_members, snapshot
 from jaxplay.server.runs.run import Asker, Run, RunWatcher
@@ -64,8 +72,8 @@ class RoomError(ValueError):
     """A room request we refuse; the message says what to change."""
 
 
-class TooManyUnknownCodes(RoomError):
-    """A client (or its network) tried more unknown codes than its budget; right codes still work."""
+class TooManyCodeTries(RoomError):
+    """Codes tried faster than a bound allows (server/rooms/join_limits.py): refused before any lookup."""
 
 
 class RoomHub(RunWatcher):
@@ -77,9 +85,9 @@ class RoomHub(RunWatcher):
         self.joined: dict[Client, Room] = {}
         # Presenters' runs in the priority lane or running from it, by network (``_may_go_first``).
         self.first_in_line: dict[str, Run] = {}
-        # Unknown codes tried, per client and per network (server/rooms/codes.py has the arithmetic).
-        self.misses_per_client = Budgets(per_hour=settings.room_code_misses_per_client_per_hour)
-        self.misses_per_network = Budgets(per_hour=settings.room_code_misses_per_address_per_hour)
+        # Codes tried, per socket, client and network, and unknown ones (server/rooms/join_limits.py).
+        self.limits = JoinLimits(settings)
+        self.short_codes_end = short_codes_end(settings.room_short_codes_until)  # unix time, or None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
@@ -132,12 +140,41 @@ class RoomHub(RunWatcher):
         if missing:
             raise RoomError(f"The deck names {missing[0]!r}, which is no snippet on this server; share it first.")
 
-    async def find(self, text: str, client: str, network: str) -> Room:
-        """The room a code names. A right code always finds it; an unknown one spends the client's and its
-        network's budgets of misses, and once either is spent an unknown code is refused as such."""
+    async def find(self, text: str, client: str, network: str, *, socket: object | None = None,
+                   secret: str | None = None) -> Room:
+        """The room a code names. Each try is paid for before any lookup, and one over a bound is refused
+        (``TooManyCodeTries``) whatever the code. With ``secret`` (a presenter's join) only the room whose
+        secret it is answers; anything else is told as an unknown code. A six-character code past its end
+        finds its room only with the secret, which moves the room to a new 10-character code."""
         code = normalize_code(text)
-        room = self.rooms.get(code) if code else None
-        if room is None and code is not None:
+        try:
+            self.limits.admit(client, network, socket, presenting=secret is not None)
+        except TooManyTries as exc:
+            raise TooManyCodeTries(str(exc)) from None
+        ended = code is not None and self.short_code_ended(code)
+        if ended and secret is None:
+            raise RoomError(f"Six-character room codes like {code} ended on {self.settings.room_short_codes_until}: "
+                            "ask whoever is presenting for the room's new code (it looks like jax-7Q4KM-2XP9R).")
+        room = await self._load(code) if code is not None else None
+        if room is not None and (secret is None or secret_matches(secret, room.record.secret_digest)):
+            if ended:
+                await self._move_to_long_code(room)
+            return room
+        self.limits.missed(client, network)
+        shown = code or text.strip()[:32]
+        if secret is not None:
+            raise RoomError(f"No room {shown!r} has that presenter secret: open the presenter link again, or "
+                            "follow the room without it.")
+        raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM-2XP9R) "
+                        "with whoever is presenting. Rooms close after a while without use.")
+
+    def short_code_ended(self, code: str) -> bool:
+        """``code`` (as ``normalize_code`` writes it) is a six-character code past its end."""
+        return is_short(code) and self.short_codes_end is not None and time.time() >= self.short_codes_end
+
+    async def _load(self, code: str) -> Room | None:
+        room = self.rooms.get(code)
+        if room is None:
             record = await self.store.load(code)
             # Another connection may have loaded it while this one waited for the database.
             room = self.rooms.get(code)
@@ -145,16 +182,18 @@ class RoomHub(RunWatcher):
                     record.last_active >= time.time() - self.settings.room_idle_expiry_s:
                 room = self.rooms[code] = Room(record=record)
                 await self.sync.catch_up(room)  # another replica may hold it live
-        if room is not None:
-            return room
-        if not self.misses_per_client.allows(client) or not self.misses_per_network.spend(network):
-            raise TooManyUnknownCodes(
-                "Too many unknown room codes were tried from here in the last hour; a right code still works. "
-                "Check the code with whoever is presenting (or open their link), then try again.")
-        self.misses_per_client.spend(client)
-        shown = code or text.strip()[:32]
-        raise RoomError(f"There is no room {shown!r} on this server: check the code (it looks like jax-7Q4KM-2XP9R) "
-                        "with whoever is presenting. Rooms close after a while without use.")
+        return room
+
+    async def _move_to_long_code(self, room: Room) -> None:
+        """Its six-character code ended and its presenter came: it answers to a new 10-character code, which
+        its members' pages take up (``room_state`` with ``moved_from``)."""
+        old, code = room.code, new_code()
+        while code in self.rooms or await self.store.exists(code):
+            code = new_code()
+        await self.store.rename(old, code)
+        recode(self.rooms, room, code)
+        self.sync.publish(room, "moved", {"from": old, "to": code})
+        log.info("room %s moved to %s: its short code ended", old, code)
 
     # --- the socket's hooks ----------------------------------------------------
 
@@ -172,11 +211,9 @@ class RoomHub(RunWatcher):
             connection.emit(bp.notice_event(str(exc)))
 
     async def join(self, connection: Client, message: bp.RoomJoin) -> None:
-        room = await self.find(message.room, connection.session_id, connection.network)
+        room = await self.find(message.room, connection.session_id, connection.network, socket=connection,
+                               secret=message.secret)
         presenter = message.secret is not None
-        if presenter and not secret_matches(message.secret, room.record.secret_digest):
-            raise RoomError(f"That is not the presenter secret of room {room.code}: open the presenter link again, "
-                            f"or follow the room without it.")
         if room.members.get(connection) == presenter and connection in room.members:
             # Already there: answering again would resend the whole state (up to MAX_KEPT_RUN_BYTES).
             raise RoomError(f"This connection already follows room {room.code}; its state was sent when it joined.")

@@ -18,7 +18,7 @@ from jaxplay import json_input
 from jaxplay.server.clients.identity import identity_of
 from jaxplay.server.pages.editor import render_page
 from jaxplay.server.rooms.codes import AddressLimit, normalize_code
-from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
+from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyCodeTries
 from jaxplay.server.sharing.create import read_body
 from jaxplay.server.sharing.snippets import SnippetError
 
@@ -77,10 +77,15 @@ def room_routes(hub: RoomHub) -> list[Route]:
             if code is not None and code != text:
                 prefix = "/e/r/" if mode == "embed" else "/r/"
                 return RedirectResponse(prefix + code, status_code=302)
+            if code is not None and hub.short_code_ended(code):
+                # Looked up only over /ws, where a presenter's secret (in this link's fragment) moves the room
+                # to a new code; anyone else is told the code ended. The page itself tells nothing.
+                return render_page({"mode": mode, "snippet": None, "room": {"code": code},
+                                    "page_title": f"Room {code} · JAX Playground"})
             client = identity_of(request.scope)
             try:
                 room = await hub.find(text, client.key, client.network)
-            except TooManyUnknownCodes as exc:
+            except TooManyCodeTries as exc:
                 return message_page("Too many tries", str(exc), 429)
             except RoomError as exc:
                 return message_page(f"No room {code or text.strip()[:32]}", str(exc), 404)

@@ -43,6 +43,8 @@ class Room:
     emptied_at: float = field(default_factory=time.monotonic)
     # Other replicas' members of this room (server/rooms/sync.py): replica -> (attendees, presenters).
     remote_members: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # The six-character code it answered to until a presenter moved it to this one (its short code ended).
+    moved_from: str | None = None
     # ``run_events`` encoded once each, for the list they were encoded from: a join then costs a copy of
     # the kept run, not a fresh encoding of up to MAX_KEPT_RUN_BYTES.
     _encoded_run: list[str] = field(default_factory=list)
@@ -67,10 +69,12 @@ class Room:
     def state(self, presenter: bool, reason: str) -> dict[str, Any]:
         """Everything a member needs to show the room now (a late joiner's or a reconnected one's view).
 
-        ``reason``: "join" (the answer to room_join) or "deck" (the presenter moved to another slide).
+        ``reason``: "join" (the answer to room_join), "deck" (the presenter moved to another slide) or
+        "moved" (the room left its six-character code for ``code``, named in ``moved_from``).
         """
         counts = self.counts()
-        return {"type": "room_state", "room": self.code, "reason": reason,
+        moved = {"moved_from": self.moved_from} if self.moved_from else {}
+        return {"type": "room_state", "room": self.code, **moved, "reason": reason,
                 "role": "presenter" if presenter else "attendee",
                 "code": self.record.program, "selection": list(self.selection) if self.selection else None,
                 "version": self.version, "deck": self.record.deck, "position": self.record.position,
@@ -105,3 +109,13 @@ class Room:
 
     def new_round(self) -> None:
         self.round_statuses.clear()
+
+
+def recode(rooms: dict[str, Room], room: Room, code: str) -> None:
+    """``room`` answers to ``code`` from now on (its six-character code ended), in ``rooms`` and in every member's
+    view: each is sent the room's state naming the code it left."""
+    old = room.code
+    rooms.pop(old, None)
+    room.record.code, room.moved_from = code, old
+    rooms[code] = room
+    room.send_states("moved")

@@ -54,6 +54,11 @@ class RoomStore:
         """A durable save (creation, where the link must not be answered before the room exists)."""
         await self.storage.transaction(lambda tx: _upsert(tx, _values(record)), durable=True)
 
+    async def rename(self, code: str, new_code: str) -> None:
+        """The room stored as ``code`` is stored as ``new_code`` from now on (durably: its old code is gone)."""
+        await self.storage.transaction(
+            lambda tx: tx.execute("UPDATE rooms SET code = ? WHERE code = ?", (new_code, code)), durable=True)
+
     async def delete_idle(self, before: float) -> list[str]:
         """Delete rooms last active before ``before`` (unix time); returns their codes."""
         async def work(tx: Transaction) -> list[str]:

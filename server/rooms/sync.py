@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis.exceptions import RedisError
 
 from jaxplay import browser_protocol as bp
-from jaxplay.server.rooms.state import encode
+from jaxplay.server.rooms.state import encode, recode
 from jaxplay.server.runs.broker_keys import listen_forever
 
 if TYPE_CHECKING:
@@ -151,7 +151,8 @@ class RedisRoomSync(RoomSync):
             origin, code, kind, data = message["origin"], message["room"], message["kind"], message["data"]
         except (ValueError, KeyError, TypeError):
             return
-        room = self.hub.rooms.get(code)
+        # A move names the code the room leaves; every other message the one it has.
+        room = self.hub.rooms.get(data.get("from") if kind == "moved" and isinstance(data, dict) else code)
         if origin == self.broker.id or room is None:
             return
         with contextlib.suppress(KeyError, TypeError, ValueError):
@@ -159,7 +160,9 @@ class RedisRoomSync(RoomSync):
 
     def _apply(self, room: Room, origin: str, kind: str, data: dict[str, Any]) -> None:
         room.record.last_active = time.time()  # active elsewhere: this copy must not expire
-        if kind == "want":
+        if kind == "moved":
+            recode(self.hub.rooms, room, str(data["to"]))
+        elif kind == "want":
             self.publish(room, "state", {**snapshot(room), "members": local_members(room)})
         elif kind == "state":
             future = self.waiting.get(room.code)

@@ -15,9 +15,9 @@ import pytest
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.rooms.codes import CODE_PATTERN, AddressLimit, new_code, normalize_code
-from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyUnknownCodes
-from jaxplay.server.rooms.store import RoomStore
+from jaxplay.server.rooms.codes import ALPHABET, CODE_PATTERN, AddressLimit, new_code, normalize_code, secret_digest
+from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyCodeTries
+from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.runs.run import Run, before_dispatch
 from jaxplay.server.sharing.snippets import SnippetStore, parse_content
 from jaxplay.server.storage.factory import open_storage
@@ -91,26 +91,133 @@ def test_the_address_limit_refuses_after_the_budget_and_forgets_after_the_window
     assert limiter.allowed("a")
 
 
+class Socket:
+    """A /ws connection, as the join limits key on it."""
+
+
 @pytest.mark.attack("room code guessing")
-def test_right_codes_always_work_and_unknown_ones_count_per_client_and_network(with_storage):
+def test_a_guessers_tries_are_bounded_before_any_lookup_so_a_right_code_tells_it_nothing(with_storage):
+    """One socket: 5 tries, then none until they come back; the planted right code among the refused tries is
+    refused the same (the lookup never happens). New sockets of the same browser: its 10 tries. Its misses
+    spent, its right code is refused too."""
     async def scenario(storage):
-        hub = make_hub(storage, room_code_misses_per_client_per_hour=2, room_code_misses_per_address_per_hour=3)
+        hub = make_hub(storage)
         room, _ = await hub.create("", [], None)
-        for guess in ("jax-AAAAA-AAAAA", "jax-BBBBB-BBBBB"):
+        socket = Socket()
+        answers = []
+        for i in range(200):
+            code = room.code if i == 150 else f"jax-{ALPHABET[i % 31]}{ALPHABET[i // 31]}AAA-AAAAA"
+            try:
+                answers.append(await hub.find(code, "guesser", "1.2.3.4", socket=socket))
+            except TooManyCodeTries:
+                answers.append("refused")
+            except RoomError:
+                answers.append("unknown")
+        assert answers.count("unknown") == 5 and answers.count("refused") == 195 and room not in answers
+        for _ in range(5):  # fresh sockets of the same browser: its own 10 tries at once
             with pytest.raises(RoomError, match="There is no room"):
-                await hub.find(guess, "guesser", "1.2.3.4")
-        with pytest.raises(TooManyUnknownCodes):
-            await hub.find("jax-CCCCC-CCCCC", "guesser", "1.2.3.4")
-        assert await hub.find(room.code, "guesser", "1.2.3.4") is room  # spent its guesses, still finds its room
-        # A classmate behind the same address: its own budget, within the address's ceiling (3).
-        with pytest.raises(RoomError, match="There is no room"):
-            await hub.find("jax-DDDDD-DDDDD", "classmate", "1.2.3.4")
-        with pytest.raises(TooManyUnknownCodes):  # minted sessions do not lift the address's ceiling
-            await hub.find("jax-EEEEE-EEEEE", "minted", "1.2.3.4")
-        assert await hub.find(room.code, "minted", "1.2.3.4") is room
-        assert await hub.find(room.code.lower().replace("-", " "), "classmate", "1.2.3.4") is room
-        with pytest.raises(RoomError, match="There is no room"):
-            await hub.find("jax-FFFFF-FFFFF", "elsewhere", "5.6.7.8")
+                await hub.find("jax-BBBBB-BBBBB", "guesser", "1.2.3.4", socket=Socket())
+        with pytest.raises(TooManyCodeTries, match="This browser tried room codes too often"):
+            await hub.find(room.code, "guesser", "1.2.3.4", socket=Socket())
+        # Its misses spent (30 an hour), not even its right code is looked up: the lookup is the oracle.
+        hub = make_hub(storage, room_code_misses_per_client_per_hour=3)
+        for _ in range(3):
+            with pytest.raises(RoomError, match="There is no room"):
+                await hub.find("jax-CCCCC-CCCCC", "guesser", "1.2.3.4", socket=Socket())
+        with pytest.raises(TooManyCodeTries, match="unknown room codes were tried from this browser"):
+            await hub.find(room.code, "guesser", "1.2.3.4", socket=Socket())
+        assert (await hub.find(room.code, "classmate", "1.2.3.4", socket=Socket())).code == room.code
+    with_storage(scenario)
+
+
+@pytest.mark.attack("room code guessing")
+def test_a_classroom_joins_with_the_right_code_while_a_guesser_hammers_from_its_address(with_storage):
+    """60 browsers behind one address join one after another while a guesser of that address tries codes as
+    fast as it can between each two of them: on its socket, on new sockets of its browser, and on sockets
+    without the session cookie. Its refused tries cost the class nothing; few of its tries are looked up."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, _ = await hub.create("", [], None)
+        guesser = Socket()
+        joined, refused, looked_up = 0, 0, 0
+        for i in range(60):
+            for attempt in range(15):
+                who, socket = [("guesser", guesser), ("guesser", Socket()), ("address:10.1.2.3", Socket())][attempt // 5]
+                try:
+                    await hub.find(f"jax-{ALPHABET[attempt]}{ALPHABET[i % 31]}ZZZ-ZZZZZ", who, "10.1.2.3",
+                                   socket=socket)
+                except TooManyCodeTries:
+                    refused += 1
+                except RoomError:
+                    looked_up += 1
+            member = await join(hub, room.code, session_id=f"student-{i}", network="10.1.2.3")
+            joined += member.events[0]["type"] == "room_state"
+        assert joined == 60 and room.attendees() == 60
+        # Its browser: 10 tries at once (then one a minute); without the cookie: its 30 misses an hour.
+        assert looked_up <= 42 and refused >= 858, (looked_up, refused)
+    with_storage(scenario)
+
+
+@pytest.mark.attack("room code guessing")
+def test_a_networks_guesses_are_bounded_however_many_sessions_it_starts(with_storage):
+    """Each new session has tries of its own: the network's misses bound them, and past those each of its
+    clients that missed none gets one try, at the same pace."""
+    async def scenario(storage):
+        hub = make_hub(storage, room_code_misses_per_address_per_hour=20)
+        looked_up = 0
+        for i in range(2000):
+            try:
+                await hub.find("jax-ZZZZZ-ZZZZZ", f"minted-{i}", "10.9.9.9", socket=Socket())
+            except TooManyCodeTries:
+                continue
+            except RoomError as unknown:
+                assert "There is no room" in str(unknown)
+                looked_up += 1
+        assert looked_up == 40  # 20 misses, then 20 first tries
+        with pytest.raises(RoomError, match="There is no room"):  # another network is not touched
+            await hub.find("jax-ZZZZZ-ZZZZZ", "elsewhere", "10.8.8.8")
+    with_storage(scenario)
+
+
+def test_a_presenter_joins_whatever_the_tries_and_a_wrong_secret_reads_as_an_unknown_code(with_storage):
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        socket = Socket()
+        for _ in range(5):
+            with pytest.raises(RoomError):
+                await hub.find("jax-DDDDD-DDDDD", "presenter", "1.2.3.4", socket=socket)
+        assert await hub.find(room.code, "presenter", "1.2.3.4", socket=socket, secret=secret) is room
+        with pytest.raises(RoomError) as wrong:
+            await hub.find(room.code, "other", "1.2.3.4", secret="not-it")
+        with pytest.raises(RoomError) as none:
+            await hub.find("jax-EEEEE-EEEEE", "other", "1.2.3.4", secret="not-it")
+        assert str(wrong.value).replace(room.code, "X") == str(none.value).replace("jax-EEEEE-EEEEE", "X")
+        assert int(hub.limits.client_misses.left("other")) == 28  # both counted as misses
+    with_storage(scenario)
+
+
+def test_a_short_code_stops_working_after_its_deadline_and_its_presenter_moves_the_room(with_storage):
+    async def scenario(storage):
+        short, secret = "jax-7Q4KM2", "the-old-rooms-secret"
+        await RoomStore(storage).save(RoomRecord(code=short, secret_digest=secret_digest(secret), program="x = 1"))
+        before = make_hub(storage, room_short_codes_until="2999-01-01")
+        assert (await before.find(short.lower(), "s", "1.2.3.4")).code == short  # until its day, it works
+        hub = make_hub(storage, room_short_codes_until="2000-01-01")
+        for code in (short, "jax-ABCDEF"):  # a live one and an unknown one: the same answer, and no lookup
+            with pytest.raises(RoomError, match="Six-character room codes like .* ended on 2000-01-01"):
+                await hub.find(code, "attendee", "1.2.3.4")
+        presenter = await join(hub, short, secret)
+        (state,) = presenter.received("room_state")[-1:]
+        new = state["room"]
+        assert CODE_PATTERN.fullmatch(new) and state["moved_from"] == short and state["code"] == "x = 1"
+        assert await RoomStore(storage).load(short) is None and (await RoomStore(storage).load(new)).program == "x = 1"
+        attendee = await join(hub, new)
+        assert attendee.events[0]["room"] == new and attendee.events[0]["role"] == "attendee"
+        with pytest.raises(RoomError, match="ended on"):
+            await hub.find(short, "attendee", "1.2.3.4")
+        with pytest.raises(ValueError, match="--room-short-codes-until must be a day"):
+            make_hub(storage, room_short_codes_until="soon")
     with_storage(scenario)
 
 
@@ -132,7 +239,7 @@ def test_only_the_secret_presents_and_forged_actions_reach_nobody(with_storage):
         assert other.frames == [] and room.record.program == "x = 1"
 
         forger = await join(hub, room.code, "wrong")
-        assert "not the presenter secret" in forger.received("notice")[0]["message"]
+        assert "has that presenter secret" in forger.received("notice")[0]["message"]
         assert forger not in room.members
 
         await hub.handle(presenter, bp.RoomEdit(code="y = 2", selection=(1, 5)))

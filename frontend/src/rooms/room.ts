@@ -41,7 +41,7 @@ function presenterSecret(code: string): string | null {
 }
 
 export class RoomPage {
-  readonly code: string;
+  code: string;
   private secret: string | null;
   private readonly embed: boolean;
   private readonly editor: RoomEditor;
@@ -107,6 +107,7 @@ export class RoomPage {
       this.dropSecret(); // the server refused the secret (the notice, shown in Output, says so): follow instead
       return;
     }
+    if (ev.type === "room_state" && ev.moved_from === this.code && ev.room !== this.code) this.moveTo(ev.room);
     if (!("room" in ev) || ev.room !== this.code) return;
     switch (ev.type) {
       case "room_state":
@@ -128,6 +129,22 @@ export class RoomPage {
         this.bar.setClosed(ev.message);
         break;
     }
+  }
+
+  /** The room left its six-character code for `code`: the address, the kept secret and the bar name the new one. */
+  private moveTo(code: string): void {
+    if (this.secret !== null) {
+      localStorage.removeItem(SECRET_KEY(this.code));
+      localStorage.setItem(SECRET_KEY(code), this.secret);
+    }
+    document.title = document.title.replace(this.code, code);
+    this.code = code;
+    const path = (this.embed ? "/e/r/" : "/r/") + code;
+    window.history.replaceState(window.history.state, "", path + window.location.search + window.location.hash);
+    const bar = this.makeBar();
+    bar.setFollowing(this.following);
+    this.bar.element.replaceWith(bar.element);
+    this.bar = bar;
   }
 
   private dropSecret(): void {

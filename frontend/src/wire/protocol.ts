@@ -206,8 +206,11 @@ export interface ServerDrainingEvent {
 export interface RoomStateEvent {
   type: "room_state";
   room: string;
-  /** "join": the answer to room_join (also after a reconnect); "deck": the presenter changed slide. */
-  reason: "join" | "deck";
+  /** The six-character code the room left for `room` (its presenter opened it after that code ended). */
+  moved_from?: string;
+  /** "join": the answer to room_join (also after a reconnect); "deck": the presenter changed slide;
+   * "moved": the room has a new code (`moved_from`). */
+  reason: "join" | "deck" | "moved";
   role: "presenter" | "attendee";
   code: string;
   selection: [number, number] | null;
