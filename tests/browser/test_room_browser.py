@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
+from jaxplay.server.rooms.codes import secret_digest
+from tests.browser.conftest import ensure_frontend_built, pages_of
 from tests.browser.helpers import output_text, replace_code, run_ok, wait_for_status
+from tests.live_server import LiveServer
 
 PRESENTER_CODE = ("import jax\n\n@jax.jit\ndef double(x):\n    return x * 2\n\n"
                   "message = 'from the presenter'\nprint(message, double(21))")
@@ -230,7 +237,7 @@ def test_a_presenter_link_with_a_wrong_secret_follows_instead(page_at):
     replace_code(presenter, "print('only the presenter edits')")
 
     forger = page_at(f"/r/{code}#presenter=not-the-secret")
-    expect(forger.locator("[data-testid=output-log]")).to_contain_text("not the presenter secret")
+    expect(forger.locator("[data-testid=output-log]")).to_contain_text("has that presenter secret")
     forger.wait_for_selector("[data-testid=room-fork]")
     wait_for_code(forger, "print('only the presenter edits')")
     expect(forger.locator(".cm-content")).to_have_attribute("contenteditable", "false")
@@ -252,3 +259,38 @@ def test_an_attendee_whose_connection_drops_comes_back_to_the_same_place(page_at
     attendee.wait_for_selector(".conn[data-state=open]")
     wait_for_code(attendee, "print('typed while you were away')")
     expect(attendee.locator(".cm-content")).to_have_attribute("contenteditable", "false")
+
+
+def test_a_rooms_short_code_ends_and_its_presenter_moves_it_to_a_new_code(browser):
+    """A room of the earlier six-character kind, past --room-short-codes-until: an attendee's page by that code
+    is told it ended; its presenter's link moves the room to a new 10-character code, which the address bar
+    and the room bar then show, and which an attendee follows."""
+    ensure_frontend_built()
+    secret, short = "the-old-rooms-presenter-secret", "jax-7Q4KM2"
+    with tempfile.TemporaryDirectory(prefix="jaxplay-short-codes-") as data_dir:
+        server = LiveServer(Path(data_dir), ["--local-workers", "0", "--room-short-codes-until", "2000-01-01"])
+        try:
+            server.wait_ready(workers=0)
+            with sqlite3.connect(Path(data_dir) / "jaxplay.sqlite3") as db:  # as a room of an earlier version
+                db.execute("INSERT INTO rooms (code, secret_digest, created_at, last_active, program, deck, position, "
+                           "attendee_timeout_s) VALUES (?, ?, '2026-01-01T00:00:00Z', ?, ?, '[]', 0, 10.0)",
+                           (short, secret_digest(secret), time.time(), "print('the old room')"))
+            opened = pages_of(browser, server.http_url)
+            page_at = next(opened)
+            ended = page_at(f"/r/{short}")
+            expect(ended.locator("[data-testid=output-log]")).to_contain_text("ended on 2000-01-01")
+            presenter = page_at(f"/r/{short}#presenter={secret}")
+            presenter.wait_for_url(re.compile(r"/r/jax-[2-9A-Z]{5}-[2-9A-Z]{5}#presenter="))
+            code = presenter.evaluate("location.pathname").removeprefix("/r/")
+            expect(presenter.locator("[data-testid=room-code]")).to_have_text(code)
+            wait_for_code(presenter, "print('the old room')")
+            attendee = page_at(f"/r/{code}")
+            wait_for_code(attendee, "print('the old room')")
+            replace_code(presenter, "print('in the new room')")
+            wait_for_code(attendee, "print('in the new room')")
+            presenter.reload()  # its kept secret moved with the room
+            presenter.wait_for_selector("[data-testid=room-bar]")
+            expect(presenter.locator(".cm-content")).to_have_attribute("contenteditable", "true")
+            next(opened, None)
+        finally:
+            server.stop()

@@ -137,6 +137,30 @@ def test_a_link_page_says_when_its_code_was_changed_and_offers_share_again_and_a
     assert viewer.evaluate("window.jaxplay.editor.getCode()") == code + "print('changed again')\n"
 
 
+def test_a_link_whose_code_holds_crlf_or_a_lone_cr_opens_unmodified(page_at: PageAt, base_url: str) -> None:
+    """The editor reads \\r\\n and a lone \\r as line breaks and holds \\n: the link's code is compared as the
+    editor holds it, while the link keeps the code exactly as it was shared (its id is its content's)."""
+    page = page_at("/")
+    code = unique_program("x = 1\r\nprint(x)\rprint('end')\r\n")
+    snippet = create_snippet(page, base_url, code=code, backend="cpu")
+    assert page.request.get(f"{base_url}/api/snippets/{snippet}").json()["code"] == code
+    viewer = page_at(f"/s/{snippet}")
+    expect(viewer.locator("[data-testid=snippet-link]")).to_have_text(snippet)
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+    as_editor = code.replace("\r\n", "\n").replace("\r", "\n")
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == as_editor
+    viewer.click(".cm-content")
+    viewer.keyboard.press("ControlOrMeta+End")
+    viewer.keyboard.insert_text("print('changed')\n")
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_visible()
+    viewer.click("[data-testid=draft-revert]")
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+    viewer.reload()  # no draft was kept of the unedited code: it opens as the link again
+    expect(viewer.locator("[data-testid=snippet-link]")).to_have_text(snippet)
+    expect(viewer.locator("[data-testid=draft-note]")).to_be_hidden()
+    assert viewer.evaluate("window.jaxplay.editor.getCode()") == as_editor
+
+
 def test_the_embed_view_runs_inside_an_iframe_and_is_read_only_until_edit(page_at: PageAt, base_url: str) -> None:
     host = page_at("/")
     recorded = [{"type": "stdout", "text": "from the recording\n"}, {"type": "done", "status": "ok", "elapsed_ms": 5.0}]

@@ -109,7 +109,7 @@ def test_forged_presenter_actions_are_refused_and_change_nothing(live):
 
         wrong = await websockets.connect(live.ws_url)
         await wrong.send(json.dumps({"type": "room_join", "room": room["room"], "secret": "guessed-secret"}))
-        assert "not the presenter secret" in (await next_of(wrong, "notice"))["message"]
+        assert "has that presenter secret" in (await next_of(wrong, "notice"))["message"]
         await wrong.send(json.dumps({"type": "room_edit", "code": "evil"}))
         assert "Join a room" in (await next_of(wrong, "notice"))["message"]
 

@@ -24,12 +24,24 @@ export interface Boot {
 
 const DEFAULT_BOOT: Boot = { mode: "editor", snippet: null, page_title: "JAX Playground" };
 
+/**
+ * `code` as the editor holds it: CodeMirror reads `\r\n` and a lone `\r` as line breaks and gives its text
+ * back with `\n`. A link's code (stored as sent, so its id stays its content's) is read this way once, here,
+ * so everything that compares it with the editor's text (the "modified" note, drafts, the recorded run)
+ * compares like with like.
+ */
+export function asEditorText(code: string): string {
+  return code.replace(/\r\n?/g, "\n");
+}
+
 export function readBoot(doc: Document = document): Boot {
   const node = doc.getElementById("boot");
   if (!node?.textContent) return { ...DEFAULT_BOOT };
   try {
     const raw = JSON.parse(node.textContent) as Partial<Boot>;
-    const snippet = raw.snippet && typeof raw.snippet.code === "string" ? raw.snippet : null;
+    const snippet = raw.snippet && typeof raw.snippet.code === "string"
+      ? { ...raw.snippet, code: asEditorText(raw.snippet.code) }
+      : null;
     return {
       ...DEFAULT_BOOT,
       ...raw,
