@@ -91,14 +91,15 @@ class BrowserConnection:
         self.runs: dict[str, Run] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
 
-    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False, latest: str | None = None,
+                     voids: tuple[str, ...] = ()) -> None:
         """A room frame already encoded as JSON (a room broadcast encodes once for every follower).
 
         A droppable frame (a room's edit or run output) is dropped when this browser cannot keep up,
         like a run's own output; the next edit carries the whole program again. A snapshot (the room's
-        whole state) replaces the room frames still waiting.
+        whole state) replaces the room frames still waiting; an edit the edit still waiting (``latest``).
         """
-        self._put(frame, droppable=droppable, room=True, snapshot=snapshot)
+        self.outbox.put(frame, droppable=droppable, room=True, snapshot=snapshot, latest=latest, voids=voids)
 
     def emit(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
@@ -177,6 +178,9 @@ class BrowserConnection:
                 if frame["type"] == "websocket.disconnect":
                     return
                 await self.handle_frame(frame.get("text"), frame.get("bytes"))
+                # Frames already received are handed over without a pause: take turns with everyone else's
+                # work (a presenter's burst of edits fans out to every follower).
+                await asyncio.sleep(0)
 
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         try:

@@ -24,9 +24,11 @@ class Client(Protocol):
     def emit(self, event: dict[str, Any]) -> None:
         """Encode and queue one event (droppable output is dropped when the browser cannot keep up)."""
 
-    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False, latest: str | None = None,
+                     voids: tuple[str, ...] = ()) -> None:
         """Queue a room frame already encoded once for many connections (a room broadcast); a ``snapshot``
-        (``room_state``) replaces the room frames still waiting."""
+        (``room_state``) replaces the room frames still waiting; a ``latest`` frame the waiting one of its
+        kind, and ``voids`` kinds it makes moot (``Outbox.put``)."""
 
     def spawn(self, work: Awaitable[Any]) -> None:
         """Run ``work`` beside the connection, kept referenced until it ends."""

@@ -12,6 +12,12 @@ more than the bound:
   still waiting moot, earlier snapshots included: they are taken out, so a
   client that joins and leaves a room again and again holds one snapshot
   here, not one per join;
+- a frame of which only the *latest* matters (a room's edit: the whole
+  program) takes the place of the one of its kind still waiting, and may take
+  out waiting frames it makes moot (an edit, the selection that came alone):
+  a follower that falls behind a presenter's typing is sent the latest state,
+  not every keystroke, so one room's traffic cannot keep the event loop
+  writing for another user;
 - any other frame may use ``limit_bytes + headroom_bytes``. Past that the
   connection has overflowed: everything waiting is released, nothing more is
   queued, and the connection is ended. The page reconnects and rejoins its
@@ -39,6 +45,8 @@ from collections.abc import Callable
 
 # A frame's text, until the writer takes it or a snapshot voids it (then None).
 Entry = list[str | None]
+# Voided entries the queue may hold before it is compacted (a writer that is stuck takes none out).
+DEAD_ENTRIES = 64
 # Something unsent, and no frame taken for this long while its network is out of budget: a socket that
 # does not read.
 STUCK_S = 5.0
@@ -110,6 +118,7 @@ class Outbox:
         self.overflowed = False
         self._entries: deque[Entry] = deque()
         self._room_entries: deque[Entry] = deque()  # room frames a snapshot may void, oldest first
+        self._latest: dict[str, Entry] = {}  # the waiting frame of each kind of which only the latest matters
         self._live = 0
         self._closed = False
         self._ready = asyncio.Event()
@@ -117,12 +126,21 @@ class Outbox:
     def empty(self) -> bool:
         return self._live == 0
 
-    def put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False) -> bool:
-        """Queue ``text``; False if it was not queued (dropped, overflowed, or the outbox is closed)."""
+    def put(self, text: str, *, droppable: bool, room: bool = False, snapshot: bool = False,
+            latest: str | None = None, voids: tuple[str, ...] = ()) -> bool:
+        """Queue ``text``; False if it was not queued (dropped, overflowed, or the outbox is closed).
+
+        ``latest``: only the latest frame of this kind matters; it takes the place (in the queue) of the one
+        still waiting. ``voids``: kinds of ``latest`` frames this one makes moot, taken out if waiting."""
         if self._closed:
             return False
         if snapshot:
             self._void_room_frames()
+        for kind in voids:
+            self._void(self._latest.pop(kind, None))
+        waiting = self._latest.get(latest) if latest is not None else None
+        if waiting is not None and waiting[0] is not None:
+            return self._replace(waiting, text, droppable)
         size = len(text)  # frames are json.dumps output: ASCII, one byte a character
         network_full = not self.network.make_room(size, self)
         if droppable and (self.bytes + size > self.limit_bytes or network_full):
@@ -137,21 +155,46 @@ class Outbox:
             while self._room_entries and self._room_entries[0][0] is None:
                 self._room_entries.popleft()  # already written: nothing to void
             self._room_entries.append(entry)
+        if latest is not None:
+            self._latest[latest] = entry
         self.bytes += size
         self.network.bytes += size
         self._live += 1
         self._ready.set()
         return True
 
+    def _replace(self, entry: Entry, text: str, droppable: bool) -> bool:
+        """``text`` in the place of the waiting frame ``entry``, if it fits where a new frame would; else the
+        waiting one is kept. True if replaced."""
+        old = entry[0]
+        assert old is not None
+        grows = len(text) - len(old)
+        if grows > 0 and (self.bytes + grows > (self.limit_bytes if droppable else self.hard_limit_bytes)
+                          or not self.network.make_room(grows, self)):
+            if droppable:
+                self.dropped += 1
+            return False
+        entry[0] = text
+        self.bytes += grows
+        self.network.bytes += grows
+        return True
+
+    def _void(self, entry: Entry | None) -> None:
+        text = entry[0] if entry is not None else None
+        if entry is None or text is None:
+            return
+        entry[0] = None
+        self.bytes -= len(text)
+        self.network.bytes -= len(text)
+        self._live -= 1
+        if len(self._entries) - self._live > DEAD_ENTRIES + self._live:
+            self._entries = deque(e for e in self._entries if e[0] is not None)
+
     def _void_room_frames(self) -> None:
         for entry in self._room_entries:
-            text = entry[0]
-            if text is not None:
-                entry[0] = None
-                self.bytes -= len(text)
-                self.network.bytes -= len(text)
-                self._live -= 1
+            self._void(entry)
         self._room_entries.clear()
+        self._latest.clear()
 
     async def get(self) -> str | None:
         """The next frame to write, waiting for one; None once the outbox is closed. The frame counts
@@ -206,6 +249,7 @@ class Outbox:
             entry[0] = None
         self._entries.clear()
         self._room_entries.clear()
+        self._latest.clear()
         self.network.bytes -= self.bytes
         self.network.outboxes.discard(self)
         self.written()

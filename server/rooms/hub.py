@@ -10,7 +10,7 @@ All on the server's event loop (no locks). Ownership::
       └─ saves: a changed room is written at most once a second (``RoomStore``)
 
 Flow: a presenter's ``room_edit`` goes to every other member as one encoded
-frame. A presenter's run is the one execution: the hub watches its members'
+frame, at most every 40 ms a room (the room's latest state: server/rooms/edits.py). A presenter's run is the one execution: the hub watches its members'
 runs (a ``RunWatcher``, server/runs/run.py), sends each event of a
 presenter's run to the other members as ``room_run`` and keeps them, so a
 late joiner's (or a reloaded presenter's) ``room_state`` carries the output
@@ -44,6 +44,7 @@ from jaxplay.server.rooms.codes import (
     secret_matches,
     short_codes_end,
 )
+from jaxplay.server.rooms.edits import FollowerEdits
 from jaxplay.server.rooms.join_limits import JoinLimits, TooManyTries
 from jaxplay.server.rooms.state import MAX_KEPT_RUN_BYTES, Room, encode, recode
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
@@ -91,6 +92,7 @@ class RoomHub(RunWatcher):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sweeper: asyncio.Task[None] | None = None
         self.sync = RoomSync()  # server/app.py sets RedisRoomSync with --broker
+        self.edits = FollowerEdits(self._edit_sent)  # a presenter's edits, coalesced for the followers
         # The runs of members it watches: their room, and for a presenter's run the connection that runs it.
         self.watching: weakref.WeakKeyDictionary[Run, tuple[Room, Client | None]] = weakref.WeakKeyDictionary()
 
@@ -286,10 +288,13 @@ class RoomHub(RunWatcher):
             size = len(room.record.program)
             room.selection = (min(message.selection[0], size), min(message.selection[1], size))
         room.version += 1
-        room.broadcast(bp.room_edit_event(room.code, room.version, message.code, room.selection), skip=connection)
-        self.sync.publish(room, "edit", {"version": room.version, "code": message.code,
+        self.edits.edited(room, connection, message.code is not None)
+
+    def _edit_sent(self, room: Room, code: str | None) -> None:
+        """An edit broadcast to this server's followers (server/rooms/edits.py): the other replicas' too."""
+        self.sync.publish(room, "edit", {"version": room.version, "code": code,
                                          "selection": list(room.selection) if room.selection else None})
-        if message.code is not None:
+        if code is not None:
             self._touch(room)
 
     async def move(self, room: Room, message: bp.RoomDeck) -> None:
@@ -322,6 +327,7 @@ class RoomHub(RunWatcher):
             show_slide_run(room, slide)
             room.new_round()
         room.send_states("deck")
+        self.edits.drop(room)
         self.sync.publish(room, "deck", snapshot(room))
         self._touch(room)
 

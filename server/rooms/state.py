@@ -27,6 +27,17 @@ def encode(event: dict[str, Any]) -> str:
     return json.dumps(event, separators=(",", ":"))
 
 
+def coalescing(event: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """How a member's outbox may coalesce ``event`` (server/clients/outbox.py): of a presenter's edits only the
+    latest matters. One with the program takes the place of the one still waiting and makes a waiting
+    selection-only edit moot; a selection-only one takes the place of a waiting selection-only one."""
+    if event["type"] != "room_edit":
+        return None, ()
+    if event.get("code") is not None:
+        return "room_edit", ("room_selection",)
+    return "room_selection", ()
+
+
 @dataclass(eq=False)
 class Room:
     record: RoomRecord
@@ -97,9 +108,10 @@ class Room:
                   followers_only: bool = False) -> None:
         frame = encode(event)
         droppable = event["type"] in DROPPABLE
+        latest, voids = coalescing(event)
         for member, presenter in self.members.items():
             if member is not skip and not (followers_only and presenter):
-                member.send_encoded(frame, droppable)
+                member.send_encoded(frame, droppable, latest=latest, voids=voids)
 
     def send_states(self, reason: str) -> None:
         """Each member's whole view of the room again (after a slide move)."""

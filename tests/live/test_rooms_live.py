@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -180,6 +183,75 @@ def test_an_attendees_passes_and_compare_requests_are_cut_at_the_room_timeout(li
     for done in (passes, compare):
         assert done["status"] == "timeout", done
         assert done["elapsed_ms"] < 10_000, done  # the room's 3 s, not the server's 30 s
+
+
+def health_latencies(live: LiveServer, stop: threading.Event, into: list[float]) -> None:
+    """/healthz, as another user's browser would ask it, timed until ``stop``."""
+    while not stop.is_set():
+        started = time.perf_counter()
+        with urllib.request.urlopen(live.http_url + "/healthz", timeout=60) as response:
+            response.read()
+        into.append(time.perf_counter() - started)
+        time.sleep(0.02)
+
+
+def test_a_presenters_flood_of_edits_holds_the_server_for_no_one_else(live):
+    """3,300 edits as fast as a socket sends them, to 60 followers: another client's /healthz stays within a
+    generous bound of its idle time measured here, and every follower ends with the final code. Before,
+    each edit was a frame for every follower, sent in order, and /healthz waited up to 20 s."""
+    room = create_room(live, program="")
+    final = "x = 0\n" + "y = 1\n" * 200 + "# final\n"
+
+    async def scenario() -> tuple[list[float], list[float], list[int]]:
+        presenter = await websockets.connect(live.ws_url, max_size=None, additional_headers=live.browser_headers())
+        await presenter.send(json.dumps({"type": "room_join", "room": room["room"], "secret": room["secret"]}))
+        await next_of(presenter, "room_state")
+        followers = []
+        for _ in range(60):
+            ws = await websockets.connect(live.ws_url, max_size=None,
+                                          additional_headers=await asyncio.to_thread(live.browser_headers))
+            await ws.send(json.dumps({"type": "room_join", "room": room["room"]}))
+            await next_of(ws, "room_state")
+            followers.append(ws)
+        idle: list[float] = []
+        stop = threading.Event()
+        timing = threading.Thread(target=health_latencies, args=(live, stop, idle))
+        timing.start()
+        await asyncio.sleep(2)
+        stop.set()
+        timing.join()
+        frames = [0] * len(followers)
+
+        async def follow(index: int, ws) -> None:
+            while (event := json.loads(await ws.recv()))["type"] != "room_edit" or event.get("code") != final:
+                frames[index] += 1
+
+        following = [asyncio.create_task(follow(i, ws)) for i, ws in enumerate(followers)]
+        flood: list[float] = []
+        stop = threading.Event()
+        timing = threading.Thread(target=health_latencies, args=(live, stop, flood))
+        timing.start()
+        for n in range(3299):
+            await presenter.send(json.dumps({"type": "room_edit", "code": f"x = 0\n{'y = 1' * 200}\n# {n}\n",
+                                             "selection": [n, n]}))
+        await presenter.send(json.dumps({"type": "room_edit", "code": final}))
+        try:
+            await asyncio.wait_for(asyncio.gather(*following), 120)
+            await asyncio.sleep(1)  # /healthz a while longer: the server may still be writing
+        finally:
+            stop.set()
+            await asyncio.to_thread(timing.join)
+        for ws in [presenter, *followers]:
+            await ws.close()
+        return idle, flood, frames
+
+    idle, flood, frames = asyncio.run(scenario())
+    bound = max(10 * max(idle), 20 * statistics.median(idle))
+    print(f"/healthz idle: median {statistics.median(idle) * 1e3:.1f} ms, max {max(idle) * 1e3:.1f} ms; under the "
+          f"flood: median {statistics.median(flood) * 1e3:.1f} ms, max {max(flood) * 1e3:.1f} ms; frames a "
+          f"follower read before the final code: {min(frames)}-{max(frames)}")
+    assert max(flood) < bound, (max(flood), bound)
+    assert max(frames) < 3299  # coalesced: a follower is sent the latest state, not every keystroke
 
 
 def test_attendee_runs_get_the_room_timeout_and_are_counted(live):

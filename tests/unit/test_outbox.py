@@ -89,6 +89,35 @@ def test_a_snapshot_replaces_the_room_frames_still_waiting():
     asyncio.run(scenario())
 
 
+def test_only_the_latest_edit_waits_for_a_follower_and_it_takes_the_place_of_the_one_before():
+    """A follower behind a presenter's typing is sent the room's latest edit, not every keystroke: an edit with
+    the program takes the place of the waiting one (and makes a waiting selection-only one moot); a
+    selection-only edit takes the place of a waiting selection-only one only. A flood leaves one waiting."""
+    async def scenario():
+        outbox = Outbox(limit_bytes=1 << 20, headroom_bytes=0)
+        edit = {"latest": "room_edit", "voids": ("room_selection",)}
+        outbox.put('{"type":"room_run","n":0}', droppable=True, room=True)
+        for n in range(3300):
+            outbox.put(f'{{"type":"room_edit","code":"x = {n}"}}', droppable=True, room=True, **edit)
+        outbox.put('{"type":"room_run","n":1}', droppable=True, room=True)
+        outbox.put('{"type":"room_edit","selection":[1,1]}', droppable=True, room=True, latest="room_selection")
+        outbox.put('{"type":"room_edit","selection":[2,2]}', droppable=True, room=True, latest="room_selection")
+        assert len(outbox._entries) == 4 and outbox.bytes == sum(len(e[0]) for e in outbox._entries)
+        assert [await outbox.get() for _ in range(4)] == [
+            '{"type":"room_run","n":0}', '{"type":"room_edit","code":"x = 3299"}', '{"type":"room_run","n":1}',
+            '{"type":"room_edit","selection":[2,2]}']
+        outbox.put('{"type":"room_edit","selection":[3,3]}', droppable=True, room=True, latest="room_selection")
+        outbox.put('{"type":"room_edit","code":"y = 1"}', droppable=True, room=True, **edit)  # voids the selection
+        assert await outbox.get() == '{"type":"room_edit","code":"y = 1"}' and outbox.empty() and outbox.bytes == 0
+        # A never-reading follower under an alternating flood holds one live edit of each kind, and few dead ones.
+        for n in range(10_000):
+            outbox.put(f'{{"type":"room_edit","selection":[{n},{n}]}}', droppable=True, room=True,
+                       latest="room_selection")
+            outbox.put(f'{{"type":"room_edit","code":"z = {n}"}}', droppable=True, room=True, **edit)
+        assert outbox._live == 1 and len(outbox._entries) < 200
+    asyncio.run(scenario())
+
+
 class NeverReads:
     """A room member whose writer is stuck: nothing it is sent ever leaves its outbox."""
 
@@ -99,7 +128,7 @@ class NeverReads:
     def emit(self, event: dict) -> None:
         self.outbox.put(json.dumps(event), droppable=event["type"] == "notice")
 
-    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False, **coalescing: object) -> None:
         self.outbox.put(frame, droppable=droppable, room=True, snapshot=snapshot)
 
 

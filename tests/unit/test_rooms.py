@@ -16,6 +16,7 @@ import pytest
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.rooms.codes import ALPHABET, CODE_PATTERN, AddressLimit, new_code, normalize_code, secret_digest
+from jaxplay.server.rooms.edits import EDIT_EVERY_S
 from jaxplay.server.rooms.hub import RoomError, RoomHub, TooManyCodeTries
 from jaxplay.server.rooms.store import RoomRecord, RoomStore
 from jaxplay.server.runs.run import Run, before_dispatch
@@ -35,7 +36,7 @@ class Member:
     def emit(self, event: dict) -> None:
         self.events.append(event)
 
-    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
+    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False, **coalescing: object) -> None:
         self.events.append(json.loads(frame))
         if not snapshot:
             self.frames.append(frame)
@@ -218,6 +219,28 @@ def test_a_short_code_stops_working_after_its_deadline_and_its_presenter_moves_t
             await hub.find(short, "attendee", "1.2.3.4")
         with pytest.raises(ValueError, match="--room-short-codes-until must be a day"):
             make_hub(storage, room_short_codes_until="soon")
+    with_storage(scenario)
+
+
+def test_a_flood_of_edits_reaches_followers_as_the_rooms_latest_state_a_few_times_a_second(with_storage):
+    """Each broadcast is a frame for every follower: a presenter's burst goes out at once, then as the room's
+    state at most every EDIT_EVERY_S (the page sends no faster), the program with the last of it."""
+    async def scenario(storage):
+        hub = make_hub(storage)
+        room, secret = await hub.create("", [], None)
+        presenter = await join(hub, room.code, secret)
+        follower = await join(hub, room.code, session_id="f")
+        for n in range(3300):
+            hub.edit(room, presenter, bp.RoomEdit(code=f"x = {n}", selection=(0, 1)))  # type: ignore[arg-type]
+        hub.edit(room, presenter, bp.RoomEdit(selection=(2, 3)))  # type: ignore[arg-type]
+        await asyncio.sleep(EDIT_EVERY_S * 2.5)
+        edits = [json.loads(f) for f in follower.frames if json.loads(f)["type"] == "room_edit"]
+        assert len(edits) == 2 and presenter.frames == []
+        assert edits[0]["code"] == "x = 0"
+        assert (edits[1]["code"], edits[1]["selection"], edits[1]["version"]) == ("x = 3299", [2, 3], 3301)
+        hub.edit(room, presenter, bp.RoomEdit(selection=(1, 1)))  # type: ignore[arg-type]
+        await asyncio.sleep(0)
+        assert "code" not in json.loads(follower.frames[-1])  # a selection alone carries no program
     with_storage(scenario)
 
 
