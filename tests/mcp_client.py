@@ -8,6 +8,7 @@ import contextlib
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -49,5 +50,7 @@ async def call_tool(http_url: str, token: str | None, tool: str, arguments: dict
 
 
 def call(http_url: str, token: str | None, tool: str, **arguments: Any) -> Any:
-    """One tool call in a session of its own: the ``CallToolResult``."""
-    return asyncio.run(call_tool(http_url, token, tool, arguments))
+    """One tool call in a session of its own: the ``CallToolResult``. On a thread of its own, so it works
+    beside Playwright's sync API too (which keeps an event loop running in the test's thread)."""
+    with ThreadPoolExecutor(max_workers=1) as thread:
+        return thread.submit(asyncio.run, call_tool(http_url, token, tool, arguments)).result()
