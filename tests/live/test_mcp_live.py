@@ -118,9 +118,10 @@ def test_bad_input_is_refused_saying_what_to_change(server: LiveServer, token: s
                 {"code": "print(1)", "flags": {"xla_dump_to": "/tmp"}},
                 {"code": "print(1)", "backend": "tpu"},
                 {"code": "print('x' * (10 << 20))"},
+                {"code": "import jax.numpy as jnp\nx = jnp.ones(3)\nx @ jnp.ones(4)\n"},
             )]
 
-    unknown_runtime, too_large, malformed, unknown_flag, unknown_backend, flood = asyncio.run(scenario())
+    unknown_runtime, too_large, malformed, unknown_flag, unknown_backend, flood, failing = asyncio.run(scenario())
     assert unknown_runtime.is_error and "JAX 9.9.9 is not offered on cpu" in unknown_runtime.content[0].text
     assert too_large.is_error and "at most 262144 bytes" in too_large.content[0].text
     assert malformed.is_error and "code" in malformed.content[0].text
@@ -131,6 +132,9 @@ def test_bad_input_is_refused_saying_what_to_change(server: LiveServer, token: s
     assert any("stdout: the first 64000 of" in note for note in answer["cut"])
     assert any("output" in notice.lower() for notice in answer["notices"])
     assert answer["link"] is not None
+    error = structured(failing)["error"]  # the program's own error: an answer, not a tool error
+    assert structured(failing)["status"] == "error" and error["line"] == 3 and error["ename"] == "TypeError"
+    assert "error (line 3): TypeError:" in failing.content[0].text
 
 
 def test_a_token_nobody_issued_or_one_removed_is_refused(server: LiveServer) -> None:
