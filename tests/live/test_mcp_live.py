@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +12,11 @@ import httpx2
 import pytest
 import websockets
 
+from tests.live.faults import metric, wait_until
 from tests.live_server import PROJECT_ROOT, LiveServer, collect, done_of, output_text, running_server
 from tests.mcp_client import call, call_tool, issue_token, mcp_session, tokens_command
 from tests.runtimes_server import runtimes_server
+from tests.security.test_compile_cache_trust import CRAFT, HONEST, HONEST_OUTPUT, POISONED_OUTPUT
 
 pytestmark = pytest.mark.live
 
@@ -175,13 +178,17 @@ def test_origin_and_host_are_checked_against_dns_rebinding(server: LiveServer, t
 def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rules_allow(
         server: LiveServer, token: str) -> None:
     deterministic = "import jax.numpy as jnp\nprint('cache me', jnp.arange(4).sum())  # mcp-cache-1\n"
+    entries = cache_entries(server)
     first = structured(call(server.http_url, token, "run", code=deterministic))
     assert first["status"] == "ok" and not first["cached"]
+    wait_until(lambda: cache_entries(server) > entries, 20, "the assistant's run recorded")  # by the writer thread
     from_browser = server.run(deterministic)  # another client: the run answers anyone, as between browsers
     assert done_of(from_browser).get("cached") is True and output_text(from_browser) == first["stdout"]
 
     browser_first = "print('from a browser first')  # mcp-cache-2\n"
+    entries = cache_entries(server)
     assert not done_of(server.run(browser_first)).get("cached")
+    wait_until(lambda: cache_entries(server) > entries, 20, "the browser's run recorded")
     assert structured(call(server.http_url, token, "run", code=browser_first))["cached"] is True
     fresh = structured(call(server.http_url, token, "run", code=browser_first, flags={"fresh": True}))
     assert fresh["cached"] is False and fresh["stdout"] == "from a browser first\n"
@@ -189,6 +196,31 @@ def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rule
     clock = "import time\nprint(time.time())  # mcp-cache-3\n"  # reads the clock: never answered again
     assert not structured(call(server.http_url, token, "run", code=clock))["cached"]
     assert not done_of(server.run(clock)).get("cached")
+
+
+def cache_entries(server: LiveServer) -> float:
+    return metric(server, "jaxplay_result_cache_entries") or 0.0
+
+
+def test_a_tokens_own_compile_cache_answers_that_token_alone(server: LiveServer, token: str) -> None:
+    """A token is a client with a compile cache of its own, as a browser session is: a run that read it (here,
+    an entry the token's own run crafted) is cached for that token only, never for a browser."""
+    program = HONEST.format(tag=uuid.uuid4().hex)
+    assert structured(call(server.http_url, token, "run", code=program, flags={"fresh": True}))["stdout"] == \
+        HONEST_OUTPUT
+    assert structured(call(server.http_url, token, "run", code=CRAFT, flags={"fresh": True}))["stdout"] == \
+        "crafted 1\n"
+    poisoned = structured(call(server.http_url, token, "run", code=program, flags={"fresh": True}))
+    assert poisoned["stdout"] == POISONED_OUTPUT  # the token hurt itself, as a session may
+    assert structured(call(server.http_url, token, "run", code=program))["stdout"] == POISONED_OUTPUT
+    for events in (server.run(program), asyncio.run(browser_without_cookie(server, program))):
+        assert output_text(events) == HONEST_OUTPUT, events[-2:]
+
+
+async def browser_without_cookie(server: LiveServer, code: str) -> list[dict]:
+    async with websockets.connect(server.ws_url, max_size=None) as ws:
+        await ws.send(json.dumps({"type": "run", "id": "plain", "code": code}))
+        return await collect(ws, "plain", 120)
 
 
 def test_a_flood_from_one_token_lets_another_users_run_start_after_at_most_one_of_its_runs(tmp_path: Path) -> None:
