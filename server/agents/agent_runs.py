@@ -106,6 +106,7 @@ class AgentClient:
         self.watchers = watchers
         self.hooks = hooks
         self.runs: list[Run] = []
+        self._tasks: set[asyncio.Future[Any]] = set()
 
     # ``Client``'s sending side: an assistant is answered when its tool call returns, never sent frames.
     def emit(self, event: dict[str, Any]) -> None:
@@ -115,7 +116,9 @@ class AgentClient:
         log.debug("an agent client was sent a room frame")
 
     def spawn(self, work: Any) -> None:
-        asyncio.ensure_future(work)
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)  # referenced until it ends
+        task.add_done_callback(self._tasks.discard)
 
     async def __aenter__(self) -> AgentClient:
         try:

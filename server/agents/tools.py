@@ -195,9 +195,9 @@ class AgentTools:
         def sandbox() -> str:
             return sandbox_rules(self.scheduler)
 
-    def scope(self, ctx: Context) -> AgentClient:
+    def scope(self, ctx: Context) -> _Entered:
         """The tool call's client, holding one of its connections while it lasts (``async with``)."""
-        return _Entered(self.client(ctx))  # type: ignore[return-value]
+        return _Entered(self.client(ctx))
 
     async def offer(self, runtimes_only: bool) -> CallToolResult:
         await self.scheduler.refresh_waiting()

@@ -264,3 +264,21 @@ def f(x):
     return jnp.tanh(x) @ x.T
 print(f(jnp.ones((4, 4))).sum())
 """
+
+
+def test_an_anonymous_assistant_is_its_networks_one_client_with_cookieless_browsers() -> None:
+    with running_server(["--mcp-anonymous", "--max-runs-per-client", "1"]) as live:
+        async def scenario():
+            async with websockets.connect(live.ws_url) as cookieless:  # its network's address client
+                await cookieless.send(json.dumps({"type": "run", "id": "slow", "fresh": True,
+                                                  "code": "import time\ntime.sleep(3)\nprint('slow')"}))
+                while json.loads(await cookieless.recv()).get("type") != "started":
+                    pass
+                refused = await call_tool(live.http_url, None, "run", {"code": "print('anonymous')"})
+                slow = await collect(cookieless, "slow", 120)
+            return refused, slow, await call_tool(live.http_url, None, "run", {"code": "print('anonymous')"})
+
+        refused, slow, later = asyncio.run(scenario())
+    assert refused.is_error and "runs waiting or running (the limit is 1" in refused.content[0].text
+    assert done_of(slow)["status"] == "ok"
+    assert structured(later)["stdout"] == "anonymous\n"
