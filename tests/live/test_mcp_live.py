@@ -175,8 +175,10 @@ def test_origin_and_host_are_checked_against_dns_rebinding(server: LiveServer, t
         assert own_page.status_code == 200
 
 
-def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rules_allow(
-        server: LiveServer, token: str) -> None:
+def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rules_allow(server: LiveServer) -> None:
+    # A new token: one whose compile cache holds nothing yet, as a new browser session's (a run that read its
+    # client's own compile cache answers that client alone: the next test).
+    token = issue_token(server.log_path.parent, "cache-sharer")
     deterministic = "import jax.numpy as jnp\nprint('cache me', jnp.arange(4).sum())  # mcp-cache-1\n"
     entries = cache_entries(server)
     first = structured(call(server.http_url, token, "run", code=deterministic))
