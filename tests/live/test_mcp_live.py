@@ -284,3 +284,17 @@ def test_an_anonymous_assistant_is_its_networks_one_client_with_cookieless_brows
     assert refused.is_error and "runs waiting or running (the limit is 1" in refused.content[0].text
     assert done_of(slow)["status"] == "ok"
     assert structured(later)["stdout"] == "anonymous\n"
+
+
+def test_with_a_broker_an_assistants_run_on_one_replica_runs_on_anothers_worker(redis_server, tmp_path: Path) -> None:
+    from tests.live.test_broker import start_pair
+
+    a, b = start_pair(redis_server, tmp_path)  # A has no worker of its own
+    try:
+        token = issue_token(a.log_path.parent, "across-replicas")
+        answer = structured(call(a.http_url, token, "run", code="print('via the broker')"))
+    finally:
+        a.stop()
+        b.stop()
+    assert answer["status"] == "ok" and answer["stdout"] == "via the broker\n"
+    assert answer["link"].startswith(a.http_url + "/s/")
