@@ -96,7 +96,8 @@ def create_app(settings: Settings) -> Starlette:
     # Coding assistants (/mcp): clients of the same run path, sandbox, queues and budgets (server/agents/).
     agents = None
     if settings.mcp == "on":
-        tools = AgentTools(state.scheduler, state.watchers, state.browser_hooks, RunLinks(sharing.snippets, settings))
+        links = RunLinks(sharing.snippets, settings, sharing.link_budgets)
+        tools = AgentTools(state.scheduler, state.watchers, state.browser_hooks, links)
         agents = AgentEndpoint(settings, tools, TokenStore(sharing.storage))
 
     async def backends(request: Request) -> JSONResponse:

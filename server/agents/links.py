@@ -4,7 +4,7 @@ A link is a snippet (server/sharing/snippets.py) holding the code, the run's
 fields, and the run's events as the page received them, so ``/s/{id}``
 opens the editor on that recorded run. Links are kept forever, so an
 assistant's are budgeted per network as the page's are
-(``--snippets-per-address-per-hour``, ``--snippet-mb-per-address-per-hour``);
+(``--snippets-per-address-per-hour``, ``--snippet-mb-per-address-per-hour``), in the same budgets;
 past them a run is still answered, with a note instead of a link.
 """
 
@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from jaxplay.server.agents.agent_runs import AgentClient, AgentRun, RunAsked
-from jaxplay.server.clients.budgets import Budgets
+from jaxplay.server.sharing.create import LinkBudgets
 from jaxplay.server.sharing.snippets import SnippetContent, SnippetError, SnippetStore, page_size
 from jaxplay.server.storage.interface import StorageError, utc_timestamp
 from jaxplay.settings import Settings
@@ -27,11 +27,10 @@ class LinkRefused(Exception):
 
 
 class RunLinks:
-    def __init__(self, snippets: SnippetStore, settings: Settings) -> None:
+    def __init__(self, snippets: SnippetStore, settings: Settings, budgets: LinkBudgets) -> None:
         self.snippets = snippets
         self.settings = settings
-        self.links = Budgets(per_hour=settings.snippets_per_address_per_hour)
-        self.mib = Budgets(per_hour=settings.snippet_mb_per_address_per_hour)
+        self.budgets = budgets  # the page's own: a network's links count together, however they are made
 
     async def create(self, client: AgentClient, asked: RunAsked, run: AgentRun | None) -> dict[str, str]:
         """A link to ``asked.code`` (with ``run``'s recorded events when given); ``ToolError`` when refused."""
@@ -61,18 +60,12 @@ class RunLinks:
         content = SnippetContent(code=asked.code, backend=started.get("backend") or asked.backend, settings=settings,
                                  recorded_run=recorded, recorded_at=utc_timestamp() if recorded else None,
                                  forked_from=None, runtime=started.get("runtime"))
-        size_mib = page_size(content.fields()) / 2**20
-        network = client.network
-        if not self.links.allows(network) or not self.mib.allows(network, size_mib):
-            raise LinkRefused(f"this network has created the most links it may in an hour "
-                              f"(--snippets-per-address-per-hour {self.settings.snippets_per_address_per_hour}, "
-                              f"--snippet-mb-per-address-per-hour {self.settings.snippet_mb_per_address_per_hour}); "
-                              "wait a few minutes")
-        self.links.spend(network)
-        self.mib.spend(network, size_mib)
         try:
+            self.budgets.spend(client.network, page_size(content.fields()) / 2**20)
             snippet_id, _ = await self.snippets.create(content)
-        except (SnippetError, StorageError) as exc:
+        except SnippetError as exc:  # a budget spent: the page's own words
+            raise LinkRefused(str(exc)) from None
+        except StorageError as exc:
             log.info("no link for an agent's run: %s", exc)
             raise LinkRefused(f"the link could not be stored: {exc}") from None
         base = client.base_url.rstrip("/")

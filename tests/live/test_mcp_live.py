@@ -298,3 +298,19 @@ def test_with_a_broker_an_assistants_run_on_one_replica_runs_on_anothers_worker(
         b.stop()
     assert answer["status"] == "ok" and answer["stdout"] == "via the broker\n"
     assert answer["link"].startswith(a.http_url + "/s/")
+
+
+def test_an_assistants_links_and_the_pages_count_against_one_budget_per_network() -> None:
+    with running_server(["--snippets-per-address-per-hour", "2"]) as live:
+        token = issue_token(live.log_path.parent, "linker")
+        shared = structured(call(live.http_url, token, "share", code="print('one')"))
+        with httpx2.Client(timeout=30) as http:
+            assert http.post(live.http_url + "/api/snippets", json={"code": "print('two')"}).status_code == 201
+            third = http.post(live.http_url + "/api/snippets", json={"code": "print('three')"})
+        over = structured(call(live.http_url, token, "run", code="print('four')"))
+        refused = call(live.http_url, token, "share", code="print('five')")
+    assert shared["url"].startswith(live.http_url + "/s/")
+    assert third.status_code == 429  # the assistant's link counted against the page's budget
+    assert over["stdout"] == "four\n" and over["link"] is None  # the run is answered, without a link
+    assert "links in the last hour" in over["link_note"]
+    assert refused.is_error and "links in the last hour" in refused.content[0].text
