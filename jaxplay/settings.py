@@ -17,11 +17,11 @@ from typing import Any
 
 ENV_PREFIX = "JAXPLAY_"
 SERVE, WORKER, PURGE_RESULTS, RUNTIMES = "serve", "worker", "purge-results", "runtimes"
-BACKUP, RESTORE, STORAGE = "backup", "restore", "storage"
+BACKUP, RESTORE, STORAGE, TOKENS = "backup", "restore", "storage", "tokens"
 # The commands that take settings as flags, in the order the docs list them.
-COMMANDS = (SERVE, WORKER, PURGE_RESULTS, RUNTIMES, BACKUP, RESTORE, STORAGE)
+COMMANDS = (SERVE, WORKER, PURGE_RESULTS, RUNTIMES, BACKUP, RESTORE, STORAGE, TOKENS)
 # The commands that open the store a server uses (its --data-dir or --database-url).
-STORE_COMMANDS = (SERVE, PURGE_RESULTS, BACKUP, RESTORE, STORAGE)
+STORE_COMMANDS = (SERVE, PURGE_RESULTS, BACKUP, RESTORE, STORAGE, TOKENS)
 # What a worker decides for itself (its sandboxes, caches, runtimes); `serve` passes it to its local workers.
 SERVE_AND_WORKER = (SERVE, WORKER)
 
@@ -114,9 +114,13 @@ class Settings:
     max_room_followers: int = setting(1000, "People who may follow one workshop room at once.")
     cache_limit_mb: int = setting(256, "Size of the result cache (recorded runs answered again at once), in MiB; "
                                        "0 turns the cache off.")
+    mcp: str = setting("on", "The endpoint for coding assistants, /mcp (Model Context Protocol): 'on' serves it to "
+                             "the tokens `jaxplay tokens add` issued, 'off' answers 404.", choices=("on", "off"))
+    mcp_anonymous: bool = setting(False, "Also serve /mcp without a token: each network is then one client, as a "
+                                         "browser without the session cookie is (docs/agents.md).")
     max_recorded_run_bytes: int = setting(10 << 20, "Largest recorded run a shared snippet may carry, in bytes.")
     log_level: str = setting("info", "Log level of the jaxplay loggers.",
-                             commands=(SERVE, WORKER, PURGE_RESULTS, BACKUP, RESTORE, STORAGE))
+                             commands=(SERVE, WORKER, PURGE_RESULTS, BACKUP, RESTORE, STORAGE, TOKENS))
     access_log: bool = setting(True, "Log one line per HTTP request and per websocket connection (logger "
                                      "jaxplay.access, at INFO): client network, method, path without its query "
                                      "string, status, duration; never code or output.")

@@ -20,6 +20,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from jaxplay import __version__
+from jaxplay.server.agents.endpoint import AgentEndpoint
+from jaxplay.server.agents.links import RunLinks
+from jaxplay.server.agents.tokens import TokenStore
+from jaxplay.server.agents.tools import AgentTools
 from jaxplay.server.browser_socket import handle_browser_socket
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.hosts import AllowedHosts, AllowedHostsMiddleware
@@ -93,6 +97,13 @@ def create_app(settings: Settings) -> Starlette:
     if isinstance(state.scheduler, BrokeredScheduler):  # rooms span the replicas too
         rooms.sync = RedisRoomSync(state.scheduler.broker)
 
+    # Coding assistants (/mcp): clients of the same run path, sandbox, queues and budgets (server/agents/).
+    agents = None
+    if settings.mcp == "on":
+        links = RunLinks(sharing.snippets, settings, sharing.link_budgets)
+        tools = AgentTools(state.scheduler, state.watchers, state.browser_hooks, links)
+        agents = AgentEndpoint(settings, tools, TokenStore(sharing.storage))
+
     async def backends(request: Request) -> JSONResponse:
         await state.scheduler.refresh_waiting()
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
@@ -134,7 +145,8 @@ def create_app(settings: Settings) -> Starlette:
                                                      on_refusal=state.scheduler.local_worker_refused)
         workers.start()
         try:
-            yield
+            async with agents.running() if agents is not None else contextlib.nullcontext():
+                yield
         finally:
             await workers.stop()
             await rooms.stop()
@@ -152,6 +164,7 @@ def create_app(settings: Settings) -> Starlette:
         *room_routes(rooms),
         *ApiIndex(settings).routes(),
         WebSocketRoute("/ws", browser_socket),
+        *([Route("/mcp", agents)] if agents is not None else []),
         *page_assets.routes(),
     ]
     # A database outage is a 503 naming it, never a bare 500 (server/ops/outage.py).

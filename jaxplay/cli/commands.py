@@ -13,7 +13,7 @@ from typing import Any
 
 from jaxplay import __version__
 from jaxplay import browser_protocol as bp
-from jaxplay.cli import runtimes, storage
+from jaxplay.cli import runtimes, storage, tokens
 from jaxplay.settings import (
     BACKUP,
     ENV_PREFIX,
@@ -21,6 +21,7 @@ from jaxplay.settings import (
     RESTORE,
     SERVE,
     STORAGE,
+    TOKENS,
     WORKER,
     Settings,
     default_text,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(purge, PURGE_RESULTS)
     runtimes.add_parser(commands, add_setting_flags)
     storage.add_parsers(commands, add_setting_flags)
+    tokens.add_parser(commands, add_setting_flags)
     return parser
 
 
@@ -187,8 +189,9 @@ def manage_runtimes(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    if args.command in (BACKUP, RESTORE, STORAGE):
-        run = {BACKUP: storage.run_backup, RESTORE: storage.run_restore, STORAGE: storage.run_storage}[args.command]
+    if args.command in (BACKUP, RESTORE, STORAGE, TOKENS):
+        run = {BACKUP: storage.run_backup, RESTORE: storage.run_restore, STORAGE: storage.run_storage,
+               TOKENS: tokens.run}[args.command]
         settings = settings_from(args)
         configure_logging(settings.log_level)
         run(args, settings)

@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 from jaxplay.server.runs.result_cache import ResultCache
 from jaxplay.server.runs.scheduler import Scheduler
-from jaxplay.server.sharing.create import snippet_routes
+from jaxplay.server.sharing.create import LinkBudgets, snippet_routes
 from jaxplay.server.sharing.serve import share_page_routes
 from jaxplay.server.sharing.snippets import SnippetStore
 from jaxplay.server.storage import leftovers
@@ -48,12 +48,13 @@ class Sharing:
         self.settings = settings
         self.storage = open_storage(settings.database_url, settings.data_dir)
         self.snippets = SnippetStore(self.storage)
+        self.link_budgets = LinkBudgets(settings)  # per network, however a link is made
         self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
         self.opening: asyncio.Task[None] | None = None  # tries again while the database cannot be reached
         self.checking: asyncio.Task[dict[str, int]] | None = None  # links left in another store (leftovers.py)
 
     def routes(self) -> list[Route]:
-        return [*snippet_routes(self.snippets, self.settings), *share_page_routes(self.snippets)]
+        return [*snippet_routes(self.snippets, self.settings, self.link_budgets), *share_page_routes(self.snippets)]
 
     async def open(self) -> None:
         try:

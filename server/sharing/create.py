@@ -39,25 +39,36 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
+class LinkBudgets:
+    """Links are kept forever and a large one costs a second of parsing: both are budgeted per network,
+    for every way a link is made (this route, and an assistant's at /mcp: server/agents/links.py)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.links = Budgets(per_hour=settings.snippets_per_address_per_hour)
+        self.mib = Budgets(per_hour=settings.snippet_mb_per_address_per_hour)
+
+    def spend(self, network: str, size_mib: float) -> None:
+        """Spend one link of ``size_mib`` of ``network``'s budgets; ``SnippetError`` (429) saying which is spent."""
+        if not self.links.allows(network):
+            raise SnippetError(429, f"This address has created {self.settings.snippets_per_address_per_hour} links "
+                                    "in the last hour, the most it may; wait a few minutes.")
+        if not self.mib.allows(network, size_mib):
+            raise SnippetError(429, f"This link is {size_mib:.1f} MiB, and this address has shared nearly "
+                                    f"{self.settings.snippet_mb_per_address_per_hour} MiB in the last hour, the most "
+                                    "it may; wait a few minutes, or share without the recorded run.")
+        self.links.spend(network), self.mib.spend(network, size_mib)
+
+
+def snippet_routes(store: SnippetStore, settings: Settings, budgets: LinkBudgets | None = None) -> list[Route]:
     body_limit = JSON_ESCAPE_FACTOR * settings.max_code_bytes + 2 * settings.max_recorded_run_bytes + (1 << 20)
-    # Links are kept forever and a large one costs a second of parsing: both are budgeted per network.
-    links = Budgets(per_hour=settings.snippets_per_address_per_hour)
-    mib = Budgets(per_hour=settings.snippet_mb_per_address_per_hour)
+    budgets = budgets or LinkBudgets(settings)
 
     async def create_snippet(request: Request) -> Response:
         network = identity_of(request.scope).network
         try:
             raw = await read_body(request, body_limit)
-            size_mib = len(raw) / 2**20
-            if not links.allows(network):
-                raise SnippetError(429, f"This address has created {settings.snippets_per_address_per_hour} links in "
-                                        "the last hour, the most it may; wait a few minutes.")
-            if not mib.allows(network, size_mib):
-                raise SnippetError(429, f"This link is {size_mib:.1f} MiB, and this address has shared nearly "
-                                        f"{settings.snippet_mb_per_address_per_hour} MiB in the last hour, the most it "
-                                        "may; wait a few minutes, or share without the recorded run.")
-            links.spend(network), mib.spend(network, size_mib)
+            budgets.spend(network, len(raw) / 2**20)
             content = parse_content(raw, settings)
             snippet_id, created = await store.create(content)
         except SnippetError as exc:

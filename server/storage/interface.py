@@ -1,4 +1,4 @@
-"""Storage of snippets, the result cache and workshop rooms: what both database engines share.
+"""Storage of snippets, the result cache, workshop rooms and agent tokens: what both database engines share.
 
 Two engines implement it (``--database-url`` picks one, in server/storage/factory.py,
 which alone imports them): SQLite (server/storage/sqlite.py) and PostgreSQL
@@ -107,6 +107,19 @@ MIGRATIONS: tuple[Migration, ...] = (
     """, """
         ALTER TABLE result_cache ADD COLUMN worker TEXT NOT NULL DEFAULT '';
         CREATE INDEX result_cache_worker ON result_cache(worker);
+    """),
+    Migration(5, "agent_tokens: the tokens an operator issued to coding assistants (/mcp), stored hashed", """
+        CREATE TABLE agent_tokens (
+            name       TEXT PRIMARY KEY,            -- the operator's name for the assistant
+            digest     TEXT NOT NULL UNIQUE,        -- sha256 hex of the token, never the token
+            created_at TEXT NOT NULL                -- ISO 8601, UTC
+        );
+    """, """
+        CREATE TABLE agent_tokens (
+            name       TEXT PRIMARY KEY,
+            digest     TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        );
     """),
 )
 

@@ -47,6 +47,7 @@ TABLES = (
     Table("snippets", "id", "document"),
     Table("rooms", "code", "program"),
     Table("result_cache", "key", "recorded", ignored=("last_used",)),
+    Table("agent_tokens", "name", "digest"),
 )
 # Tables of the engines themselves, never copied: the schema version is each store's own.
 ENGINE_TABLES = ("jaxplay_schema",)

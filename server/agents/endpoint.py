@@ -1,0 +1,103 @@
+"""``/mcp``: the Streamable HTTP transport of the Model Context Protocol, behind this server's own checks.
+
+Every request, before the SDK sees it:
+
+- its ``Host`` is an allowed name (``AllowedHostsMiddleware``, outside the
+  app, as for every request) and its ``Origin``, when it sends one, is this
+  server's own page (``same_origin.origin_allowed``): the transport's guard
+  against DNS rebinding, which the MCP spec asks of a server. A browser page
+  of another site can neither read answers nor spend a network's budgets.
+- it names its client: ``Authorization: Bearer <token>`` of a token the
+  operator issued (``jaxplay tokens add``), which is the client
+  ``agent:<name>``; or, with ``--mcp-anonymous``, no header at all, which is
+  its network's address client (server/clients/identity.py), shared with
+  every browser of that network without the session cookie. A token nobody
+  issued, or one removed, is refused with 401, whatever the setting.
+
+The transport is stateless with JSON answers: each POST is one JSON-RPC
+message answered in full, so a request holds nothing between calls and any
+replica may answer it. The SDK's session manager runs inside the app's
+lifespan (``running``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from jaxplay.server.agents.tokens import TokenStore
+from jaxplay.server.agents.tools import SCOPE_KEY, AgentTools
+from jaxplay.server.clients.identity import ClientIdentity, address_client, identity_of
+from jaxplay.server.clients.same_origin import origin_allowed
+from jaxplay.server.storage.interface import StorageError
+from jaxplay.settings import Settings
+
+log = logging.getLogger("jaxplay.agents")
+
+AGENT_CLIENT_PREFIX = "agent:"
+# JSON may spell a character in up to six bytes; beyond this a request cannot hold a program within the limit.
+JSON_ESCAPE_FACTOR = 6
+
+
+def refusal(status: int, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "message": message}},
+                        status_code=status, headers=headers)
+
+
+class AgentEndpoint:
+    def __init__(self, settings: Settings, tools: AgentTools, tokens: TokenStore) -> None:
+        self.settings = settings
+        self.tools = tools
+        self.tokens = tokens
+        self.manager = StreamableHTTPSessionManager(
+            app=tools.server._lowlevel_server, json_response=True, stateless=True,
+            max_request_body_size=JSON_ESCAPE_FACTOR * settings.max_code_bytes + (1 << 20))
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        origin = headers.get("origin")
+        if not origin_allowed(origin, headers.get("host"), scope.get("scheme") == "https"):
+            log.info("refused an /mcp request from the page %r", origin)
+            await refusal(403, f"This request came from the page {origin!r}, not from this server's own pages: "
+                               "other sites may not call /mcp. Assistants send no Origin header.")(scope, receive, send)
+            return
+        identity = await self.identify(headers.get("authorization"), identity_of(scope))
+        if isinstance(identity, JSONResponse):
+            await identity(scope, receive, send)
+            return
+        scope[SCOPE_KEY] = identity
+        await self.manager.handle_request(scope, receive, send)
+
+    async def identify(self, authorization: str | None, asker: ClientIdentity) -> ClientIdentity | JSONResponse:
+        """The client a request counts as, or the answer refusing it."""
+        network = asker.network
+        if authorization is None:
+            if self.settings.mcp_anonymous:
+                return address_client(network)
+            return refusal(401, "This server's /mcp needs a token: send 'Authorization: Bearer <token>' with a token "
+                                "its operator issued (jaxplay tokens add NAME).", **{"WWW-Authenticate": "Bearer"})
+        scheme, _, token = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return refusal(401, "Send the token as 'Authorization: Bearer <token>'.",
+                           **{"WWW-Authenticate": "Bearer"})
+        try:
+            name = await self.tokens.name_of(token.strip())
+        except StorageError as exc:
+            return refusal(503, f"Tokens cannot be checked now: {exc}")
+        if name is None:
+            log.info("refused an /mcp request of %s: a token nobody issued, or one removed", network)
+            return refusal(401, "This token is not one this server issued, or it was removed; ask the operator for "
+                                "a new one (jaxplay tokens add NAME).",
+                           **{"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        return ClientIdentity(key=AGENT_CLIENT_PREFIX + name, network=network)
+
