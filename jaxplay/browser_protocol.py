@@ -19,6 +19,8 @@ from enum import StrEnum
 from typing import Any, ClassVar, Literal, NotRequired, TypedDict, get_args
 
 from jaxplay import json_input
+from jaxplay.run_flags import FlagError, RunFlags
+from jaxplay.run_flags import validate as validate_flags
 
 MAX_RUN_ID_CHARS = 128
 RUNTIME_NAME = re.compile(r"^[0-9][0-9A-Za-z.+_-]{0,39}$")
@@ -37,7 +39,7 @@ class RunStatus(StrEnum):
 # known up front so that every series exists from the start. "other": a refusal that names none (a bug).
 REJECTION_REASONS = ("invalid_message", "code_too_large", "duplicate_id", "connection_limit", "client_limit",
                      "timeout_too_long", "unknown_backend", "unknown_runtime", "no_worker", "queue_full",
-                     "shutting_down", "broker_unreachable", "broker_out_of_memory", "other")
+                     "shutting_down", "broker_unreachable", "broker_out_of_memory", "bad_flags", "other")
 
 
 class ProtocolError(ValueError):
@@ -73,6 +75,7 @@ class ClientRun:
     fresh: bool = False
     profile: bool = False
     runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
+    flags: RunFlags = RunFlags()  # JAX options and XLA flags, checked against the allow-list (jaxplay/run_flags.py)
 
 
 @dataclass(frozen=True)
@@ -316,8 +319,12 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)
         flags[name] = value
+    try:
+        run_flags = validate_flags(raw.get("flags"))
+    except FlagError as exc:
+        raise ProtocolError(str(exc), rid, reason="bad_flags") from None
     return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
-                     **flags)
+                     flags=run_flags, **flags)
 
 
 # --- server events --------------------------------------------------------
@@ -342,6 +349,7 @@ class StartedEvent(RunEvent):
     sandbox: NotRequired[str]
     runtime: NotRequired[str]
     default_runtime: NotRequired[bool]
+    flags: NotRequired[dict[str, dict[str, Any]]]  # the JAX options and XLA flags it runs with, when any
 
 
 class StdoutEvent(RunEvent):

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from jaxplay import browser_protocol as bp
-from jaxplay import json_input
+from jaxplay import json_input, run_flags
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import identity_of
@@ -47,6 +47,7 @@ from jaxplay.server.clients.same_origin import origin_allowed
 from jaxplay.server.clients.socket_transport import transport_of
 from jaxplay.server.ops.outage import outage_message
 from jaxplay.server.runs.run import Run, RunWatcher, before_dispatch
+from jaxplay.server.runs.runtimes import flags_for_runtime
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.interface import StorageUnavailable
 
@@ -283,9 +284,13 @@ class BrowserConnection:
         self._check_room_for_run(message.id, message.timeout_s)
         backend = self._backend(message.backend, message.id)
         runtime = self._runtime(backend, message.runtime, message.id)
+        try:
+            flags = flags_for_runtime(self.scheduler.worker_hellos(backend), backend, runtime, message.flags)
+        except run_flags.FlagError as exc:
+            raise bp.ProtocolError(str(exc), message.id, reason="bad_flags") from None
         request = wp.RunRequest(code=message.code, backend=backend,
                                 timeout_s=float(message.timeout_s or self.settings.run_timeout_s),
-                                options=wp.RunOptions(inspect=message.inspect, profile=message.profile),
+                                options=wp.RunOptions(inspect=message.inspect, profile=message.profile, flags=flags),
                                 runtime=runtime, fresh=message.fresh)
         await self._dispatch(Run(client_id=message.id, request=request, emit=self.emit,
                                  session_id=self.session_id, network=self.network))
