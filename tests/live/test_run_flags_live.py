@@ -1,0 +1,109 @@
+"""JAX options and XLA flags on the real path: they take effect on every offered runtime, a bad one is
+refused by name, and neither the result cache nor the compile cache answers a run with other flags."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import websockets
+
+from tests.live_server import LiveServer, collect, done_of, output_text
+from tests.runtimes_server import TEST_RUNTIMES, runtimes_server
+
+pytestmark = pytest.mark.live
+
+# Dividing by a constant is a multiplication once XLA's algebraic simplifier ("algsimp") has run.
+PROGRAM = """
+import jax, jax.numpy as jnp
+print("jax", jax.__version__, jnp.ones(2).dtype)
+
+@jax.jit
+def half(y):
+    return y / 2.0
+
+print(half(jnp.arange(4.0)))
+"""
+FLAGS = {"config": {"jax_enable_x64": True}, "xla": {"xla_disable_hlo_passes": "algsimp"}}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[LiveServer]:
+    with runtimes_server(["--runtime-idle-s", "30"]) as live:
+        yield live
+
+
+def half_hlo(events: list[dict[str, Any]]) -> str:
+    done = done_of(events)
+    assert done["status"] == "ok", (done, output_text(events, "stderr"))
+    (compiled,) = [e for e in events if e["type"] == "compiled" and e["fn"] == "half"]
+    return compiled["hlo"]
+
+
+@pytest.mark.parametrize("runtime", [None, *TEST_RUNTIMES], ids=lambda r: r or "default")
+def test_an_option_and_a_flag_take_effect_on_every_offered_runtime(server: LiveServer, runtime: str | None) -> None:
+    extra = {"runtime": runtime} if runtime else {}
+    plain = server.run(PROGRAM, timeout=180, fresh=True, **extra)
+    flagged = server.run(PROGRAM, timeout=180, fresh=True, flags=FLAGS, **extra)
+    assert "float32" in output_text(plain) and "float64" in output_text(flagged), output_text(flagged)
+    assert "divide(" not in half_hlo(plain) and "divide(" in half_hlo(flagged)
+    assert "f64[4]" in half_hlo(flagged)
+    started = next(e for e in flagged if e["type"] == "started")
+    assert started["flags"] == {"config": {"jax_enable_x64": True}, "xla": {"xla_disable_hlo_passes": "algsimp"}}
+    assert "flags" not in next(e for e in plain if e["type"] == "started")
+
+
+async def runs_of_one_session(server: LiveServer, runs: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Each run in turn on one connection of one browser session (so they share its compile cache)."""
+    headers = await asyncio.to_thread(server.browser_headers)
+    results = []
+    async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
+        for fields in runs:
+            run_id = uuid.uuid4().hex[:12]
+            await ws.send(json.dumps({"type": "run", "id": run_id, "code": PROGRAM, **fields}))
+            results.append(await collect(ws, run_id, 180))
+    return results
+
+
+def test_neither_cache_answers_a_run_with_other_flags(server: LiveServer) -> None:
+    only_xla = {"xla": {"xla_disable_hlo_passes": "algsimp"}}
+    # The compile cache: one session, so its runs share a compile cache; fresh, so no result cache answers.
+    plain, flagged, plain_again, flagged_again = asyncio.run(runs_of_one_session(server, [
+        {"fresh": True}, {"fresh": True, "flags": only_xla}, {"fresh": True}, {"fresh": True, "flags": only_xla}]))
+    assert "divide(" not in half_hlo(plain) and "divide(" not in half_hlo(plain_again)
+    assert "divide(" in half_hlo(flagged) and "divide(" in half_hlo(flagged_again)
+    # The result cache: a recorded run without flags never answers one with them, nor the other way round.
+    code = PROGRAM + "print('result cache')\n"
+    first = server.run(code, timeout=180)
+    assert not done_of(first).get("cached")
+    with_flags = server.run(code, timeout=180, flags=only_xla)
+    assert not done_of(with_flags).get("cached") and "divide(" in half_hlo(with_flags)
+    for _ in range(20):  # recorded after the done: wait for both entries
+        again, again_flagged = server.run(code, timeout=180), server.run(code, timeout=180, flags=only_xla)
+        if done_of(again).get("cached") and done_of(again_flagged).get("cached"):
+            break
+    assert done_of(again).get("cached") and "divide(" not in half_hlo(again)
+    assert done_of(again_flagged).get("cached") and "divide(" in half_hlo(again_flagged)
+
+
+@pytest.mark.parametrize("flags, runtime, says", [
+    ({"xla": {"xla_dump_to": "/tmp/x"}}, None, "names a place to read or write"),
+    ({"xla": {"xla_disable_hlo_passes": "algsimp --xla_dump_to=/tmp/x"}}, None, "pass names"),
+    ({"xla": {"xla_backend_optimization_level": 9}}, None, "an integer from 0 to 3; got 9"),
+    ({"xla": {"xla_gpu_autotune_level": 0}}, None, "acts only on gpu"),
+    ({"config": {"jax_enable_x65": True}}, None, "Unknown JAX option 'jax_enable_x65'"),
+    ({"xla": {"xla_cpu_use_xnnpack": False}}, "0.4.38", "not known to the XLA of JAX 0.4.38"),
+])
+def test_a_bad_flag_is_rejected_by_name(server: LiveServer, flags: dict[str, Any], runtime: str | None,
+                                        says: str) -> None:
+    if runtime and runtime not in TEST_RUNTIMES:
+        pytest.skip(f"JAX {runtime} is not among the test runtimes")
+    events = server.run(PROGRAM, timeout=60, flags=flags, **({"runtime": runtime} if runtime else {}))
+    done = done_of(events)
+    assert done["status"] == "rejected" and done["reason"] == "bad_flags", done
+    assert says in done["message"], done["message"]
+    assert [e["type"] for e in events] == ["done"]
