@@ -16,10 +16,10 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, NotRequired, TypedDict, get_args
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, cast, get_args
 
 from jaxplay import json_input
-from jaxplay.run_flags import FlagError, RunFlags
+from jaxplay.run_flags import FlagError
 from jaxplay.run_flags import validate as validate_flags
 
 MAX_RUN_ID_CHARS = 128
@@ -64,6 +64,12 @@ def text_bytes(text: str, field: str, run_id: str | None = None) -> int:
                             f"at character {exc.start}), which is not text: send valid Unicode.", run_id) from None
 
 
+class RunFlags(TypedDict):
+    """A run's JAX options (``config``) and XLA flags (``xla``), names to values, as a client sends them."""
+    config: NotRequired[dict[str, bool | int | str]]
+    xla: NotRequired[dict[str, bool | int | str]]
+
+
 @dataclass(frozen=True)
 class ClientRun:
     type: ClassVar[str] = "run"
@@ -75,7 +81,8 @@ class ClientRun:
     fresh: bool = False
     profile: bool = False
     runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
-    flags: RunFlags = RunFlags()  # JAX options and XLA flags, checked against the allow-list (jaxplay/run_flags.py)
+    # JAX options and XLA flags, checked against the allow-list (jaxplay/run_flags.py) and written canonically.
+    flags: RunFlags | None = None
 
 
 @dataclass(frozen=True)
@@ -324,7 +331,7 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
     except FlagError as exc:
         raise ProtocolError(str(exc), rid, reason="bad_flags") from None
     return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
-                     flags=run_flags, **flags)
+                     flags=cast(RunFlags, run_flags.plain()) if run_flags else None, **flags)
 
 
 # --- server events --------------------------------------------------------
@@ -349,7 +356,7 @@ class StartedEvent(RunEvent):
     sandbox: NotRequired[str]
     runtime: NotRequired[str]
     default_runtime: NotRequired[bool]
-    flags: NotRequired[dict[str, dict[str, Any]]]  # the JAX options and XLA flags it runs with, when any
+    flags: NotRequired[RunFlags]  # the JAX options and XLA flags it runs with, when any
 
 
 class StdoutEvent(RunEvent):

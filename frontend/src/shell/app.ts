@@ -198,7 +198,8 @@ export class App {
         isActive: () => slot.isActive(),
         boot,
         request: (message, onEvent) => this.request(message, onEvent),
-        runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes, fields: this.runFields() }),
+        runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes,
+                             runtime: this.runtimes.selected, fields: this.runFields() }),
       };
       const panel = factory(ctx);
       slot.mount(panel);
