@@ -7,6 +7,7 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
+import { flagsSummary } from "../flags/flags_editor";
 import { lazyApiHelp } from "../editor/api_help_loader";
 import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
@@ -532,5 +533,6 @@ function describeStarted(ev: StartedEvent): string {
   const parts = [ev.backend];
   if (typeof count === "number") parts.push(typeof kind === "string" ? `${count}× ${kind}` : `${count} devices`);
   if (ev.jax_version) parts.push(`jax ${ev.jax_version}`);
+  if (ev.flags) parts.push(`flags: ${flagsSummary(ev.flags)}`);  // on every tab, while its results are shown
   return parts.join(" · ");
 }

@@ -1,0 +1,82 @@
+"""The Flags tab and Compare of two flag sets in Chromium, at 1440 and 390 px, on the real worker and sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+
+pytestmark = [pytest.mark.live, pytest.mark.browser]
+
+WIDE = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+PROGRAM = """import jax, jax.numpy as jnp
+print(jnp.ones(2).dtype)
+
+@jax.jit
+def half(y):
+    return y / 2.0
+
+print(half(jnp.arange(4.0)))
+"""
+
+
+def test_flags_set_on_the_tab_reach_the_run_and_a_refused_one_is_explained_there(page_at: PageAt) -> None:
+    page = page_at("/", viewport=WIDE)
+    replace_code(page, PROGRAM)
+    page.click("#tab-flags")
+    # Labelled controls, reached by their names: what a screen reader announces.
+    tab = page.locator(".flags")
+    x64 = tab.get_by_label("jax_enable_x64", exact=True)
+    x64.focus()
+    x64.select_option("true")
+    tab.get_by_label("--xla_disable_hlo_passes", exact=True).fill("algsimp")
+    tab.get_by_label("--xla_disable_hlo_passes", exact=True).press("Tab")
+    assert page.inner_text("#tab-flags").strip().endswith("2")  # the badge counts the flags set
+    page.click("[data-testid=run]")
+    assert wait_for_status(page, "ok", "error", timeout_ms=120_000) == "ok"
+    used = page.inner_text("[data-testid=flags-used]")
+    assert used == "This run used: jax_enable_x64=true --xla_disable_hlo_passes=algsimp", used
+    page.screenshot(path="/tmp/jaxplay-flags-wide.png", full_page=True)
+    for tab_id in ("#tab-output", "#tab-inspect", "#tab-performance"):  # the status line says so on every tab
+        page.click(tab_id)
+        assert "flags: jax_enable_x64=true --xla_disable_hlo_passes=algsimp" in page.inner_text(".run-info")
+    page.click("#tab-output")
+    assert "float64" in output_text(page)
+    # A pass list with a path in it: refused by the server, said beside the controls, naming the flag.
+    page.click("#tab-flags")
+    tab.get_by_label("--xla_disable_hlo_passes", exact=True).fill("algsimp,/tmp/x")
+    tab.get_by_label("--xla_disable_hlo_passes", exact=True).press("Tab")
+    assert page.get_attribute("[data-testid=flags-xla_disable_hlo_passes]", "aria-invalid") == "true"
+    page.click("[data-testid=run]")
+    wait_for_status(page, "rejected")
+    problem = page.wait_for_selector("[data-testid=flags-problem]:not([hidden])")
+    text = problem.inner_text()
+    assert "--xla_disable_hlo_passes" in text and "pass names" in text, text
+    page.screenshot(path="/tmp/jaxplay-flags-refused.png", full_page=True)
+
+
+def test_compare_runs_two_flag_sets_side_by_side(page_at: PageAt) -> None:
+    for viewport, shot in ((WIDE, "/tmp/jaxplay-compare-flags-wide.png"),
+                           (PHONE, "/tmp/jaxplay-compare-flags-phone.png")):
+        page = page_at("/", viewport=viewport)
+        replace_code(page, PROGRAM)
+        page.click("#tab-compare")
+        page.select_option("[data-testid=compare-mode]", "flags")
+        page.wait_for_selector("[data-testid=compare-b-xla_disable_hlo_passes]")
+        page.select_option("[data-testid=compare-b-jax_enable_x64]", "true")
+        page.fill("[data-testid=compare-b-xla_disable_hlo_passes]", "algsimp")
+        page.click("[data-testid=compare-run]")
+        page.wait_for_selector("[data-testid=compare-status][data-state=done]", timeout=180_000)
+        columns = page.locator("[data-testid=compare-column]")
+        assert columns.count() == 2
+        a, b = columns.nth(0).inner_text(), columns.nth(1).inner_text()
+        assert a.startswith("A: no flags") and "float32" in a, a
+        assert b.startswith("B: jax_enable_x64=true --xla_disable_hlo_passes=algsimp") and "float64" in b, b
+        table = page.inner_text("[data-testid=compare-table]")
+        assert "half #1: flops" in table and "run time" in table, table
+        page.click("[data-testid=compare-artifact-hlo]")
+        page.wait_for_selector(".compare [data-testid=inspect-diff] .cm-mergeView")
+        before, after = page.locator(".compare [data-testid=inspect-diff] .cm-content").all_inner_texts()[:2]
+        assert "divide(" not in before and "divide(" in after
+        page.screenshot(path=shot, full_page=True)
