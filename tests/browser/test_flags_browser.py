@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import pytest
 
 from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
@@ -80,3 +83,24 @@ def test_compare_runs_two_flag_sets_side_by_side(page_at: PageAt) -> None:
         before, after = page.locator(".compare [data-testid=inspect-diff] .cm-content").all_inner_texts()[:2]
         assert "divide(" not in before and "divide(" in after
         page.screenshot(path=shot, full_page=True)
+
+
+def test_a_link_and_its_embed_open_with_the_flags_of_its_run(page_at: PageAt, base_url: str) -> None:
+    page = page_at("/", viewport=WIDE)
+    flags = {"config": {"jax_enable_x64": True}, "xla": {"xla_disable_hlo_passes": "algsimp"}}
+    code = f"# {uuid.uuid4().hex[:12]}\n{PROGRAM}"
+    response = page.request.post(f"{base_url}/api/snippets", headers={"content-type": "application/json"},
+                                 data=json.dumps({"code": code, "settings": {"inspect": True, "flags": flags}}))
+    assert response.status in (200, 201), response.text()
+    snippet = response.json()["id"]
+    for path, shot in ((f"/s/{snippet}", "/tmp/jaxplay-flags-link.png"), (f"/e/{snippet}", "/tmp/jaxplay-flags-embed.png")):
+        linked = page_at(path, viewport=PHONE)
+        linked.click("[data-testid=run]")
+        assert wait_for_status(linked, "ok", "error", timeout_ms=120_000) == "ok"
+        assert "flags: jax_enable_x64=true --xla_disable_hlo_passes=algsimp" in linked.inner_text(".run-info")
+        assert "float64" in output_text(linked)
+        if path.startswith("/s/"):
+            linked.click("#tab-flags")
+            assert linked.input_value("[data-testid=flags-jax_enable_x64]") == "true"
+            assert linked.input_value("[data-testid=flags-xla_disable_hlo_passes]") == "algsimp"
+        linked.screenshot(path=shot, full_page=True)

@@ -5,6 +5,9 @@
  * choice is kept per browser. The run's `started` says which flags it runs with, shown here and on the
  * tab's badge; a run refused for its flags (`done` with reason "bad_flags") shows the server's message
  * here, beside the controls, and moves focus to the flag it names.
+ *
+ * The flags are part of a link: they are a run field, so a shared snippet keeps them in its `settings`,
+ * and its page (and embed) opens with exactly those flags chosen, or none if its run had none.
  */
 
 import { el } from "../core/dom";
@@ -14,6 +17,13 @@ import { FlagsEditor, flagCount, flagsSummary } from "./flags_editor";
 import "./flags.css";
 
 const STORAGE_KEY = "jaxplay.flags";
+
+function asFlags(value: unknown): RunFlags | null {
+  if (!value || typeof value !== "object") return null;
+  const { config, xla } = value as RunFlags;
+  const object = (part: unknown) => part === undefined || (typeof part === "object" && part !== null);
+  return object(config) && object(xla) ? { ...(config ? { config } : {}), ...(xla ? { xla } : {}) } : null;
+}
 
 function remembered(): RunFlags | null {
   try {
@@ -37,7 +47,9 @@ export const flagsPanel: PanelFactory = (ctx) => {
     problem,
     used,
     editor.element);
-  let chosen = remembered();
+  // A link's page opens on its own run's flags; the editor's page on this browser's last choice.
+  const shared = ctx.boot.snippet ? (ctx.boot.snippet.settings as { flags?: unknown } | undefined) : undefined;
+  let chosen = ctx.boot.snippet ? asFlags(shared?.flags) : remembered();
 
   function retarget(): void {
     const choices = ctx.runChoices();

@@ -389,7 +389,7 @@ export class App {
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
-        this.runInfo.textContent = describeStarted(ev);
+        this.runInfo.textContent = this.runInfo.title = describeStarted(ev);  // the title: whole, where cut
         break;
       case "compiling":
       case "compiled":
