@@ -106,6 +106,7 @@ class ClientPasses:
     fn: str
     backend: str | None = None
     runtime: str | None = None  # the JAX of the run whose compilation Inspect shows
+    flags: RunFlags | None = None  # that run's flags: its compilations are XLA's under them
 
 
 # --- workshop rooms (server/rooms/hub.py) ---------------------------------------
@@ -295,7 +296,8 @@ def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) 
     if not isinstance(fn, str) or not fn or len(fn) > MAX_FN_NAME_CHARS:
         raise ProtocolError(f"'passes': field 'fn' must be the function's name (1 to {MAX_FN_NAME_CHARS} "
                             "characters), as its 'compiled' event gave it.", rid)
-    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid))
+    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid),
+                        flags=_flags(raw, rid))
 
 
 def _runtime(raw: dict[str, Any], rid: str) -> str | None:
@@ -326,12 +328,17 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
         if not isinstance(value, bool):
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)
         flags[name] = value
+    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
+                     flags=_flags(raw, rid), **flags)
+
+
+def _flags(raw: dict[str, Any], rid: str) -> RunFlags | None:
+    """The run's ``flags`` checked against the allow-list and written canonically; None when it sets none."""
     try:
-        run_flags = validate_flags(raw.get("flags"))
+        checked = validate_flags(raw.get("flags"))
     except FlagError as exc:
         raise ProtocolError(str(exc), rid, reason="bad_flags") from None
-    return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
-                     flags=cast(RunFlags, run_flags.plain()) if run_flags else None, **flags)
+    return cast(RunFlags, checked.plain()) if checked else None
 
 
 # --- server events --------------------------------------------------------

@@ -233,7 +233,8 @@ class BrowserConnection:
             if event.get("type") in PASSES_EVENTS:
                 self.emit(event)
 
-        options = wp.RunOptions(inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn))
+        flags = self._flags(backend, runtime, message.flags, message.id)
+        options = wp.RunOptions(inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn), flags=flags)
         request = wp.RunRequest(code=message.code, backend=backend, timeout_s=self.settings.run_timeout_s,
                                 options=options, runtime=runtime)
         await self._dispatch(Run(client_id=message.id, request=request, emit=emit, session_id=self.session_id,
@@ -280,14 +281,18 @@ class BrowserConnection:
         except bp.ProtocolError as exc:
             raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
 
+    def _flags(self, backend: str, runtime: str, flags: bp.RunFlags | None, run_id: str) -> run_flags.RunFlags:
+        """The run's flags, refused by name where this runtime's XLA or this backend would not take them."""
+        try:
+            return flags_for_runtime(self.scheduler.worker_hellos(backend), backend, runtime, dict(flags or {}))
+        except run_flags.FlagError as exc:
+            raise bp.ProtocolError(str(exc), run_id, reason="bad_flags") from None
+
     async def start_run(self, message: bp.ClientRun) -> None:
         self._check_room_for_run(message.id, message.timeout_s)
         backend = self._backend(message.backend, message.id)
         runtime = self._runtime(backend, message.runtime, message.id)
-        try:
-            flags = flags_for_runtime(self.scheduler.worker_hellos(backend), backend, runtime, message.flags)
-        except run_flags.FlagError as exc:
-            raise bp.ProtocolError(str(exc), message.id, reason="bad_flags") from None
+        flags = self._flags(backend, runtime, message.flags, message.id)
         request = wp.RunRequest(code=message.code, backend=backend,
                                 timeout_s=float(message.timeout_s or self.settings.run_timeout_s),
                                 options=wp.RunOptions(inspect=message.inspect, profile=message.profile, flags=flags),

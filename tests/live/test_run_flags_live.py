@@ -107,3 +107,24 @@ def test_a_bad_flag_is_rejected_by_name(server: LiveServer, flags: dict[str, Any
     assert done["status"] == "rejected" and done["reason"] == "bad_flags", done
     assert says in done["message"], done["message"]
     assert [e["type"] for e in events] == ["done"]
+
+
+async def passes_of(server: LiveServer, flags: dict[str, Any] | None) -> list[str]:
+    """XLA's pass list of ``half``'s compilation, in a run with ``flags`` and its ``passes`` request with them."""
+    headers = await asyncio.to_thread(server.browser_headers)
+    extra = {"flags": flags} if flags else {}
+    async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
+        await ws.send(json.dumps({"type": "run", "id": "run", "code": PROGRAM, "fresh": True, **extra}))
+        (compiled,) = [e for e in await collect(ws, "run", 180) if e["type"] == "compiled" and e["fn"] == "half"]
+        await ws.send(json.dumps({"type": "passes", "id": "passes", "code": PROGRAM, "key": compiled["key"],
+                                  "fn": "half", **extra}))
+        (event,) = [e for e in await collect(ws, "passes", 180) if e["type"] == "passes"]
+    assert not event.get("error"), event.get("error")
+    return [entry["name"] for entry in event["passes"]]
+
+
+def test_the_pass_list_of_a_run_with_flags_is_xlas_under_those_flags(server: LiveServer) -> None:
+    plain = asyncio.run(passes_of(server, None))
+    flagged = asyncio.run(passes_of(server, {"xla": {"xla_disable_hlo_passes": "algsimp"}}))
+    assert "algsimp" in plain, plain
+    assert "algsimp" not in flagged and flagged, flagged

@@ -54,6 +54,8 @@ export interface ClientPasses {
   backend?: string;
   /** The JAX of the run whose compilation it was (its `started` event's runtime). */
   runtime?: string;
+  /** That run's flags (its `started` event's): XLA compiles under them again. */
+  flags?: RunFlags;
 }
 
 // Workshop rooms (server/rooms/hub.py): follow a presenter's editor and runs.
