@@ -82,6 +82,14 @@ def test_compare_runs_two_flag_sets_side_by_side(page_at: PageAt) -> None:
         page.wait_for_selector(".compare [data-testid=inspect-diff] .cm-mergeView")
         before, after = page.locator(".compare [data-testid=inspect-diff] .cm-content").all_inner_texts()[:2]
         assert "divide(" not in before and "divide(" in after
+        if viewport is WIDE:  # XLA's pass lists side by side: algsimp ran only without the flag
+            page.click("[data-testid=compare-passes]")
+            page.wait_for_function("document.querySelectorAll('[data-testid=compare-pass-list] .compare-line')"
+                                   ".length > 10 && !document.body.innerText.includes('compiling with per-pass')",
+                                   timeout=180_000)
+            only_a, only_b = (page.locator("[data-testid=compare-pass-list]").nth(i)
+                              .locator("[data-testid=compare-pass-only-here]").all_inner_texts() for i in (0, 1))
+            assert "algsimp" in only_a and "algsimp" not in only_b, (only_a, only_b)
         page.screenshot(path=shot, full_page=True)
 
 
