@@ -31,8 +31,9 @@ print(jax.jit(lambda x: x / 2.0 + 1)(jnp.arange(8.0)).sum())
 """
 CASES = {
     "no flags": validate(None),
-    "JAX options": validate({"config": {"jax_enable_x64": True, "jax_numpy_rank_promotion": "raise"}}),
-    "XLA flags": validate({"xla": {"xla_disable_hlo_passes": "algsimp", "xla_cpu_enable_fast_math": False}}),
+    # Each set to its default: the same program compiles to the same code, so what differs is where it runs.
+    "JAX options": validate({"config": {"jax_numpy_rank_promotion": "allow"}}),
+    "XLA flags": validate({"xla": {"xla_cpu_enable_fast_math": False}}),
 }
 
 
