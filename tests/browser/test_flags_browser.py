@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from tests.browser.helpers import PageAt, output_text, replace_code, wait_for_status
+from tests.browser.test_accessibility_browser import blocking_violations
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
@@ -41,6 +42,8 @@ def test_flags_set_on_the_tab_reach_the_run_and_a_refused_one_is_explained_there
     used = page.inner_text("[data-testid=flags-used]")
     assert used == "This run used: jax_enable_x64=true --xla_disable_hlo_passes=algsimp", used
     page.screenshot(path="/tmp/jaxplay-flags-wide.png", full_page=True)
+    page.wait_for_timeout(300)  # tab fade settled before axe measures colours
+    assert not blocking_violations(page, "#panel-flags")
     for tab_id in ("#tab-output", "#tab-inspect", "#tab-performance"):  # the status line says so on every tab
         page.click(tab_id)
         assert "flags: jax_enable_x64=true --xla_disable_hlo_passes=algsimp" in page.inner_text(".run-info")
@@ -90,6 +93,8 @@ def test_compare_runs_two_flag_sets_side_by_side(page_at: PageAt) -> None:
             only_a, only_b = (page.locator("[data-testid=compare-pass-list]").nth(i)
                               .locator("[data-testid=compare-pass-only-here]").all_inner_texts() for i in (0, 1))
             assert "algsimp" in only_a and "algsimp" not in only_b, (only_a, only_b)
+        page.wait_for_timeout(300)
+        assert not blocking_violations(page, "#panel-compare")
         page.screenshot(path=shot, full_page=True)
 
 

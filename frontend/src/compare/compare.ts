@@ -380,7 +380,9 @@ export const comparePanel: PanelFactory = (ctx) => {
       return el("section", { class: "compare-column", "data-testid": "compare-pass-list" },
         el("h4", {}, `Passes · ${label(run)}`, el("span", { class: "compare-count" },
           answer?.names ? ` · ${answer.names.length} runs, ${only} only here` : "")),
-        el("div", { class: "compare-output" }, ...body));
+        // Focusable: a list that scrolls must be reachable by keyboard.
+        el("div", { class: "compare-output", tabindex: "0", role: "region", "aria-label": `XLA's passes, ${label(run)}` },
+          ...body));
     }));
   }
 
