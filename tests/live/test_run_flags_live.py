@@ -128,3 +128,22 @@ def test_the_pass_list_of_a_run_with_flags_is_xlas_under_those_flags(server: Liv
     flagged = asyncio.run(passes_of(server, {"xla": {"xla_disable_hlo_passes": "algsimp"}}))
     assert "algsimp" in plain, plain
     assert "algsimp" not in flagged and flagged, flagged
+
+
+def test_every_jax_option_at_once_runs_and_is_in_effect(server: LiveServer) -> None:
+    options = {"jax_enable_x64": True, "jax_default_matmul_precision": "highest", "jax_numpy_rank_promotion": "raise",
+               "jax_numpy_dtype_promotion": "strict", "jax_disable_jit": True, "jax_debug_nans": True,
+               "jax_debug_infs": True, "jax_default_prng_impl": "rbg", "jax_enable_checks": True,
+               "jax_log_compiles": True, "jax_explain_cache_misses": True, "jax_threefry_partitionable": True,
+               "jax_softmax_custom_jvp": True, "jax_check_tracer_leaks": True, "jax_debug_key_reuse": True,
+               "jax_traceback_filtering": "off"}
+    code = ("import jax\nfrom jax import config\n"
+            "print(sorted((n, getattr(config, n)) for n in " + repr(sorted(options)) + "))\n"
+            "print(jax.random.key_data(jax.random.key(0)).shape)\n")
+    events = server.run(code, timeout=180, fresh=True, flags={"config": options})
+    done = done_of(events)
+    assert done["status"] == "ok", (done, output_text(events, "stderr"))
+    shown = output_text(events).splitlines()
+    for name, value in options.items():
+        assert f"('{name}', {value!r})" in shown[0] or f"('{name}', <" in shown[0], (name, shown[0])
+    assert shown[1] == "(4,)"  # rbg keys hold four words, threefry's two
