@@ -29,14 +29,38 @@ def apply(flags: run_flags.RunFlags, backend_started: bool) -> dict[str, Any] | 
     if checked.xla:
         if backend_started:  # the worker sends such runs to a fresh spare; XLA would ignore them here
             return _refused("The XLA flags could not be applied: this sandbox's backend had already started.")
-        existing = os.environ.get("XLA_FLAGS", "")
-        os.environ["XLA_FLAGS"] = f"{existing} {checked.xla_flags_text()}".strip()
+        _join_xla_flags(checked.xla_flags_text())
+        _keep_at_backend_start(checked.xla_flags_text())
     for name, value in checked.config_values().items():
         try:
             jax.config.update(name, value)
         except (ValueError, TypeError, AttributeError) as exc:
             return _refused(f"JAX {jax.__version__} refused the option {name}={value}: {exc}")
     return None
+
+
+def _join_xla_flags(text: str) -> None:
+    """The run's flags after whatever ``XLA_FLAGS`` holds (the sandbox's device count; XLA takes the last of a
+    flag given twice, so the run's win)."""
+    current = os.environ.get("XLA_FLAGS", "").split()
+    missing = [flag for flag in text.split() if flag not in current]
+    if missing:
+        os.environ["XLA_FLAGS"] = " ".join([*current, *missing])
+
+
+def _keep_at_backend_start(text: str) -> None:
+    """A program may set ``XLA_FLAGS`` itself before its backend starts (sharding examples do, for a device
+    count): the run's flags are joined to what it set when the backend starts, never silently dropped."""
+    from jax._src import xla_bridge
+
+    start_backends = xla_bridge.backends
+
+    def backends() -> Any:
+        if not xla_bridge.backends_are_initialized():
+            _join_xla_flags(text)
+        return start_backends()
+
+    xla_bridge.backends = backends
 
 
 def _refused(message: str) -> dict[str, Any]:

@@ -147,3 +147,12 @@ def test_every_jax_option_at_once_runs_and_is_in_effect(server: LiveServer) -> N
     for name, value in options.items():
         assert f"('{name}', {value!r})" in shown[0] or f"('{name}', <" in shown[0], (name, shown[0])
     assert shown[1] == "(4,)"  # rbg keys hold four words, threefry's two
+
+
+def test_a_program_that_sets_xla_flags_itself_keeps_the_runs_flags(server: LiveServer) -> None:
+    code = ("import os\nos.environ['XLA_FLAGS'] = '--xla_force_host_platform_device_count=2'\n"
+            "import jax\nprint(jax.device_count(), os.environ['XLA_FLAGS'])\n" + PROGRAM)
+    events = server.run(code, timeout=180, fresh=True, flags={"xla": {"xla_disable_hlo_passes": "algsimp"}})
+    assert output_text(events).startswith(
+        "2 --xla_force_host_platform_device_count=2 --xla_disable_hlo_passes=algsimp\n"), output_text(events)
+    assert "divide(" in half_hlo(events)
