@@ -125,7 +125,8 @@ export const comparePanel: PanelFactory = (ctx) => {
   /** A column's heading: its JAX version, or its flag set and what it sets. */
   function label(r: VersionRun): string {
     const jax = `JAX ${r.jax ?? r.runtime.jax_version}`;
-    return r.set === null ? jax : `${r.set}: ${flagsSummary(r.flags) || "no flags"} (${jax})`;
+    if (r.set === null) return r.flags ? `${jax} · ${flagsSummary(r.flags)}` : jax;  // the Flags tab's, on each version
+    return `${r.set}: ${flagsSummary(r.flags) || "no flags"} (${jax})`;
   }
 
   function drawPicks(): void {
@@ -170,8 +171,9 @@ export const comparePanel: PanelFactory = (ctx) => {
       runtime, set, flags, state: "waiting", cancel: null, output: "", error: null, status: null,
       elapsedMs: null, jax: null, compiled: new Map(), cachedAt: null,
     });
+    const tabFlags = (ctx.runChoices().fields.flags as RunFlags | undefined) ?? null;
     runs = sets.length ? sets.map(([set, flags]) => column(runtimes[0], set, flags))
-      : runtimes.map((runtime) => column(runtime, null, null));
+      : runtimes.map((runtime) => column(runtime, null, tabFlags));
     chosenFunction = null;
     against = 1;
     passAnswers.clear();
