@@ -20,7 +20,7 @@ import { el, formatDuration } from "../core/dom";
 import type { IrDialect } from "../ir/hlo";
 import type { RunFlags, RuntimeInfo, ServerEvent } from "../wire/protocol";
 import { FlagsEditor, flagsSummary } from "../flags/flags_editor";
-import type { PassesEvent } from "../performance/perf_types";
+import { ComparePassLists } from "./compare_passes";
 import type { CompiledEvent } from "../ir/inspect_types";
 import { formatBytes, formatCount, formatMs } from "../ir/inspect_format";
 import { DiffView } from "../ir/inspect_view";
@@ -84,7 +84,7 @@ export const comparePanel: PanelFactory = (ctx) => {
   const functionsBar = el("div", { class: "compare-functions" });
   const diff = new DiffView();
   const same = el("div", { class: "compare-same", hidden: true, "data-testid": "compare-same" });
-  const passLists = el("div", { class: "compare-pass-lists", "data-testid": "compare-pass-lists" });
+  const passLists = new ComparePassLists(ctx);
   const runButton = el("button", { class: "btn", type: "button", "data-testid": "compare-run" }, "Compare");
   const modeSelect = el("select", { id: "compare-mode", "data-testid": "compare-mode" },
     el("option", { value: "versions" }, "JAX versions"), el("option", { value: "flags" }, "flags A and B"));
@@ -107,7 +107,7 @@ export const comparePanel: PanelFactory = (ctx) => {
     functionsBar,
     same,
     diff.element,
-    passLists,
+    passLists.element,
   );
   let runs: VersionRun[] = [];
   let chosenFunction: string | null = null;
@@ -176,7 +176,7 @@ export const comparePanel: PanelFactory = (ctx) => {
       : runtimes.map((runtime) => column(runtime, null, tabFlags));
     chosenFunction = null;
     against = 1;
-    passAnswers.clear();
+    passLists.clear();
     diff.clear();
     pump();
     draw();
@@ -324,75 +324,11 @@ export const comparePanel: PanelFactory = (ctx) => {
     return run.output + (run.error ? `${run.output && !run.output.endsWith("\n") ? "\n" : ""}${run.error}` : "");
   }
 
-  /** XLA's pass list of the chosen function in two columns, asked for once per column and function. */
-  const passAnswers = new Map<string, { names: string[] | null; error: string | null }>();
-  function passesKey(run: VersionRun, key: string): string {
-    return `${runs.indexOf(run)}|${key}`;
-  }
-
-  function askPasses(): void {
-    if (!chosenFunction) return;
-    const code = ctx.editor.getCode();
-    for (const run of [runs[0], runs[against]]) {
-      const compiled = run?.compiled.get(chosenFunction);
-      const key = run ? passesKey(run, chosenFunction) : "";
-      if (!run || !compiled || passAnswers.has(key)) continue;
-      const answer: { names: string[] | null; error: string | null } = { names: null, error: null };
-      passAnswers.set(key, answer);
-      const backend = ctx.runChoices().backend;
-      ctx.request({ type: "passes", code, key: compiled.key, fn: compiled.fn, ...(backend ? { backend } : {}),
-                    ...(run.runtime.default ? {} : { runtime: run.runtime.name }), ...(run.flags ? { flags: run.flags } : {}) },
-      (ev) => {
-        const event = ev as unknown as PassesEvent | { type: "done"; status: string; message?: string };
-        if (event.type === "passes") {
-          answer.names = (event.passes ?? []).map((p) => p.name);
-          answer.error = event.error ?? null;
-        } else if (event.type === "done" && answer.names === null) {
-          answer.error = event.message ?? `no pass list (${event.status})`;
-        }
-        drawPassLists();
-      });
-    }
-    drawPassLists();
-  }
-
-  function drawPassLists(): void {
-    const pair = [runs[0], runs[against]];
-    if (!chosenFunction || !pair[0] || !pair[1]) {
-      passLists.replaceChildren();
-      return;
-    }
-    const answers = pair.map((r) => passAnswers.get(passesKey(r, chosenFunction ?? "")));
-    if (!answers[0] && !answers[1]) {
-      passLists.replaceChildren(el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-passes",
-        title: "Run each side again until this compilation and list XLA's passes", onclick: askPasses },
-        `Pass lists of ${chosenFunction}`));
-      return;
-    }
-    const names = answers.map((a) => new Set(a?.names ?? []));
-    passLists.replaceChildren(...pair.map((run, i) => {
-      const answer = answers[i];
-      const other = names[1 - i];
-      const body = !answer || (answer.names === null && !answer.error) ? [el("div", { class: "compare-line" }, "compiling with per-pass dumps…")]
-        : answer.error ? [el("div", { class: "compare-line" }, answer.error)]
-        : (answer.names ?? []).map((name) => el("div", {
-            class: `compare-line${other.has(name) ? "" : " compare-differs"}`,
-            "data-testid": other.has(name) ? "compare-pass" : "compare-pass-only-here" }, name));
-      const only = (answer?.names ?? []).filter((n) => !other.has(n)).length;
-      return el("section", { class: "compare-column", "data-testid": "compare-pass-list" },
-        el("h4", {}, `Passes · ${label(run)}`, el("span", { class: "compare-count" },
-          answer?.names ? ` · ${answer.names.length} runs, ${only} only here` : "")),
-        // Focusable: a list that scrolls must be reachable by keyboard.
-        el("div", { class: "compare-output", tabindex: "0", role: "region", "aria-label": `XLA's passes, ${label(run)}` },
-          ...body));
-    }));
-  }
-
   function drawFunctions(): void {
     const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
     if (!keys.length || runs.length < 2) {
       functionsBar.replaceChildren();
-      passLists.replaceChildren();
+      passLists.clear();
       diff.clear();
       return;
     }
@@ -414,7 +350,9 @@ export const comparePanel: PanelFactory = (ctx) => {
     same.hidden = text(before) !== text(after);
     same.textContent = `The ${artifact} of ${chosenFunction} is the same with both ${runs[0].set !== null ? "flag sets" : "versions"} (shown folded below).`;
     if (before || after) diff.show(text(before), text(after), artifact, false);
-    drawPassLists();
+    passLists.show(chosenFunction, [runs[0], runs[against]].filter((r) => r !== undefined).map((r) => ({
+      id: runs.indexOf(r), label: label(r), compiled: r.compiled.get(chosenFunction ?? ""), runtime: r.runtime,
+      flags: r.flags })));
   }
 
   modeSelect.addEventListener("change", () => {
