@@ -16,9 +16,11 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, NotRequired, TypedDict, get_args
+from typing import Any, ClassVar, Literal, NotRequired, TypedDict, cast, get_args
 
 from jaxplay import json_input
+from jaxplay.run_flags import FlagError
+from jaxplay.run_flags import validate as validate_flags
 
 MAX_RUN_ID_CHARS = 128
 RUNTIME_NAME = re.compile(r"^[0-9][0-9A-Za-z.+_-]{0,39}$")
@@ -37,7 +39,7 @@ class RunStatus(StrEnum):
 # known up front so that every series exists from the start. "other": a refusal that names none (a bug).
 REJECTION_REASONS = ("invalid_message", "code_too_large", "duplicate_id", "connection_limit", "client_limit",
                      "timeout_too_long", "unknown_backend", "unknown_runtime", "no_worker", "queue_full",
-                     "shutting_down", "broker_unreachable", "broker_out_of_memory", "other")
+                     "shutting_down", "broker_unreachable", "broker_out_of_memory", "bad_flags", "other")
 
 
 class ProtocolError(ValueError):
@@ -62,6 +64,12 @@ def text_bytes(text: str, field: str, run_id: str | None = None) -> int:
                             f"at character {exc.start}), which is not text: send valid Unicode.", run_id) from None
 
 
+class RunFlags(TypedDict):
+    """A run's JAX options (``config``) and XLA flags (``xla``), names to values, as a client sends them."""
+    config: NotRequired[dict[str, bool | int | str]]
+    xla: NotRequired[dict[str, bool | int | str]]
+
+
 @dataclass(frozen=True)
 class ClientRun:
     type: ClassVar[str] = "run"
@@ -74,6 +82,8 @@ class ClientRun:
     profile: bool = False
     runtime: str | None = None  # a JAX version the backend offers (/api/backends); None: the default
     compare: bool = False  # one of the Compare panel's runs (one per JAX version): counted as such
+    # JAX options and XLA flags, checked against the allow-list (jaxplay/run_flags.py) and written canonically.
+    flags: RunFlags | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class ClientPasses:
     fn: str
     backend: str | None = None
     runtime: str | None = None  # the JAX of the run whose compilation Inspect shows
+    flags: RunFlags | None = None  # that run's flags: its compilations are XLA's under them
 
 
 # --- workshop rooms (server/rooms/hub.py) ---------------------------------------
@@ -287,7 +298,8 @@ def _parse_passes(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) 
     if not isinstance(fn, str) or not fn or len(fn) > MAX_FN_NAME_CHARS:
         raise ProtocolError(f"'passes': field 'fn' must be the function's name (1 to {MAX_FN_NAME_CHARS} "
                             "characters), as its 'compiled' event gave it.", rid)
-    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid))
+    return ClientPasses(id=rid, code=code, key=key, fn=fn, backend=backend or None, runtime=_runtime(raw, rid),
+                        flags=_flags(raw, rid))
 
 
 def _runtime(raw: dict[str, Any], rid: str) -> str | None:
@@ -319,7 +331,16 @@ def _parse_run(raw: dict[str, Any], run_id: str | None, max_code_bytes: int) -> 
             raise ProtocolError(f"Field '{name}' must be true or false.", rid)
         flags[name] = value
     return ClientRun(id=rid, code=code, backend=backend or None, timeout_s=timeout_s, runtime=runtime or None,
-                     **flags)
+                     flags=_flags(raw, rid), **flags)
+
+
+def _flags(raw: dict[str, Any], rid: str) -> RunFlags | None:
+    """The run's ``flags`` checked against the allow-list and written canonically; None when it sets none."""
+    try:
+        checked = validate_flags(raw.get("flags"))
+    except FlagError as exc:
+        raise ProtocolError(str(exc), rid, reason="bad_flags") from None
+    return cast(RunFlags, checked.plain()) if checked else None
 
 
 # --- server events --------------------------------------------------------
@@ -344,6 +365,7 @@ class StartedEvent(RunEvent):
     sandbox: NotRequired[str]
     runtime: NotRequired[str]
     default_runtime: NotRequired[bool]
+    flags: NotRequired[RunFlags]  # the JAX options and XLA flags it runs with, when any
 
 
 class StdoutEvent(RunEvent):

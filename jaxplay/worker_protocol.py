@@ -60,6 +60,7 @@ from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 from jaxplay import json_input, run_events
 from jaxplay.run_events import RunEvent
+from jaxplay.run_flags import FlagSetting, RunFlags
 
 PROTOCOL_VERSION = 1
 REFUSED_CLOSE_CODE = 4401
@@ -90,6 +91,8 @@ class RunOptions:
     inspect: bool = True
     profile: bool = field(default=False, metadata=OMITTED_AT_DEFAULT)
     passes: PassesTarget | None = field(default=None, metadata=OMITTED_AT_DEFAULT)
+    # JAX options and XLA flags (jaxplay/run_flags.py): validated by the server, again by the worker.
+    flags: RunFlags = field(default=RunFlags(), metadata=OMITTED_AT_DEFAULT)
 
 
 # What a request that executes code is for (``RunRequest.kind``; the metrics' ``kind`` label): the program's
@@ -406,6 +409,6 @@ def _check_hello(hello: WorkerHello) -> None:
 
 # Each type's annotations read once, at import (about 5 ms): a run's process, forked from a zygote that
 # imported this module, then checks its SandboxRun at the door without reading them again.
-for _message_type in (PassesTarget, RunOptions, RunRequest, JobOptions, DevicePeak, SandboxRun, WorkerRuntime,
+for _message_type in (FlagSetting, RunFlags, PassesTarget, RunOptions, RunRequest, JobOptions, DevicePeak, SandboxRun, WorkerRuntime,
                       *_BY_TYPE.values()):
     _hints(_message_type)

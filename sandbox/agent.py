@@ -32,6 +32,7 @@ from typing import Any, cast
 
 import websockets
 
+from jaxplay import run_flags
 from jaxplay import worker_protocol as wp
 from jaxplay.run_events import RunEvent
 from jaxplay.sandbox import agent_runtimes
@@ -318,11 +319,29 @@ class WorkerAgent:
         why = f"JAX {name} cannot run programs here: {broken.problem}" if broken else f"JAX {name} is not offered here"
         return f"{why}. This worker offers JAX {offered}."
 
+    def flags_refusal(self, job: wp.ServerJob) -> str | None:
+        """Why this worker will not run the job's flags (the server checked them; a sandbox's XLA aborts on a
+        flag it does not know), or None."""
+        if not job.options.flags:
+            return None
+        name = job.runtime or self.default_runtime
+        entry = next((e for e in self.runtime_entries if e.name == name), None)
+        version = (entry.jaxlib_version or entry.jax_version) if entry else self.description.get("jaxlib_version")
+        try:
+            run_flags.validate(job.options.flags, version or None, self.description.get("backend"))
+        except run_flags.FlagError as exc:
+            return str(exc)
+        return None
+
     async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
         pool = self.pools.get(job.runtime or self.default_runtime)
         if pool is None:
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0,
                                                           self.runtime_refusal(job.runtime))))
+            return
+        refusal = self.flags_refusal(job)
+        if refusal is not None:
+            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0, refusal)))
             return
         seat = await self.seats.take(pool.warm_on)
         if self.drain is not None and self.drain.cut_short:  # it waited for a seat while the drain ran out

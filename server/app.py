@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from jaxplay import __version__
+from jaxplay import __version__, run_flags
 from jaxplay.server.agents.endpoint import AgentEndpoint
 from jaxplay.server.agents.links import RunLinks
 from jaxplay.server.agents.tokens import TokenStore
@@ -109,6 +109,10 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
                              "default": state.scheduler.default_backend(), "problems": worker_problems(state)})
 
+    async def flags(request: Request) -> JSONResponse:
+        """The JAX options and XLA flags a run may set (jaxplay/run_flags.py), for the page's flags editor."""
+        return JSONResponse(run_flags.catalogue(), headers={"Cache-Control": "no-cache"})
+
     async def metrics_page(request: Request) -> Response:
         refused = metrics_access.refusal(request, settings)
         if refused is not None:
@@ -160,6 +164,7 @@ def create_app(settings: Settings) -> Starlette:
         *health_routes(state),
         Route("/metrics", metrics_page),
         Route("/api/backends", backends),
+        Route("/api/flags", flags),
         *sharing.routes(),
         *room_routes(rooms),
         *ApiIndex(settings).routes(),

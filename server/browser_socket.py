@@ -233,7 +233,7 @@ class BrowserConnection:
         if isinstance(message, bp.ClientPasses):
             kind = "passes"
             asked: dict[str, Any] = {"options": wp.RunOptions(
-                inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn))}
+                inspect=True, passes=wp.PassesTarget(key=message.key, fn=message.fn)), "flags": message.flags}
 
             def emit(event: dict[str, Any]) -> None:
                 if event.get("type") in PASSES_EVENTS:
@@ -241,7 +241,8 @@ class BrowserConnection:
         else:
             kind = "compare" if message.compare else "profile" if message.profile else "run"
             asked = {"timeout_s": message.timeout_s, "fresh": message.fresh, "compare": message.compare,
-                     "options": wp.RunOptions(inspect=message.inspect, profile=message.profile)}
+                     "options": wp.RunOptions(inspect=message.inspect, profile=message.profile),
+                     "flags": message.flags}
         try:
             self._check_room_for_run(message.id)
             request = self.path.request(message.code, backend=message.backend, runtime=message.runtime,

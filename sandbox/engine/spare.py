@@ -368,10 +368,10 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         return 0
     _restore_priority(os.getpid())
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
-    return execute(message, fds)
+    return execute(message, fds, backend_started=warm)
 
 
-def execute(message: dict[str, Any], fds: list[int]) -> int:
+def execute(message: dict[str, Any], fds: list[int], backend_started: bool = True) -> int:
     stdout_fd, stderr_fd, events_fd, code_fd = fds
     os.dup2(stdout_fd, 1)
     os.dup2(stderr_fd, 2)
@@ -388,6 +388,13 @@ def execute(message: dict[str, Any], fds: list[int]) -> int:
     events.open_channel(events_fd)
     runner.reopen_std_streams()
     code = zp.read_code(code_fd)
+    if run.options.flags:
+        from jaxplay.sandbox.engine import run_flags_apply
+
+        refusal = run_flags_apply.apply(run.options.flags, backend_started)
+        if refusal is not None:
+            events.emit(refusal)
+            return 1
     if run.probe:
         from jaxplay.sandbox.engine import probe
 

@@ -324,8 +324,11 @@ class WarmSandbox:
         door: socket.socket | None = None
         try:
             try:
+                # XLA reads its flags once, when the backend starts: a run that sets some gets a spare
+                # whose backend starts after they are in its environment.
+                unstarted = bool(run.options.flags.xla) or jax_config.needs_unstarted_backend(code)
                 door, refused = await self._hand_over(run_id, code, zp.run_message(run), [w for _, w in pipes],
-                                                      started_at + timeout_s, cancelled)
+                                                      started_at + timeout_s, cancelled, unstarted)
             finally:
                 for _, w in pipes:
                     os.close(w)
@@ -360,13 +363,14 @@ class WarmSandbox:
                                        oom_counted)
 
     async def _hand_over(self, run_id: str, code: str, run: dict[str, Any], pipes: list[int], deadline: float,
-                         cancelled: asyncio.Event) -> tuple[socket.socket | None, dict[str, Any] | None]:
+                         cancelled: asyncio.Event, unstarted: bool
+                         ) -> tuple[socket.socket | None, dict[str, Any] | None]:
         """Send ``run`` (the code as a file beside the pipes) through a spare's door and name the run
         and the spare to the zygote: the program never passes through the zygote, which forks every
         later spare (zygote_protocol). Returns the door, which brings the init's ``ended``, or the
         zygote's ``exited`` when it refused the start. A spare that died just now takes nothing:
         its exit comes as the run's."""
-        if jax_config.needs_unstarted_backend(code):  # a spare made now, for a program that configures JAX
+        if unstarted:  # a spare made now, for a program that configures JAX or a run with XLA flags
             self._tell_zygote({"type": "start", "run_id": run_id, "unstarted_backend": True})
             while True:
                 message = await self._next_message()

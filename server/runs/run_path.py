@@ -27,15 +27,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import run_flags
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import ClientIdentity
 from jaxplay.server.runs.run import Asker, Run, RunWatcher, before_dispatch
+from jaxplay.server.runs.runtimes import flags_for_runtime
 from jaxplay.server.runs.scheduler import Scheduler
 
 
@@ -55,7 +57,8 @@ class RunPath:
 
     def request(self, code: str, *, backend: str | None = None, runtime: str | None = None,
                 timeout_s: float | None = None, options: wp.RunOptions = wp.RunOptions(), fresh: bool = False,
-                compare: bool = False, run_id: str | None = None) -> wp.RunRequest:
+                compare: bool = False, flags: run_flags.RunFlags | Mapping[str, Any] | None = None,
+                run_id: str | None = None) -> wp.RunRequest:
         """What was asked as a typed request within this server's limits; a refusal names what to change
         (and carries ``run_id``). Not counted here: ``refused`` is the caller's, once it knows the kind."""
         try:
@@ -66,11 +69,18 @@ class RunPath:
                                        reason="timeout_too_long")
             resolved = self.scheduler.resolve_backend(backend)
             chosen = self.scheduler.resolve_runtime(resolved, runtime)
+            # The flags are checked against the XLA of every worker that could run this runtime.
+            asked = options.flags if flags is None else flags if isinstance(flags, run_flags.RunFlags) else dict(flags)
+            checked = flags_for_runtime(self.scheduler.worker_hellos(resolved), resolved, chosen, asked)
         except bp.ProtocolError as exc:
             raise bp.ProtocolError(str(exc), run_id, exc.reason) from None
-        if options.passes is not None:  # the dump's own work is bounded besides the run's deadline
-            options = wp.RunOptions(inspect=options.inspect, profile=options.profile, passes=wp.PassesTarget(
-                key=options.passes.key, fn=options.passes.fn, work_limit_s=self.settings.passes_work_limit_s))
+        except run_flags.FlagError as exc:
+            raise bp.ProtocolError(str(exc), run_id, reason="bad_flags") from None
+        passes = options.passes
+        if passes is not None:  # the dump's own work is bounded besides the run's deadline
+            passes = wp.PassesTarget(key=passes.key, fn=passes.fn, work_limit_s=self.settings.passes_work_limit_s)
+        options = wp.RunOptions(inspect=options.inspect, profile=options.profile, passes=passes,
+                                flags=checked)
         return wp.RunRequest(code=code, backend=resolved, timeout_s=float(timeout_s or limit), options=options,
                              runtime=chosen, fresh=fresh, compare=compare)
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jaxplay import browser_protocol as bp
+from jaxplay import run_flags
 from jaxplay import worker_protocol as wp
 
 
@@ -108,3 +109,18 @@ def started_fields(hello: wp.WorkerHello, name: str) -> dict[str, Any]:
     runtime = runtime_of(hello, name) or runtimes_of(hello)[0]
     return {"runtime": runtime.name, "jax_version": runtime.jax_version, "jaxlib_version": runtime.jaxlib_version,
             "default_runtime": runtime.default}
+
+
+def flags_for_runtime(hellos: list[wp.WorkerHello], backend: str, name: str, flags: run_flags.RunFlags | dict[str, Any] | None
+                      ) -> run_flags.RunFlags:
+    """``flags`` (RunFlags, or a plain dict as any client sends it) checked against the allow-list and against
+    the XLA of every connected worker's runtime ``name`` ("": each one's default) that could run it:
+    ``run_flags.FlagError`` names the first flag one of them does not know."""
+    checked = run_flags.validate(flags)
+    if checked:
+        for hello in hellos:
+            runtime = runtime_of(hello, name)
+            if runtime is not None:
+                run_flags.check_runtime(checked, runtime.jaxlib_version or runtime.jax_version, backend)
+        run_flags.check_runtime(checked, None, backend)
+    return checked

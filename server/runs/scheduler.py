@@ -307,7 +307,8 @@ class Scheduler:
             run._deadline = asyncio.get_running_loop().call_later(run.timeout_s + WORKER_GRACE_S, self._overdue, run)
             run.send(bp.started_event(run.client_id, backend, link.describe(), link.hello.jax_version)
                      | {"jaxlib_version": link.hello.jaxlib_version, "sandbox": self.settings.sandbox}
-                     | runtimes.started_fields(link.hello, run.runtime))
+                     | runtimes.started_fields(link.hello, run.runtime)
+                     | ({"flags": run.request.options.flags.plain()} if run.request.options.flags else {}))
             job = wp.ServerJob(run_id=run.key, code=run.code, timeout_s=run.timeout_s, options=self.job_options(run),
                                runtime=run.runtime)
             asyncio.create_task(self._send_job(link, run, job))

@@ -26,6 +26,7 @@ LAYERS = (
     "ir",           # what JAX compiled as every view shows it: Inspect events, number formats, IR views
     "panel",        # what a panel is and is given; hint actions under an error
     "performance",  # the Performance tab: roofline, timelines, the performance events
+    "flags",        # JAX options and XLA flags: the editor, the Flags tab
     "passes",       # XLA's pass pipeline of one compilation (shown inside Inspect)
     "panes",        # IR panes side by side, coloured by source line (shown inside Inspect)
     "memory",       # where a compilation's memory goes; the out-of-memory hint (shown inside Inspect)

@@ -1,5 +1,6 @@
 /**
- * Compare versions: one program on two (or every) offered JAX versions, side by side.
+ * Compare versions, or flags: one program on two (or every) offered JAX versions, or on one version with
+ * two sets of JAX options and XLA flags (A and B, each a FlagsEditor), side by side.
  *
  * Shows, for each version: the output, with the lines that differ from the
  * first version's marked; per jitted function, the jaxpr, StableHLO and
@@ -17,7 +18,9 @@
 
 import { el, formatDuration } from "../core/dom";
 import type { IrDialect } from "../ir/hlo";
-import type { RuntimeInfo, ServerEvent } from "../wire/protocol";
+import type { RunFlags, RuntimeInfo, ServerEvent } from "../wire/protocol";
+import { FlagsEditor, flagsSummary } from "../flags/flags_editor";
+import { ComparePassLists } from "./compare_passes";
 import type { CompiledEvent } from "../ir/inspect_types";
 import { formatBytes, formatCount, formatMs } from "../ir/inspect_format";
 import { DiffView } from "../ir/inspect_view";
@@ -29,6 +32,9 @@ const ARTIFACTS: IrDialect[] = ["jaxpr", "stablehlo", "hlo"];
 
 interface VersionRun {
   runtime: RuntimeInfo;
+  /** Flags mode: this column's flag set ("A" or "B") and its flags (null: none). Versions mode: null. */
+  set: string | null;
+  flags: RunFlags | null;
   state: "waiting" | "sent" | "done";
   /** Cancels the run once sent. */
   cancel: (() => void) | null;
@@ -78,12 +84,22 @@ export const comparePanel: PanelFactory = (ctx) => {
   const functionsBar = el("div", { class: "compare-functions" });
   const diff = new DiffView();
   const same = el("div", { class: "compare-same", hidden: true, "data-testid": "compare-same" });
+  const passLists = new ComparePassLists(ctx);
   const runButton = el("button", { class: "btn", type: "button", "data-testid": "compare-run" }, "Compare");
+  const modeSelect = el("select", { id: "compare-mode", "data-testid": "compare-mode" },
+    el("option", { value: "versions" }, "JAX versions"), el("option", { value: "flags" }, "flags A and B"));
+  const setA = new FlagsEditor("compare-a", "Flag set A");
+  const setB = new FlagsEditor("compare-b", "Flag set B");
+  const flagSets = el("div", { class: "compare-flag-sets", hidden: true, "data-testid": "compare-flag-sets" },
+    el("section", { class: "compare-flag-set" }, el("h4", {}, "A"), setA.element),
+    el("section", { class: "compare-flag-set" }, el("h4", {}, "B"), setB.element));
   const allButton = el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-all" }, "Run on all");
   const element = el(
     "div",
     { class: "compare" },
-    el("div", { class: "compare-toolbar" }, picks, runButton, allButton),
+    el("div", { class: "compare-toolbar" },
+      el("label", { class: "compare-label", for: "compare-mode" }, "Compare"), modeSelect, picks, runButton, allButton),
+    flagSets,
     status,
     replayed,
     summary,
@@ -91,6 +107,7 @@ export const comparePanel: PanelFactory = (ctx) => {
     functionsBar,
     same,
     diff.element,
+    passLists.element,
   );
   let runs: VersionRun[] = [];
   let chosenFunction: string | null = null;
@@ -101,7 +118,30 @@ export const comparePanel: PanelFactory = (ctx) => {
   let fresh = false;
   const checked = new Set<string>();
 
+  function flagsMode(): boolean {
+    return modeSelect.value === "flags";
+  }
+
+  /** A column's heading: its JAX version, or its flag set and what it sets. */
+  function label(r: VersionRun): string {
+    const jax = `JAX ${r.jax ?? r.runtime.jax_version}`;
+    if (r.set === null) return r.flags ? `${jax} · ${flagsSummary(r.flags)}` : jax;  // the Flags tab's, on each version
+    return `${r.set}: ${flagsSummary(r.flags) || "no flags"} (${jax})`;
+  }
+
   function drawPicks(): void {
+    if (flagsMode()) {
+      const choices = ctx.runChoices();
+      const runtime = choices.runtime ?? choices.runtimes.find((r) => r.default);
+      picks.replaceChildren(el("span", { class: "compare-label" },
+        `on JAX ${runtime?.jax_version ?? "(the default)"}, the version chosen for Run`));
+      setA.setTarget(runtime?.jax_version, choices.backend);
+      setB.setTarget(runtime?.jax_version, choices.backend);
+      runButton.disabled = false;
+      allButton.hidden = true;
+      return;
+    }
+    allButton.hidden = false;
     const offered = ctx.runChoices().runtimes.filter((r) => !r.problem);
     if (!checked.size) offered.slice(0, 2).forEach((r) => checked.add(r.name));
     picks.replaceChildren(
@@ -120,19 +160,23 @@ export const comparePanel: PanelFactory = (ctx) => {
     }
   }
 
-  function start(runtimes: RuntimeInfo[], skipCache = false): void {
-    if (runtimes.length < 2) {
+  function start(runtimes: RuntimeInfo[], skipCache = false, sets: [string, RunFlags | null][] = []): void {
+    if (runtimes.length < 2 && !sets.length) {
       status.textContent = "Choose at least two JAX versions to compare.";
       return;
     }
     for (const run of runs) if (run.state === "sent") run.cancel?.();
     fresh = skipCache;
-    runs = runtimes.map((runtime) => ({
-      runtime, state: "waiting", cancel: null, output: "", error: null, status: null,
+    const column = (runtime: RuntimeInfo, set: string | null, flags: RunFlags | null): VersionRun => ({
+      runtime, set, flags, state: "waiting", cancel: null, output: "", error: null, status: null,
       elapsedMs: null, jax: null, compiled: new Map(), cachedAt: null,
-    }));
+    });
+    const tabFlags = (ctx.runChoices().fields.flags as RunFlags | undefined) ?? null;
+    runs = sets.length ? sets.map(([set, flags]) => column(runtimes[0], set, flags))
+      : runtimes.map((runtime) => column(runtime, null, tabFlags));
     chosenFunction = null;
     against = 1;
+    passLists.clear();
     diff.clear();
     pump();
     draw();
@@ -151,6 +195,10 @@ export const comparePanel: PanelFactory = (ctx) => {
       };
       if (choices.backend) message.backend = choices.backend;
       if (!run.runtime.default) message.runtime = run.runtime.name;
+      if (run.set !== null) {
+        if (run.flags) message.flags = run.flags;
+        else delete message.flags;
+      }
       run.cancel = ctx.request(message, (ev) => onEvent(run, ev));
     }
   }
@@ -193,9 +241,11 @@ export const comparePanel: PanelFactory = (ctx) => {
 
   function draw(): void {
     const done = runs.filter((r) => r.state === "done").length;
+    const what = runs[0]?.set != null ? "flag sets" : "versions";
     status.textContent = runs.length
-      ? `${done} of ${runs.length} versions done${done === runs.length ? "" : "…"}`
-      : "Run this program on several JAX versions side by side: outputs, compiled functions, cost and timing.";
+      ? `${done} of ${runs.length} ${what} done${done === runs.length ? "" : "…"}`
+      : "Run this program on several JAX versions, or with two sets of flags, side by side: outputs, " +
+        "compiled functions, cost and timing.";
     status.dataset.state = runs.length && done === runs.length ? "done" : "running";
     ctx.setBadge(runs.length ? `${done}/${runs.length}` : null);
     drawReplayed();
@@ -212,14 +262,15 @@ export const comparePanel: PanelFactory = (ctx) => {
       replayed.replaceChildren();
       return;
     }
-    const which = cached.map((r) => `JAX ${r.jax ?? r.runtime.jax_version} (recorded ${recordedWhen(r.cachedAt ?? "")})`);
+    const which = cached.map((r) => `${label(r)} (recorded ${recordedWhen(r.cachedAt ?? "")})`);
     replayed.replaceChildren(
       el("span", {},
         `Replayed from the result cache: ${which.join(", ")}. Their times, marked “cached”, were measured ` +
         "when that run was recorded; nothing ran now. "),
       el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-fresh",
                      title: "Run every version again, past the result cache, and measure now",
-                     onclick: () => start(runs.map((r) => r.runtime), true) }, "Compare fresh"),
+                     onclick: () => start(runs.map((r) => r.runtime), true,
+                       runs[0]?.set != null ? runs.map((r) => [r.set ?? "", r.flags]) : []) }, "Compare fresh"),
     );
   }
 
@@ -229,7 +280,7 @@ export const comparePanel: PanelFactory = (ctx) => {
       return;
     }
     const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
-    const header = el("tr", {}, el("th", {}, ""), ...runs.map((r) => el("th", {}, `JAX ${r.jax ?? r.runtime.jax_version}`)));
+    const header = el("tr", {}, el("th", {}, ""), ...runs.map((r) => el("th", {}, label(r))));
     const row = (label: string, cell: (r: VersionRun) => string, timing = false) =>
       el("tr", {}, el("th", { scope: "row" }, label), ...runs.map((r) => timedCell(cell(r), timing && r.cachedAt !== null)));
     const rows = [
@@ -261,8 +312,9 @@ export const comparePanel: PanelFactory = (ctx) => {
         const differs = marks.filter(Boolean).length;
         return el(
           "section",
-          { class: "compare-column", "data-testid": "compare-column", "data-runtime": run.runtime.name },
-          el("h4", {}, `JAX ${run.jax ?? run.runtime.jax_version}`,
+          { class: "compare-column", "data-testid": "compare-column", "data-runtime": run.runtime.name,
+            "data-set": run.set },
+          el("h4", {}, label(run),
             index > 0 && run.state === "done" ? el("span", { class: "compare-count" }, ` · ${differenceCount(differs)}`) : null),
           el("pre", { class: "compare-output" }, ...lines),
         );
@@ -278,6 +330,7 @@ export const comparePanel: PanelFactory = (ctx) => {
     const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
     if (!keys.length || runs.length < 2) {
       functionsBar.replaceChildren();
+      passLists.clear();
       diff.clear();
       return;
     }
@@ -290,17 +343,35 @@ export const comparePanel: PanelFactory = (ctx) => {
       el("span", { class: "compare-sep" }, "·"),
       ...ARTIFACTS.map((a) => button(a, a === artifact, `compare-artifact-${a}`, () => { artifact = a; drawFunctions(); })),
       el("span", { class: "compare-sep" }, "·"),
-      ...runs.slice(1).map((r, i) => button(`JAX ${runs[0].runtime.name} → ${r.runtime.name}`, against === i + 1, "compare-against", () => { against = i + 1; drawFunctions(); })),
+      ...runs.slice(1).map((r, i) => button(r.set !== null ? `${runs[0].set} → ${r.set}` : `JAX ${runs[0].runtime.name} → ${r.runtime.name}`,
+        against === i + 1, "compare-against", () => { against = i + 1; drawFunctions(); })),
     );
     const before = runs[0].compiled.get(chosenFunction);
     const after = runs[against]?.compiled.get(chosenFunction);
     const text = (ev: CompiledEvent | undefined) => (ev?.[artifact] as string | undefined) ?? "(not compiled on this version)";
     same.hidden = text(before) !== text(after);
-    same.textContent = `The ${artifact} of ${chosenFunction} is the same on both versions (shown folded below).`;
+    same.textContent = `The ${artifact} of ${chosenFunction} is the same with both ${runs[0].set !== null ? "flag sets" : "versions"} (shown folded below).`;
     if (before || after) diff.show(text(before), text(after), artifact, false);
+    passLists.show(chosenFunction, [runs[0], runs[against]].filter((r) => r !== undefined).map((r) => ({
+      id: runs.indexOf(r), label: label(r), compiled: r.compiled.get(chosenFunction ?? ""), runtime: r.runtime,
+      flags: r.flags })));
   }
 
+  modeSelect.addEventListener("change", () => {
+    flagSets.hidden = !flagsMode();
+    drawPicks();
+  });
   runButton.addEventListener("click", () => {
+    if (flagsMode()) {
+      const choices = ctx.runChoices();
+      const runtime = choices.runtime ?? choices.runtimes.find((r) => r.default) ?? choices.runtimes[0];
+      if (!runtime) {
+        status.textContent = "No JAX version is offered yet; wait for the server's list.";
+        return;
+      }
+      start([runtime], false, [["A", setA.value()], ["B", setB.value()]]);
+      return;
+    }
     const offered = ctx.runChoices().runtimes.filter((r) => !r.problem && checked.has(r.name));
     start(offered);
   });

@@ -16,6 +16,7 @@
 import { el } from "../core/dom";
 import "./inspect.css";
 import type { PanelFactory } from "../panel/types";
+import type { RunFlags } from "../wire/protocol";
 import { callStats } from "./inspect_calls";
 import { costTable, formatBytes, formatMs, memoryTable, phaseBar, timingChart } from "../ir/inspect_format";
 import { outputsCode, signatureCode, signatureToggle } from "./inspect_signature";
@@ -78,6 +79,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
   let runCode = "";
   let runBackend: string | undefined;
   let runRuntime: string | undefined;
+  let runFlags: RunFlags | undefined;
   let passesShown = false;
   const eqnState: EqnTableState = { sort: "count", expanded: false };
   const roofline = new Map<string, RooflineRow>();
@@ -533,7 +535,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
         title: "Run the program again until this compilation and show what each of XLA's passes did to it",
         onclick: () => {
           passesShown = !passesShown;
-          if (passesShown) passes.open(compiled, runCode, runBackend, runRuntime);
+          if (passesShown) passes.open(compiled, runCode, runBackend, runRuntime, runFlags);
           else passes.close();
           drawDetail();
         },
@@ -596,6 +598,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
       runCode = ctx.editor.getCode();
       runBackend = undefined;
       runRuntime = undefined;
+      runFlags = undefined;
       passesShown = false;
       passes.reset();
       roofline.clear();
@@ -618,6 +621,7 @@ export const inspectPanel: PanelFactory = (ctx) => {
       if (ev.type === "started") {
         runBackend = ev.backend;
         runRuntime = ev.runtime;
+        runFlags = ev.flags;
         jaxTag.textContent = ev.jax_version ? `JAX ${ev.jax_version}` : "";
       } else if (ev.type === "roofline") {
         for (const row of ev.functions) roofline.set(row.key, row);

@@ -22,6 +22,8 @@ export interface RunChoices {
   backend?: string;
   /** The chosen backend's JAX versions, newest first. */
   runtimes: RuntimeInfo[];
+  /** The JAX version chosen for the run (undefined before the list arrives). */
+  runtime?: RuntimeInfo;
   /** The fields every panel adds to a run (`Panel.runFields`). */
   fields: Record<string, unknown>;
 }

@@ -16,6 +16,7 @@ import type { ArtifactViewHooks } from "../ir/inspect_view";
 import { LinkedPassDiff } from "./passes_diff";
 import type { PassDump, PassEntry, PassesEvent } from "../performance/perf_types";
 import type { PanelContext } from "../panel/types";
+import type { RunFlags } from "../wire/protocol";
 
 interface Answer {
   compiled: CompiledEvent;
@@ -42,7 +43,7 @@ export class PassesView {
   }
 
   /** Shows the passes of `compiled` (from a run of `code` on `backend` and JAX `runtime`), asking the first time. */
-  open(compiled: CompiledEvent, code: string, backend: string | undefined, runtime?: string): void {
+  open(compiled: CompiledEvent, code: string, backend: string | undefined, runtime?: string, flags?: RunFlags): void {
     this.shown = compiled.key;
     this.selected = null;
     if (!this.answers.has(compiled.key)) {
@@ -50,7 +51,7 @@ export class PassesView {
       this.answers.set(compiled.key, answer);
       answer.cancel = this.ctx.request(
         { type: "passes", code, key: compiled.key, fn: compiled.fn, ...(backend ? { backend } : {}),
-          ...(runtime ? { runtime } : {}) },
+          ...(runtime ? { runtime } : {}), ...(flags ? { flags } : {}) },
         (ev) => this.onEvent(answer, ev as unknown as { type: string } & Record<string, unknown>),
       );
     }

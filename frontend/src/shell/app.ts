@@ -7,6 +7,7 @@
  * late event of an abandoned run never lands in the new run's panels.
  */
 
+import { flagsSummary } from "../flags/flags_editor";
 import { lazyApiHelp } from "../editor/api_help_loader";
 import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
@@ -198,7 +199,8 @@ export class App {
         isActive: () => slot.isActive(),
         boot,
         request: (message, onEvent) => this.request(message, onEvent),
-        runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes, fields: this.runFields() }),
+        runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes,
+                             runtime: this.runtimes.selected, fields: this.runFields() }),
       };
       const panel = factory(ctx);
       slot.mount(panel);
@@ -387,7 +389,7 @@ export class App {
         break;
       case "started":
         this.status.set({ kind: "running", since: performance.now() });
-        this.runInfo.textContent = describeStarted(ev);
+        this.runInfo.textContent = this.runInfo.title = describeStarted(ev);  // the title: whole, where cut
         break;
       case "compiling":
       case "compiled":
@@ -531,5 +533,6 @@ function describeStarted(ev: StartedEvent): string {
   const parts = [ev.backend];
   if (typeof count === "number") parts.push(typeof kind === "string" ? `${count}× ${kind}` : `${count} devices`);
   if (ev.jax_version) parts.push(`jax ${ev.jax_version}`);
+  if (ev.flags) parts.push(`flags: ${flagsSummary(ev.flags)}`);  // on every tab, while its results are shown
   return parts.join(" · ");
 }

@@ -38,6 +38,7 @@
  */
 
 import { comparePanel } from "../compare/compare";
+import { flagsPanel } from "../flags/flags";
 import { galleryPanel } from "../gallery/gallery";
 import { inspectPanel } from "../inspect/inspect";
 import { outputPanel } from "../output/output";
@@ -51,5 +52,6 @@ export const PANELS: PanelFactory[] = [
   shardingPanel,
   performancePanel,
   comparePanel,
+  flagsPanel,
   galleryPanel,
 ];

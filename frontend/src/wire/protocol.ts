@@ -32,6 +32,8 @@ export interface ClientRun {
   runtime?: string;
   /** One of the Compare panel's runs (a version each): counted as such, never the room's run. */
   compare?: boolean;
+  /** JAX options and XLA flags from the allow-list (GET /api/flags; jaxplay/run_flags.py). */
+  flags?: RunFlags;
   /** Fields contributed by panels (`Panel.runFields`); the server validates them. */
   [field: string]: unknown;
 }
@@ -54,6 +56,8 @@ export interface ClientPasses {
   backend?: string;
   /** The JAX of the run whose compilation it was (its `started` event's runtime). */
   runtime?: string;
+  /** That run's flags (its `started` event's): XLA compiles under them again. */
+  flags?: RunFlags;
 }
 
 // Workshop rooms (server/rooms/hub.py): follow a presenter's editor and runs.
@@ -116,6 +120,36 @@ export interface StartedEvent extends RunEventBase {
   /** That runtime's name (its JAX version), and whether it is the worker's default. */
   runtime?: string;
   default_runtime?: boolean;
+  /** The JAX options and XLA flags it runs with; left out when none. */
+  flags?: RunFlags;
+}
+
+/** A run's JAX options (`config`) and XLA flags (`xla`), names to values. */
+export interface RunFlags {
+  config?: Record<string, boolean | number | string>;
+  xla?: Record<string, boolean | number | string>;
+}
+
+/** One allow-listed option or flag, as GET /api/flags lists it. */
+export interface FlagSpecInfo {
+  name: string;
+  kind: "bool" | "int" | "choice" | "pass_names";
+  help: string;
+  /** What values it takes, in words. */
+  allowed: string;
+  low: number;
+  high: number;
+  choices: string[];
+  /** The first JAX whose XLA knows it, and the first that no longer does ("" for none). */
+  since: string;
+  until: string;
+  /** The only backends it acts on; empty for every one. */
+  backends: string[];
+}
+
+export interface FlagsCatalogue {
+  config: FlagSpecInfo[];
+  xla: FlagSpecInfo[];
 }
 
 export interface StdoutEvent extends RunEventBase {
