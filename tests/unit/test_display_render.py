@@ -213,3 +213,18 @@ def test_an_oversized_tree_view_drops_heatmaps_then_falls_back_to_text(monkeypat
     monkeypatch.setattr(display_render, "MAX_HTML_BYTES", summary_size - 1)
     text = render(params)
     assert text.mime == "text/plain" and "KiB limit" in text.notice
+
+
+def test_the_same_values_make_the_same_bytes_in_every_run(monkeypatch):
+    """treescope names elements with fresh uuid4s; numbered in the order made, a second run shows the same
+    bytes (the result cache compares runs byte for byte), and views within one run keep distinct names."""
+    params = {"w": jnp.arange(12.0).reshape(3, 4), "b": jnp.zeros(4)}
+
+    def one_run() -> list[str]:
+        monkeypatch.setattr(display_render, "_treescope_ids", {})  # each run is a fresh process
+        return [render(params).data, render(jnp.ones(3)).data]
+
+    first, second = one_run(), one_run()
+    assert first == second
+    names = [set(display_render.TREESCOPE_ID.findall(html)) for html in first]
+    assert all(names) and not names[0] & names[1]
