@@ -73,7 +73,14 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def render(value: Any) -> Rendered:
-    """The best view of ``value`` that fits the bounds."""
+    """The best view of ``value`` that fits the bounds; a richer view than text carries the text too."""
+    rendered = _richest(value)
+    if rendered.mime == "text/plain" or rendered.text is not None:
+        return rendered
+    return dataclasses.replace(rendered, text=plain_text(value))
+
+
+def _richest(value: Any) -> Rendered:
     own = self_rendered(value)
     if own is not None:
         return own
@@ -86,6 +93,14 @@ def render(value: Any) -> Rendered:
         return as_text(value, f"The explorable view took longer than {RENDER_TIME_LIMIT_S:g} s to build; shown as text.")
     except Exception as exc:  # noqa: BLE001 - a treescope failure must not fail the run
         return as_text(value, f"The explorable view failed ({type(exc).__name__}: {exc}); shown as text.")
+
+
+def plain_text(value: Any) -> str:
+    """``repr(value)`` as ``as_text`` bounds it, or only its type where repr fails: never raises."""
+    try:
+        return as_text(value).data
+    except Exception:  # noqa: BLE001 - its richer view was made; the text beside it is a courtesy
+        return f"<{type(value).__module__}.{type(value).__qualname__} object>"
 
 
 def as_text(value: Any, notice: str | None = None) -> Rendered:

@@ -41,6 +41,7 @@ def test_arrays_and_pytrees_get_the_explorable_view_with_heatmaps():
     assert rendered.mime == "text/html"
     assert rendered.notice is None
     assert "treescope" in rendered.data
+    assert rendered.text.startswith("{'w': Array(") and "'b': Array(" in rendered.text  # its plain form beside it
     # A heat-map (treescope's arrayviz) makes the page much bigger than the summary alone.
     without = display_render.treescope_html(params, heatmaps=False)
     assert len(rendered.data) > len(without) + 5000
@@ -184,7 +185,9 @@ def test_ipython_display_protocol_is_honoured():
         def __repr__(self):
             return "Declines()"
 
-    assert render(Table()) == display_render.Rendered("text/html", "<table><tr><td>1</td></tr></table>")
+    table = render(Table())
+    assert (table.mime, table.data) == ("text/html", "<table><tr><td>1</td></tr></table>")
+    assert table.text.startswith("<") and "Table object at" in table.text  # its plain form, for exports
     png = render(Picture())
     assert png.mime == "image/png" and base64.b64decode(png.data) == b"\x89PNG fake"
     assert render(Declines()).data == "Declines()"
