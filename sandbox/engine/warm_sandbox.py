@@ -153,6 +153,8 @@ class WarmSandbox:
             raise SandboxDied(f"zygote sent {ready!r} instead of ready")
         self.versions = ready
         self.alive = True
+        if self.cgroup is not None:  # started at a sandbox's full weight (a run may be waiting); now between runs
+            self.cgroup.set_running(False)
         log.info("sandbox %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
 
     def zygote_environment(self) -> dict[str, str]:
@@ -297,8 +299,15 @@ class WarmSandbox:
         here, before it starts, so no entry saved meanwhile can slip in unreported)."""
         session = options.compile_cache
         reads_session = bool(self.caches is not None and session and self.caches.session_has_entries(session))
-        result = await self._execute(run_id, code, timeout_s, self.lower(options, reads_session, probe, calibrate),
-                                     send)
+        cgroup = self.cgroup
+        if cgroup is not None:  # the sandbox's full CPU weight for the run, an eighth of a process between runs
+            cgroup.set_running(True)
+        try:
+            result = await self._execute(run_id, code, timeout_s,
+                                         self.lower(options, reads_session, probe, calibrate), send)
+        finally:
+            if cgroup is not None:
+                cgroup.set_running(False)
         result.read_session_cache = reads_session
         return result
 
