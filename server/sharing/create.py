@@ -16,7 +16,8 @@ from starlette.routing import Route
 
 from jaxplay.server.clients.budgets import Budgets
 from jaxplay.server.clients.identity import identity_of
-from jaxplay.server.sharing.snippets import SnippetError, SnippetStore, parse_content
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.sharing.snippets import SnippetError, SnippetStore, parse_content, with_checked_vouches
 from jaxplay.settings import Settings
 
 # JSON may spell a character in up to six bytes (\u00e9); a body larger than this cannot be within the limits.
@@ -39,7 +40,8 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
+def snippet_routes(store: SnippetStore, settings: Settings, keys: SessionKeys | None = None) -> list[Route]:
+    """``keys``: the server's, to check the vouches of a recorded run's rich outputs (none: every vouch goes)."""
     body_limit = JSON_ESCAPE_FACTOR * settings.max_code_bytes + 2 * settings.max_recorded_run_bytes + (1 << 20)
     # Links are kept forever and a large one costs a second of parsing: both are budgeted per network.
     links = Budgets(per_hour=settings.snippets_per_address_per_hour)
@@ -58,7 +60,7 @@ def snippet_routes(store: SnippetStore, settings: Settings) -> list[Route]:
                                         f"{settings.snippet_mb_per_address_per_hour} MiB in the last hour, the most it "
                                         "may; wait a few minutes, or share without the recorded run.")
             links.spend(network), mib.spend(network, size_mib)
-            content = parse_content(raw, settings)
+            content = with_checked_vouches(parse_content(raw, settings), keys)
             snippet_id, created = await store.create(content)
         except SnippetError as exc:
             return error_response(exc.status, str(exc))
