@@ -413,6 +413,8 @@ class DisplayEvent(RunEvent):
     notice: NotRequired[str]  # why the value is shown in a smaller form
     width: NotRequired[int]  # CSS pixels, for images
     height: NotRequired[int]
+    text: NotRequired[str]  # the value as plain text, beside a richer form (exports, screen readers)
+    vouch: NotRequired[str]  # the server's word that a run of this code made it (server/runs/output_vouch.py)
 
 
 class DoneEvent(RunEvent):

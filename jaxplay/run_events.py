@@ -133,11 +133,13 @@ class DisplayEvent(TypedDict, total=False):
     notice: str
     width: int
     height: int
+    text: str  # the value as plain text, beside a richer form (exports, screen readers)
+    vouch: str  # added by the server alone: its word that a run of this code made it (server/runs/output_vouch.py)
 
 
 class NondeterministicEvent(TypedDict, total=False):
     type: Required[Literal["nondeterministic"]]
-    kind: str  # time, randomness
+    kind: str  # time, randomness, host state (sent by the worker: the kernel saw the run open a host file)
     source: str
     line: int | None
 

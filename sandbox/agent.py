@@ -39,6 +39,7 @@ from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.agent_drain import WorkerDrain
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
+from jaxplay.sandbox.engine.peak_keeping import PeakKeeper
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
 from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
@@ -90,7 +91,8 @@ class WorkerAgent:
         self.runtime_entries: list[wp.WorkerRuntime] = []
         self.description: dict[str, Any] = {}
         # Measured once per host (sandbox/engine/calibration.py); every sandbox gives it to its runs.
-        self.peak = HostPeak()
+        self.peak = HostPeak()  # kept by sandbox/engine/peak_keeping.py: measured when idle, the best, re-checked
+        self.peaks: PeakKeeper | None = None
         # Since this process started; reported to the server in every ``slots`` message.
         self.oom_kills = 0
         self.crashes = 0
@@ -118,7 +120,9 @@ class WorkerAgent:
             devices = self.seat_devices = [() for _ in range(max(1, self.settings.slots))]
             own = await self.start_own_runtime(devices)
         backend = "gpu" if devices[0] else "cpu"
-        self.peak.peak = await self.measured_peak(self.sandboxes[0])
+        peaks = self.peaks = PeakKeeper(PeakCache(self.settings.compile_cache_dir), self.description, self.calibrate,
+                                        lambda: len(self.running))
+        self.peak.peak = await peaks.initial()
         own.name = self.default_runtime = self.description["jax_version"]
         others, listed = await agent_runtimes.start_offered(
             self.settings, self.default_runtime, lambda name, runtime: self.runtime_sandboxes(backend, name, runtime),
@@ -129,6 +133,7 @@ class WorkerAgent:
         self.runtime_entries = [agent_runtimes.entry(own.name, self.description, True), *listed]
         asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
         self.seats = Seats(len(devices))
+        asyncio.create_task(peaks.forever(self.peak_changed))
         if self.caches is not None:
             self._fill = asyncio.create_task(self.caches.fill(self.sandboxes[0].fill_environment()))
         log.info("worker %s: %s x%s (%s), %d slot(s)", self.name, self.description["backend"],
@@ -174,26 +179,33 @@ class WorkerAgent:
         caches.prepare()
         return caches
 
-    async def measured_peak(self, sandbox: WarmSandbox) -> wp.DevicePeak | None:
-        """The device's peak FLOP/s and bytes/s for rooflines: kept per host, measured on the first start."""
-        cache = PeakCache(self.settings.compile_cache_dir)
-        peak = cache.load(self.description)
-        if peak is not None:
-            return peak
+    async def calibrate(self) -> wp.DevicePeak | None:
+        """One sandboxed probe measuring the device's peak, on seat 0 of the worker's own JAX, held
+        meanwhile (``peak_keeping`` asks only when no run is in flight); None when it could not."""
+        held = self.seats.count == 0 or 0 in self.seats.free  # no seats yet: the worker is starting
+        if not held:
+            return None
+        if self.seats.count:
+            self.seats.free.remove(0)
         try:
+            own = self.pools.get(self.default_runtime)
+            sandbox = await own.sandbox_for(0) if own is not None else self.sandboxes[0]
             report = await self.probe(sandbox, calibrate=True)
         except RuntimeError as exc:
             log.warning("worker %s: the device peak could not be measured: %s", self.name, exc)
             return None
+        finally:
+            if self.seats.count:
+                self.seats.give(0)
         peak = checked(report.get("device_peak"))
         if peak is None:
             log.warning("worker %s: the device peak could not be measured: %s", self.name,
                         report.get("device_peak_error", "no figures"))
-            return None
-        cache.save(self.description, peak)
-        log.info("worker %s: measured peak %.3g FLOP/s, %.3g bytes/s", self.name, peak.flops_per_s,
-                 peak.bytes_per_s)
         return peak
+
+    def peak_changed(self, peak: wp.DevicePeak | None) -> None:
+        """A re-check kept a better peak: runs started from now on draw their rooflines against it."""
+        self.peak.peak = peak
 
     async def probe(self, sandbox: WarmSandbox, calibrate: bool = False) -> dict[str, Any]:
         """The devices as a sandboxed run sees them; with ``calibrate`` also their measured peak."""

@@ -9,7 +9,9 @@ import { compareVersions, nearestVersion, runtimeForMissingApi, usable } from ".
 import { linkedRuntime } from "../src/runtimes/runtimes_link";
 import { embedUrlFor, embedViewFrom } from "../src/sharing/embed_view";
 import { describeEnvironment } from "../src/sharing/share_banner";
-import { exportBaseName, exportablePython, notebookFor, notebookOutputs, sourceLines } from "../src/sharing/share_export";
+import {
+  exportBaseName, exportablePython, exportedData, inertSvg, notebookFor, notebookOutputs, sourceLines,
+} from "../src/sharing/share_export";
 import { ensureUsableStorage, storageUsable } from "../src/sharing/share_storage";
 import type { BackendInfo, ErrorEvent, RuntimeInfo, ServerEvent } from "../src/wire/protocol";
 
@@ -95,9 +97,26 @@ describe("export", () => {
       { output_type: "stream", name: "stdout", text: ["a\n", "b"] },
       { output_type: "stream", name: "stderr", text: ["warn\n"] },
       { output_type: "execute_result", execution_count: 1, data: { "text/plain": ["Array(3)"] }, metadata: {} },
-      { output_type: "display_data", data: { "image/png": "iVBOR" }, metadata: { "image/png": { width: 40, height: 30 } } },
+      { output_type: "display_data", data: { "text/plain": ["[image/png output: run the cell to see it]"], "image/png": "iVBOR" },
+        metadata: { "image/png": { width: 40, height: 30 } } },
       { output_type: "error", ename: "ValueError", evalue: "bad", traceback: ["Traceback", "ValueError: bad", "", "Hint: Pass a shape."] },
     ]);
+  });
+
+  it("keeps HTML only with the server's vouch and SVG only when inert, and text for every output", () => {
+    const html = "<div>view</div><script>go()</script>";
+    expect(exportedData({ type: "display", id: "r", mime: "text/html", data: html, role: "result", text: "Array(3)" }))
+      .toEqual({ "text/plain": ["Array(3)"] });
+    expect(exportedData({ type: "display", id: "r", mime: "text/html", data: html, role: "result", text: "Array(3)",
+      vouch: "ab" })).toEqual({ "text/plain": ["Array(3)"], "text/html": ["<div>view</div><script>go()</script>"] });
+    expect(exportedData({ type: "display", id: "r", mime: "application/javascript", data: "alert(1)", role: "display" }))
+      .toEqual({ "text/plain": ["[application/javascript output: run the cell to see it]"] });
+    expect(inertSvg('<svg xmlns="http://www.w3.org/2000/svg"><path d="M0 0" fill="url(#g)"/></svg>')).toBe(true);
+    for (const active of ['<svg onload="x()"/>', "<svg><script>x()</script></svg>", "<svg><foreignObject/></svg>",
+      '<svg><a href="javascript:x()"/></svg>', '<svg><image href="https://evil.example/t.png"/></svg>',
+      "<svg><style>@import 'https://evil.example/s.css';</style></svg>"]) {
+      expect(inertSvg(active), active).toBe(false);
+    }
   });
 
   it("keeps a cell's source as lines and puts the helpers' stand-ins first when the code imports them", () => {

@@ -23,6 +23,9 @@ class Rendered:
     # Size in CSS pixels, for images.
     width: int | None = None
     height: int | None = None
+    # The value as plain text, beside a richer form: what an exported notebook shows where HTML or
+    # images are not (GitHub, nbviewer, an untrusted Jupyter), and what a screen reader can read.
+    text: str | None = None
 
 
 def emit(rendered: Rendered, role: str) -> None:
@@ -31,4 +34,6 @@ def emit(rendered: Rendered, role: str) -> None:
         event["notice"] = rendered.notice
     if rendered.width is not None and rendered.height is not None:
         event["width"], event["height"] = rendered.width, rendered.height
+    if rendered.text is not None and rendered.mime != "text/plain":
+        event["text"] = rendered.text
     events.emit(event)

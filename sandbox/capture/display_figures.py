@@ -132,19 +132,25 @@ def figure_image(fig: Any) -> Rendered:
     if ratio < 1:
         notice = f"Drawn at {ratio * dpi:.0f} dpi instead of {dpi:.0f}: the figure is wider or taller than {MAX_PIXELS_PER_SIDE} pixels."
     buffer = io.BytesIO()
+    text = repr(fig)  # "<Figure size 640x480 with 1 Axes>": the figure where images are not shown
     if figure_format() == "svg":
-        fig.savefig(buffer, format="svg", bbox_inches="tight")
+        import matplotlib
+
+        # Its element ids from a fixed salt, not a fresh uuid: the same figure is the same bytes in every run.
+        with matplotlib.rc_context({"svg.hashsalt": "jaxplay"}):
+            fig.savefig(buffer, format="svg", bbox_inches="tight")
         svg = buffer.getvalue().decode("utf-8")
         size_pt = svg_size(svg)
         if size_pt is None:
-            return Rendered("image/svg+xml", svg)
+            return Rendered("image/svg+xml", svg, text=text)
         # 72 pt to the inch; shown at the figure's dpi, as the PNG would be.
-        return Rendered("image/svg+xml", svg, None, round(size_pt[0] * dpi / 72), round(size_pt[1] * dpi / 72))
+        return Rendered("image/svg+xml", svg, None, round(size_pt[0] * dpi / 72), round(size_pt[1] * dpi / 72),
+                        text=text)
     fig.savefig(buffer, format="png", dpi=dpi * ratio, bbox_inches="tight")
     png = buffer.getvalue()
     width_px, height_px = png_size(png)
     return Rendered("image/png", base64.b64encode(png).decode("ascii"), notice,
-                    round(width_px / max(ratio, 1.0)), round(height_px / max(ratio, 1.0)))
+                    round(width_px / max(ratio, 1.0)), round(height_px / max(ratio, 1.0)), text=text)
 
 
 def send_figure(fig: Any, role: str) -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import dataclasses
+import hashlib
+import re
 import signal
 import sys
 import threading
@@ -34,6 +36,9 @@ MAX_TREE_LEAVES = 2_000
 # Each heat-map is a few KiB of HTML and ~1 ms of work; beyond this many the
 # arrays are shown by their summaries only.
 MAX_HEATMAP_ARRAYS = 64
+# The names treescope gives a view's elements (html_encapsulation.py, lowering.py): a uuid4 each.
+TREESCOPE_ID = re.compile(r"\b(treescope_out_|deferred_)([0-9a-f]{32})\b")
+_treescope_ids: dict[str, str] = {}  # this run's: a run is a process of its own
 
 
 class RenderTooSlow(Exception):
@@ -68,7 +73,14 @@ def time_limit(seconds: float) -> Iterator[None]:
 
 
 def render(value: Any) -> Rendered:
-    """The best view of ``value`` that fits the bounds."""
+    """The best view of ``value`` that fits the bounds; a richer view than text carries the text too."""
+    rendered = _richest(value)
+    if rendered.mime == "text/plain" or rendered.text is not None:
+        return rendered
+    return dataclasses.replace(rendered, text=plain_text(value))
+
+
+def _richest(value: Any) -> Rendered:
     own = self_rendered(value)
     if own is not None:
         return own
@@ -81,6 +93,14 @@ def render(value: Any) -> Rendered:
         return as_text(value, f"The explorable view took longer than {RENDER_TIME_LIMIT_S:g} s to build; shown as text.")
     except Exception as exc:  # noqa: BLE001 - a treescope failure must not fail the run
         return as_text(value, f"The explorable view failed ({type(exc).__name__}: {exc}); shown as text.")
+
+
+def plain_text(value: Any) -> str:
+    """``repr(value)`` as ``as_text`` bounds it, or only its type where repr fails: never raises."""
+    try:
+        return as_text(value).data
+    except Exception:  # noqa: BLE001 - its richer view was made; the text beside it is a courtesy
+        return f"<{type(value).__module__}.{type(value).__qualname__} object>"
 
 
 def as_text(value: Any, notice: str | None = None) -> Rendered:
@@ -205,9 +225,24 @@ def treescope_html(value: Any, heatmaps: bool) -> str:
     import treescope
 
     if not heatmaps:
-        return treescope.render_to_html(value, ignore_exceptions=True)
+        return stable_ids(treescope.render_to_html(value, ignore_exceptions=True))
     with treescope.active_autovisualizer.set_scoped(treescope.ArrayAutovisualizer()):
-        return treescope.render_to_html(value, ignore_exceptions=True)
+        return stable_ids(treescope.render_to_html(value, ignore_exceptions=True))
+
+
+def stable_ids(html: str) -> str:
+    """treescope names each view's elements with a fresh uuid4; number them in the order made instead,
+    so that the same program shows the same bytes in every run (each view has a frame of its own,
+    so the names need only differ within a run). The result cache shares a run only once a second
+    run agreed with it byte for byte (server/runs/result_verification.py)."""
+    def numbered(match: re.Match[str]) -> str:
+        original = match.group(0)
+        if original not in _treescope_ids:
+            counted = hashlib.sha256(f"jaxplay-view-{len(_treescope_ids)}".encode()).hexdigest()[:32]
+            _treescope_ids[original] = match.group(1) + counted
+        return _treescope_ids[original]
+
+    return TREESCOPE_ID.sub(numbered, html)
 
 
 def as_tree_view(value: Any) -> Rendered:

@@ -3,9 +3,10 @@
 The roofline of a run (``sandbox/capture/roofline.py``) needs the two roofs
 of the device it ran on. A table by device name would be a guess for a
 CPU (its cores, its memory, whatever else runs on the host); a measurement
-is not. The worker runs this once per host, in a sandboxed probe with no
-user code in it, at start-up (``sandbox/engine/peak_cache.py`` keeps the
-result), so runs never pay for it.
+is not. The worker runs this in a sandboxed probe with no user code in it,
+at its first start on a host and again whenever the host is idle
+(``sandbox/engine/peak_keeping.py`` keeps the best figures,
+``sandbox/engine/peak_cache.py`` stores them), so runs never pay for it.
 
 Both figures use the same yardsticks as the runs they are compared with:
 FLOPs and bytes from XLA's own cost analysis of the measured function, time

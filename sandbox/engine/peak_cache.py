@@ -32,7 +32,7 @@ from jaxplay import worker_protocol as wp
 log = logging.getLogger("jaxplay.worker")
 
 FOLDER = "device-peaks"
-FORMAT = 1
+FORMAT = 2  # 2: each figure kept with when it was measured and how busy the host was (peak_keeping.py)
 TEXT_FIELDS = ("how", "measured_at", "device_kind")
 MAX_TEXT_CHARS = 1000
 
@@ -84,17 +84,33 @@ class PeakCache:
         return self.folder / f"{fingerprint(description)}.json"
 
     def load(self, description: dict[str, Any]) -> wp.DevicePeak | None:
+        record = self.load_record(description)
+        return checked(record) if record is not None else None
+
+    def load_record(self, description: dict[str, Any]) -> dict[str, Any] | None:
+        """The whole record kept: the peak's fields, and when and how busy each figure was measured."""
         try:
-            return checked(json.loads(self.path(description).read_text()))
+            raw = json.loads(self.path(description).read_text())
         except (OSError, ValueError):
             return None
+        peak = checked(raw)
+        if peak is None:
+            return None
+        kept: dict[str, Any] = wp.to_wire(peak)
+        for name, value in raw.items():
+            if name.endswith(("_at", "_busy")) and isinstance(value, int | float) and not isinstance(value, bool) \
+                    and math.isfinite(value):
+                kept[name] = float(value)
+        kept["provisional"] = raw.get("provisional") is True
+        return kept
 
-    def save(self, description: dict[str, Any], peak: wp.DevicePeak) -> None:
+    def save(self, description: dict[str, Any], peak: wp.DevicePeak | dict[str, Any]) -> None:
+        """Keep ``peak``: a peak, or a whole record (``load_record``)."""
         path = self.path(description)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             staging = path.with_suffix(f".{os.getpid()}.tmp")
-            staging.write_text(json.dumps(wp.to_wire(peak)))
+            staging.write_text(json.dumps(peak if isinstance(peak, dict) else wp.to_wire(peak)))
             staging.replace(path)  # two workers starting at once: one of the two whole files wins
         except OSError as exc:
             log.warning("could not keep the measured device peak in %s: %s", self.folder, exc)

@@ -16,7 +16,8 @@ The zygote forks a spare while the previous run executes (at low priority)::
                   └ holder  shares the run's address space, runs nothing, so the
                             run's exit is quick (``address_space_holder``)
 
-Sockets: ``door`` (worker <-> init: the run in, the run's ``ended`` out; the
+Sockets: ``door`` (worker <-> init: the run in; out, a watch on what of the host's
+state the run opens (``host_state_reads``), then the run's ``ended``; the
 zygote hands the worker's end over as soon as the spare is forked and never
 reads it), ``control`` (zygote <-> init: the init's ``gone``, or EOF when either
 side goes), and the init's own socket to the run.
@@ -53,6 +54,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
+from jaxplay.sandbox.capture import host_state_reads
 from jaxplay.sandbox.engine import address_space_holder, warmup
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.isolation import namespaces as ns
@@ -216,6 +218,7 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
                 run = zp.run_of(message)
                 session = cache_mounts.mount_for_run(run.options.compile_cache, run.compile_cache_read)
             _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
+            _offer_host_state_watch(door, run_pid)  # before the run's process has the code
             zp.send(init_end, message, fds)
             zp.close_all(fds)
             init_end.close()
@@ -240,6 +243,20 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
         _report(zygote_end, "gone", status, unsaved_entries=left_out)
     zygote_end.close()
     return status
+
+
+def _offer_host_state_watch(door: socket.socket, run_pid: int) -> None:
+    """Give the worker a kernel watch on the host's changing state and the run's own /proc files
+    (``host_state_reads``): it reads what the run opened once the run is over."""
+    try:
+        fd, watched = host_state_reads.watch(run_pid)
+    except OSError as exc:
+        zp.send(door, {"type": "watching", "paths": None, "error": str(exc)})  # the run is never shared
+        return
+    try:
+        zp.send(door, {"type": "watching", "paths": {str(wd): path for wd, path in watched.items()}}, [fd])
+    finally:
+        os.close(fd)
 
 
 def _close_sockets(*sockets: socket.socket) -> None:

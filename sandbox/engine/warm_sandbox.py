@@ -47,6 +47,7 @@ from jaxplay.browser_protocol import RunStatus
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
 from jaxplay.sandbox.engine import zygote_protocol as zp
+from jaxplay.sandbox.engine.host_state_watch import HostStateWatch
 from jaxplay.sandbox.engine.peak_cache import HostPeak
 from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
@@ -152,6 +153,8 @@ class WarmSandbox:
             raise SandboxDied(f"zygote sent {ready!r} instead of ready")
         self.versions = ready
         self.alive = True
+        if self.cgroup is not None:  # started at a sandbox's full weight (a run may be waiting); now between runs
+            self.cgroup.set_running(False)
         log.info("sandbox %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
 
     def zygote_environment(self) -> dict[str, str]:
@@ -296,8 +299,15 @@ class WarmSandbox:
         here, before it starts, so no entry saved meanwhile can slip in unreported)."""
         session = options.compile_cache
         reads_session = bool(self.caches is not None and session and self.caches.session_has_entries(session))
-        result = await self._execute(run_id, code, timeout_s, self.lower(options, reads_session, probe, calibrate),
-                                     send)
+        cgroup = self.cgroup
+        if cgroup is not None:  # the sandbox's full CPU weight for the run, an eighth of a process between runs
+            cgroup.set_running(True)
+        try:
+            result = await self._execute(run_id, code, timeout_s,
+                                         self.lower(options, reads_session, probe, calibrate), send)
+        finally:
+            if cgroup is not None:
+                cgroup.set_running(False)
         result.read_session_cache = reads_session
         return result
 
@@ -322,6 +332,7 @@ class WarmSandbox:
         started_at = time.monotonic()
         relay.start(*(r for r, _ in pipes))
         door: socket.socket | None = None
+        watch: HostStateWatch | None = None
         try:
             try:
                 # XLA reads its flags once, when the backend starts: a run that sets some gets a spare
@@ -332,15 +343,19 @@ class WarmSandbox:
             finally:
                 for _, w in pipes:
                     os.close(w)
+            if door is not None:
+                watch = await HostStateWatch.receive(door, started_at + timeout_s)
             if refused is not None:
                 exited, ended_by = refused, None
             else:
                 exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay, door)
         except SandboxDied:
             relay.close()
+            HostStateWatch.close(watch)
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
         except NotStarted as never:
             relay.close()
+            HostStateWatch.close(watch)
             return run_outcome.outcome({}, never.status, _ms_since(started_at), timeout_s, False, relay,
                                            self.memory_limit_bytes)
         finally:
@@ -349,6 +364,9 @@ class WarmSandbox:
                 door.close()
         elapsed_ms = _ms_since(started_at)
         await relay.drained(DRAIN_GRACE_S)  # the zygote kills leftovers, so EOF comes promptly
+        # Its output has all been read: what the run opened of the host's state is final for what it showed.
+        for event in HostStateWatch.events(watch) if not run.probe else HostStateWatch.close(watch):
+            relay.send(event)
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         oom_counted = self.cgroup is not None and self.cgroup.memory_dir is not None
         if exited.get("before_exit"):

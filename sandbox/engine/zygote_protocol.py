@@ -24,6 +24,9 @@ on a spare's door, between the worker and the spare's init::
                                what the worker adds). The init mounts the session's compile cache
                                and hands the message on to the run's process, which alone reads
                                the code (a memfd: no packet's size limit)
+    init -> worker    watching {paths: {wd: path} or null, error?} + fd [inotify]   before the run's
+                               process gets the code: the kernel's watch on the host files the run
+                               may open (sandbox/capture/host_state_reads.py); null: none could be made
     init -> worker    ended    {status, max_rss_kb}   the run's process has exited: its status from
                                the kernel (not sent when the init must save cache entries first)
 

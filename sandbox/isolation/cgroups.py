@@ -7,14 +7,18 @@ back to rlimits (``sandbox/isolation/limits.py``). The kernel's OOM killer, told
 ``oom_score_adj`` to prefer the run, kills the run and not the zygote; the
 group's oom-kill counter tells the worker that this is what happened.
 
-CPU: each sandbox's group gets the same weight (v1 ``cpu.shares``, v2
-``cpu.weight``), so sandboxes that are busy at once share the cores equally,
-however many processes each runs: a run that spins 16 processes takes one
-sandbox's share, not 16/17 of the host. The weight is that of as many ordinary
-processes as the host has cores, so against the host's other work a sandbox
-fares like a run with a thread per core, and an idle neighbour's share is
-the busy sandbox's to use (weights never cap). Without a cpu controller the
-kernel's autogroup is the fallback where it is on
+CPU: each sandbox's group gets the same weight while it runs a program (v1
+``cpu.shares``, v2 ``cpu.weight``), so sandboxes that are busy at once share
+the cores equally, however many processes each runs: a run that spins 16
+processes takes one sandbox's share, not 16/17 of the host. The weight is
+that of as many ordinary processes as the host has cores, so against the
+host's other work a sandbox fares like a run with a thread per core, and an
+idle neighbour's share is the busy sandbox's to use (weights never cap).
+Between runs a sandbox only prepares its next spare, and its group weighs an
+eighth of one ordinary process (``set_running``): a spare's nice 19 counts
+only within its own group, so at full weight a neighbour warming its spare
+took as much CPU from a run as a neighbour running a program. Without a cpu
+controller the kernel's autogroup is the fallback where it is on
 (``/proc/sys/kernel/sched_autogroup_enabled``): every run leads a session of
 its own (``sandbox/engine/spare.py``), and the scheduler shares the CPU
 between sessions first; a run that starts new sessions itself escapes it.
@@ -46,6 +50,9 @@ CORES = os.cpu_count() or 1
 ABANDONED_AFTER_S = 60.0  # a dead worker's group is removed only once this old
 CPU_SHARES_V1 = min(1024 * CORES, 262144)  # an ordinary process weighs 1024
 CPU_WEIGHT_V2 = min(100 * CORES, 10000)  # an ordinary process weighs 100
+# A slot between runs (its zygote and the spare it prepares): an eighth of an ordinary process.
+IDLE_CPU_SHARES_V1 = 128
+IDLE_CPU_WEIGHT_V2 = 12
 
 
 @dataclass
@@ -105,6 +112,18 @@ class SandboxCgroup:
             (group / "cpu.weight").write_text(str(CPU_WEIGHT_V2))
             cpu_dir = group
         return cls(group, group if "pids" in controllers else None, 2, cpu_dir)
+
+    def set_running(self, running: bool) -> None:
+        """The group's CPU weight: a sandbox's full weight while a run executes, an eighth of a process between
+        runs. A host that refuses the write keeps the weight it has (fairness, not containment)."""
+        if self.cpu_dir is None:
+            return
+        name, value = (("cpu.shares", CPU_SHARES_V1 if running else IDLE_CPU_SHARES_V1) if self.version == 1
+                       else ("cpu.weight", CPU_WEIGHT_V2 if running else IDLE_CPU_WEIGHT_V2))
+        try:
+            (self.cpu_dir / name).write_text(str(value))
+        except OSError as exc:
+            log.debug("cpu weight of %s not set: %s", self.cpu_dir, exc)
 
     def cpu_fairness(self) -> str:
         if self.cpu_dir is not None:

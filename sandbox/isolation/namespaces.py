@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 
+CLONE_NEWTIME = 0x00000080
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
@@ -23,6 +25,11 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 RUN_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS
+# A run's monotonic and boot-time clocks (and so /proc/uptime and its processes' start times in
+# /proc/PID/stat) read this much ahead of the host's, a fresh random amount per run: two runs never
+# read the same values from them, however they read them (the vDSO included). The result cache
+# relies on it: a run is shared only once a second run agreed with it (server/runs/result_verification.py).
+CLOCK_OFFSET_RANGE_S = (1 << 20, 1 << 28)  # about 12 days to 8.5 years
 
 MS_RDONLY = 0x1
 MS_NOSUID = 0x2
@@ -56,12 +63,16 @@ def _check(result: int, what: str) -> None:
         raise OSError(errno, f"{what}: {os.strerror(errno)}")
 
 
-def unshare_run_namespaces(uid: int, gid: int) -> None:
-    """New user, mount, IPC, pid, network and UTS namespaces, keeping the same ids inside.
+def unshare_run_namespaces(uid: int, gid: int) -> bool:
+    """New user, mount, IPC, pid, network and UTS namespaces, keeping the same ids inside, and a time
+    namespace whose clocks are offset by a random amount where the kernel has them (Linux >= 5.6).
 
-    The pid namespace applies to this process's children: the next fork is pid 1 there.
+    The pid and time namespaces apply to this process's children: the next fork is pid 1 there.
+    Returns whether the clocks are offset.
     """
-    _check(_libc.unshare(RUN_NAMESPACES), "unshare")
+    offset_clocks = _libc.unshare(RUN_NAMESPACES | CLONE_NEWTIME) == 0
+    if not offset_clocks:
+        _check(_libc.unshare(RUN_NAMESPACES), "unshare")
     with open("/proc/self/setgroups", "w") as f:
         f.write("deny")
     with open("/proc/self/uid_map", "w") as f:
@@ -69,6 +80,17 @@ def unshare_run_namespaces(uid: int, gid: int) -> None:
     with open("/proc/self/gid_map", "w") as f:
         f.write(f"{gid} {gid} 1")
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    if offset_clocks:
+        offset_clocks_randomly()
+    return offset_clocks
+
+
+def offset_clocks_randomly() -> None:
+    """Set the new time namespace's offsets: only before any process has entered it (the next fork)."""
+    low, high = CLOCK_OFFSET_RANGE_S
+    seconds = low + secrets.randbelow(high - low)  # the OS's randomness: forks of one zygote differ
+    with open("/proc/self/timens_offsets", "w") as f:
+        f.write(f"monotonic {seconds} 0\nboottime {seconds} 0\n")
 
 
 def mount_tmpfs(target: str, size_bytes: int, mode: str = "1777", read_only: bool = False) -> None:

@@ -83,6 +83,10 @@ class SessionKeys:
             return None
         return session_id if hmac.compare_digest(mac, self._mac("cookie", session_id)[:32]) else None
 
+    def mac(self, purpose: str, value: str) -> str:
+        """The server's HMAC-SHA256 of ``value`` for ``purpose`` (hex): a word only this server can give."""
+        return self._mac(purpose, value)
+
     def derived(self, purpose: str, session_id: str) -> str:
         """A stable name for ``session_id`` in another store (e.g. the worker's compile cache) that
         reveals nothing about the id itself."""

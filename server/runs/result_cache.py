@@ -6,13 +6,16 @@ version and run options (``RunRequest.options``, e.g. ``inspect``). The key is a
 events (zlib-compressed JSON) and the ``done``. docs/sharing.md gives the
 rule and its reasons.
 
-Whose a result is: a run whose ``done`` says ``read_session_cache`` could load
-compile-cache entries its browser session's earlier runs wrote, and JAX
-executes what it loads: such a run may compute whatever an earlier run of
-that session planted. Its result is kept under a key that also names the
-session, so it answers that session alone (a self-poisoned session hurts only
-itself), never another. Every other result was computed from the program, the
-trusted shared cache and the run's own compilations, and answers anyone.
+Whose a result is: a result answers other people only once a second,
+independent run of the program agreed with it (server/runs/result_verification.py
+has the rule and its reasons); until then it is kept under a key that also
+names its browser session, and answers that session alone. A cookie-less
+connection's client may be several people behind one address: its results
+answer no one until verified. A run whose ``done`` says ``read_session_cache``
+could load compile-cache entries its browser session's earlier runs wrote, and
+JAX executes what it loads: such a run may compute whatever an earlier run of
+that session planted. Its result answers that session alone, for good (a
+self-poisoned session hurts only itself), and never verifies another's.
 
 Flow, all on the server's event loop; the cache is the last of the run's
 watchers (server/runs/run.py), and watches runs of the program only (not ``passes`` requests)::
@@ -22,15 +25,18 @@ watchers (server/runs/run.py), and watches runs of the program only (not ``passe
       │       with cached=True and cached_at; the worker never sees it
       └─ miss (or "fresh": true): start a recording and let the run be
          queued; at its done, an ok run that sent no ``nondeterministic``
-         event is stored by the storage writer thread (compress, insert,
-         evict least recently used)
+         event is judged against the program's earlier run and stored (its
+         session's entry, or the shared one once verified) in one
+         transaction (compress, insert, evict least recently used)
 
 Bursts (a workshop pressing Run at once): identical runs waiting in the queue
-form a burst (a run joins it at its first ``queued``). They queue as usual; whichever of them ends first and cacheable
-answers every one still waiting in the queue, which leaves it and gets that
-run's events at once. No run is singled out in advance as the leader: the
-queue may start an identical run before the first one to arrive (fair
-queueing across clients), and the first to end answers for all.
+form a burst (a run joins it at its first ``queued``). They queue as usual;
+whichever of them ends first and cacheable answers those of its own browser
+session still waiting; the first run to verify it (one that began after it
+ended, and agreed) answers every one still waiting in the queue, which leaves
+it and gets that run's events at once. No run is singled out in advance as
+the leader: the queue may start an identical run before the first one to
+arrive (fair queueing across clients).
 
 A hit must be answered from the connected workers' environment, so a run is
 looked up only when a worker of its backend is connected.
@@ -53,14 +59,16 @@ import psycopg
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.runs import runtimes
+from jaxplay.server.clients.identity import is_browser_session
+from jaxplay.server.runs import result_verification, runtimes
+from jaxplay.server.runs.result_verification import Verdict
 from jaxplay.server.runs.run import Asker, Run, RunWatcher
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.server.storage.interface import Storage, StorageError, Transaction, utc_timestamp
 
 log = logging.getLogger("jaxplay.cache")
 
-KEY_FORMAT = "jaxplay-result-v2"  # v2: the runtime joined the key
+KEY_FORMAT = "jaxplay-result-v3"  # v2: the runtime joined the key; v3: shared only once verified
 NONDETERMINISTIC = "nondeterministic"
 # Events that describe this server's queue, not the program: never recorded.
 NOT_RECORDED = frozenset({"queued"})
@@ -100,6 +108,7 @@ class Recording:
     size: int = 0
     cacheable: bool = True
     in_burst: bool = False
+    started_at: float = 0.0  # unix time its ``started`` came: a verifying run begins after the first ended
 
 
 def burst_key(run: Run) -> str:
@@ -123,6 +132,7 @@ class ResultCache(RunWatcher):
         self.hits = 0
         self.misses = 0
         self.size_snapshot = {"entries": 0, "bytes": 0}
+        self._new_candidates = 0  # programs run a first time: every PRUNE_EVERY, old candidates are pruned
         self.storage_reachable = True  # as of the last size read (metrics)
 
     @property
@@ -174,10 +184,11 @@ class ResultCache(RunWatcher):
             run.send(event)
         self.scheduler.finish(run, status, done.get("message"), elapsed_ms, cached=True, cached_at=cached_at)
 
-    def _answer_burst(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any]) -> None:
-        """Runs identical to ``run`` still waiting in the queue get its result now."""
+    def _answer_burst(self, run: Run, events: list[dict[str, Any]], done: dict[str, Any],
+                      only_session: str | None = None) -> None:
+        """Runs identical to ``run`` still waiting in the queue get its result now (only those of
+        ``only_session`` when given)."""
         cached_at = utc_timestamp()
-        only_session = run.session_id if answers_only_its_session(done) else None
         # A copy: each answered run's done removes it from the burst.
         for waiting in list(self._bursts.get(burst_key(run), ())):
             if only_session is not None and waiting.session_id != only_session:
@@ -210,6 +221,8 @@ class ResultCache(RunWatcher):
             recording.cacheable = False
             recording.events.clear()
             return
+        if kind == "started":
+            recording.started_at = time.time()
         recorded = {k: v for k, v in event.items() if k != "id"}
         recording.size += len(json.dumps(recorded, separators=(",", ":")))
         if recording.size > MAX_RECORDING_BYTES:
@@ -228,36 +241,66 @@ class ResultCache(RunWatcher):
         if (event.get("status") != bp.RunStatus.OK or event.get("cached") or run.worker is None
                 or not run.worker.trusted or not self.storage.is_open):  # a remote worker's word serves only its run
             return
-        session = run.session_id if answers_only_its_session(event) else None
-        if answers_only_its_session(event) and not run.session_id:
-            return  # no session to keep it for
-        key = cache_key(run.code, run.backend, environment(run.worker.hello, run.runtime), run.request.options,
-                        session)
+        env = environment(run.worker.hello, run.runtime)
+        # Its own browser session's entry; a cookie-less client may be several people: none.
+        own_session = run.session_id if is_browser_session(run.session_id) else None
         done = {"status": event["status"], "elapsed_ms": event["elapsed_ms"]}
-        if session is not None:
-            done["read_session_cache"] = True
         if event.get("message"):
             done["message"] = event["message"]
         events, recording.events = recording.events, []
-        self._answer_burst(run, events, done)
         worker = run.worker.hello.name
-        self._spawn(self.storage.transaction(
-            lambda tx: self._store(tx, key, events, done, utc_timestamp(), worker), durable=False))
+        shared_key = cache_key(run.code, run.backend, env, run.request.options)
+        if answers_only_its_session(event):
+            if not run.session_id:
+                return  # no session to keep it for
+            done["read_session_cache"] = True
+            key = cache_key(run.code, run.backend, env, run.request.options, run.session_id)
+            self._answer_burst(run, events, done, only_session=run.session_id)
+            self._spawn(self.storage.transaction(
+                lambda tx: self._store(tx, key, events, done, utc_timestamp(), worker, program=shared_key),
+                durable=False))
+            return
+        if own_session is not None:  # its own session's waiting runs need no second run
+            self._answer_burst(run, events, done, only_session=own_session)
+        session_key = cache_key(run.code, run.backend, env, run.request.options, own_session) if own_session else ""
+        digest = result_verification.content_digest(events, str(event["status"]))
+        started_at, ended_at = recording.started_at, time.time()  # 0: no ``started`` seen, never verifies
+
+        async def settle(tx: Transaction) -> Verdict:
+            verdict = await result_verification.judge(tx, shared_key, digest, started_at, ended_at)
+            if verdict is Verdict.VERIFIED:
+                await self._store(tx, shared_key, events, done, utc_timestamp(), worker, digest, shared_key)
+            elif verdict is not Verdict.DIVERGED and session_key:
+                await self._store(tx, session_key, events, done, utc_timestamp(), worker, digest, shared_key)
+            if verdict is Verdict.FIRST:
+                self._new_candidates += 1
+                if self._new_candidates % result_verification.PRUNE_EVERY == 0:
+                    await result_verification.prune(tx)
+            return verdict
+
+        async def settled() -> None:
+            verdict = await self.storage.transaction(settle, durable=False)
+            log.debug("run %s of a program: %s", run.key, verdict.value)
+            if verdict is Verdict.VERIFIED:
+                self._answer_burst(run, events, done)
+
+        self._spawn(settled())
 
     async def _store(self, tx: Transaction, key: str, events: list[dict[str, Any]], done: dict[str, Any],
-                     cached_at: str, worker: str) -> bool:
-        """In one write transaction: compress, insert, then evict least recently used entries over the limit."""
+                     cached_at: str, worker: str, digest: str = "", program: str = "") -> bool:
+        """In one write transaction: compress, insert, then evict least recently used entries over the limit.
+        ``program``: the shared key of its program (a divergence withdraws every entry of a program)."""
         blob = zlib.compress(json.dumps({"events": events, "done": done}, separators=(",", ":")).encode(), 6)
         if len(blob) > self.max_entry_bytes:
             log.debug("run result of %d bytes not cached (an entry may take %d)", len(blob), self.max_entry_bytes)
             return False
         await tx.execute(
-            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded, worker) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded, worker, digest, program) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (key) DO UPDATE SET size = excluded.size, elapsed_ms = excluded.elapsed_ms, "
             "cached_at = excluded.cached_at, last_used = excluded.last_used, recorded = excluded.recorded, "
-            "worker = excluded.worker",
-            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob, worker))
+            "worker = excluded.worker, digest = excluded.digest, program = excluded.program",
+            (key, len(blob), done["elapsed_ms"], cached_at, time.time(), blob, worker, digest, program))
         await evict(tx, self.limit_bytes)
         return True
 

@@ -28,7 +28,7 @@ from jaxplay import host_devices
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
-from jaxplay.server.runs import runtimes
+from jaxplay.server.runs import output_vouch, runtimes
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.server.runs.run import Run, WorkerLink
 from jaxplay.settings import Settings
@@ -373,7 +373,9 @@ class Scheduler:
     def worker_event(self, link: WorkerLink, message: wp.WorkerEvent) -> None:
         run = link.runs.get(message.run_id)
         if run is not None and run.state == "running":
-            event = {k: v for k, v in message.event.items() if k != "id"}
+            event = output_vouch.unvouched({k: v for k, v in message.event.items() if k != "id"})
+            if link.trusted and self.session_keys is not None:  # rich outputs this server vouches for
+                event = output_vouch.vouched(self.session_keys, run.code, event)
             run.send(event)
 
     def worker_draining(self, link: WorkerLink, message: wp.WorkerDraining) -> None:

@@ -52,9 +52,11 @@ class Sharing:
         self.cache = ResultCache(self.storage, scheduler, settings.cache_limit_mb << 20)
         self.opening: asyncio.Task[None] | None = None  # tries again while the database cannot be reached
         self.checking: asyncio.Task[dict[str, int]] | None = None  # links left in another store (leftovers.py)
+        self.session_keys = scheduler.session_keys  # checks a recorded run's vouches (runs/output_vouch.py)
 
     def routes(self) -> list[Route]:
-        return [*snippet_routes(self.snippets, self.settings, self.link_budgets), *share_page_routes(self.snippets)]
+        return [*snippet_routes(self.snippets, self.settings, self.link_budgets, self.session_keys),
+                *share_page_routes(self.snippets)]
 
     async def open(self) -> None:
         try:

@@ -16,7 +16,8 @@ from starlette.routing import Route
 
 from jaxplay.server.clients.budgets import Budgets
 from jaxplay.server.clients.identity import identity_of
-from jaxplay.server.sharing.snippets import SnippetError, SnippetStore, parse_content
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.sharing.snippets import SnippetError, SnippetStore, parse_content, with_checked_vouches
 from jaxplay.settings import Settings
 
 # JSON may spell a character in up to six bytes (\u00e9); a body larger than this cannot be within the limits.
@@ -60,7 +61,9 @@ class LinkBudgets:
         self.links.spend(network), self.mib.spend(network, size_mib)
 
 
-def snippet_routes(store: SnippetStore, settings: Settings, budgets: LinkBudgets | None = None) -> list[Route]:
+def snippet_routes(store: SnippetStore, settings: Settings, budgets: LinkBudgets | None = None,
+                   keys: SessionKeys | None = None) -> list[Route]:
+    """``keys``: the server's, to check the vouches of a recorded run's rich outputs (none: every vouch goes)."""
     body_limit = JSON_ESCAPE_FACTOR * settings.max_code_bytes + 2 * settings.max_recorded_run_bytes + (1 << 20)
     budgets = budgets or LinkBudgets(settings)
 
@@ -69,7 +72,7 @@ def snippet_routes(store: SnippetStore, settings: Settings, budgets: LinkBudgets
         try:
             raw = await read_body(request, body_limit)
             budgets.spend(network, len(raw) / 2**20)
-            content = parse_content(raw, settings)
+            content = with_checked_vouches(parse_content(raw, settings), keys)
             snippet_id, created = await store.create(content)
         except SnippetError as exc:
             return error_response(exc.status, str(exc))

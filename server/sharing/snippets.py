@@ -17,6 +17,7 @@ its routes are ``create.py`` (POST) and ``serve.py`` (what a link serves). Nothi
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -26,6 +27,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jaxplay import json_input
+from jaxplay.server.clients.sessions import SessionKeys
+from jaxplay.server.runs import output_vouch
 from jaxplay.server.storage.interface import Storage, Transaction, utc_timestamp
 from jaxplay.settings import Settings
 
@@ -124,6 +127,17 @@ def parse_content(raw: bytes, settings: Settings) -> SnippetContent:
         raise SnippetError(400, "Field 'runtime' must be the JAX version the run used, such as '0.4.38', or null.")
     return SnippetContent(code=code, backend=backend, settings=run_settings, recorded_run=recorded_run,
                           recorded_at=recorded_at, forked_from=forked_from, runtime=runtime)
+
+
+def with_checked_vouches(content: SnippetContent, keys: SessionKeys | None) -> SnippetContent:
+    """The content with a recorded run's ``vouch`` kept only where this server gave it for a run of this
+    code (server/runs/output_vouch.py): the sharer's own word vouches for nothing. An export carries a
+    rich output's HTML only where it has one."""
+    if content.recorded_run is None:
+        return content
+    events = [event if keys is not None and output_vouch.checks(keys, content.code, event)
+              else output_vouch.unvouched(event) for event in content.recorded_run]
+    return dataclasses.replace(content, recorded_run=events)
 
 
 def _recorded_run(value: Any, limit: int) -> list[dict[str, Any]] | None:

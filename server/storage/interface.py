@@ -121,6 +121,33 @@ MIGRATIONS: tuple[Migration, ...] = (
             created_at TEXT NOT NULL
         );
     """),
+    Migration(6, "result_candidates: a result answers others only once a second run agreed with it", """
+        -- Entries kept under the earlier rule (one run judged deterministic by its own hooks) answer no
+        -- one: their keys are of an earlier format (result_cache.py, KEY_FORMAT); eviction takes them.
+        ALTER TABLE result_cache ADD COLUMN digest TEXT NOT NULL DEFAULT '';   -- of the run's content
+        ALTER TABLE result_cache ADD COLUMN program TEXT NOT NULL DEFAULT '';  -- the shared key of its program
+        CREATE INDEX result_cache_program ON result_cache(program);
+        CREATE TABLE result_candidates (
+            key         TEXT PRIMARY KEY,           -- the shared cache key of a program run once
+            digest      TEXT NOT NULL,              -- of that run's content ('' once diverged)
+            ended_at    REAL NOT NULL,              -- unix time it ended: a verifying run begins later
+            diverged    INTEGER NOT NULL,           -- 1: two runs differed, never shared
+            last_seen   REAL NOT NULL               -- unix time; pruned by age and count
+        );
+        CREATE INDEX result_candidates_last_seen ON result_candidates(last_seen);
+    """, """
+        ALTER TABLE result_cache ADD COLUMN digest TEXT NOT NULL DEFAULT '';
+        ALTER TABLE result_cache ADD COLUMN program TEXT NOT NULL DEFAULT '';
+        CREATE INDEX result_cache_program ON result_cache(program);
+        CREATE TABLE result_candidates (
+            key         TEXT PRIMARY KEY,
+            digest      TEXT NOT NULL,
+            ended_at    DOUBLE PRECISION NOT NULL,
+            diverged    INTEGER NOT NULL,
+            last_seen   DOUBLE PRECISION NOT NULL
+        );
+        CREATE INDEX result_candidates_last_seen ON result_candidates(last_seen);
+    """),
 )
 
 

@@ -17,7 +17,8 @@ opened stores at the same (newest) schema version. The copy is:
 Rows go in batches of at most ``BATCH_BYTES`` of their largest column, one
 transaction each, parents before the snippets forked from them (a foreign
 key). ``result_cache.last_used`` is bookkeeping, changed by every answer: an
-entry that differs only there is the same entry.
+entry that differs only there is the same entry (``result_candidates.last_seen``
+likewise, for every run of a program).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ TABLES = (
     Table("rooms", "code", "program"),
     Table("result_cache", "key", "recorded", ignored=("last_used",)),
     Table("agent_tokens", "name", "digest"),
+    Table("result_candidates", "key", "digest", ignored=("last_seen",)),
 )
 # Tables of the engines themselves, never copied: the schema version is each store's own.
 ENGINE_TABLES = ("jaxplay_schema",)

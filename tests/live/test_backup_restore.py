@@ -52,7 +52,8 @@ def postgres_rows(url: str) -> Rows:
 
 
 def populate(server: LiveServer) -> list[str]:
-    """Links (one forked from another, one beyond ASCII), a room and a cached result."""
+    """Links (one forked from another, one beyond ASCII), a room and a cached result (its browser's own, and
+    its program a candidate for sharing)."""
     ids = []
     for body in ({"code": "print('first')"}, {"code": "print('ünïcödé \\u0000 ok')", "backend": "cpu"}):
         status, made = http_status(server, "/api/snippets", "POST", body)
@@ -86,7 +87,7 @@ def test_a_sqlite_backup_taken_while_serving_restores_every_row_exactly(tmp_path
         done = cli("backup", str(tmp_path / "backup.sqlite3"), "--data-dir", str(tmp_path / "live"))
         assert done.returncode == 0 and "3 snippets, 1 rooms, 1 result_cache" in done.stdout, done
         live = sqlite_rows(tmp_path / "live" / "jaxplay.sqlite3")
-        assert counts(live) == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 0}
+        assert counts(live) == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 0, "result_candidates": 1}
         assert sqlite_rows(tmp_path / "backup.sqlite3") == live
 
         done = cli("restore", str(tmp_path / "backup.sqlite3"), "--data-dir", str(tmp_path / "restored"))
@@ -114,7 +115,7 @@ def test_a_postgres_backup_taken_while_serving_restores_exactly_into_either_engi
         done = cli("backup", str(tmp_path / "backup.sqlite3"), "--database-url", source)
         assert done.returncode == 0 and "3 snippets, 1 rooms, 1 result_cache" in done.stdout, done
         live = postgres_rows(source)
-        assert counts(live) == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 0}
+        assert counts(live) == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 0, "result_candidates": 1}
 
         target = postgres.new_database()
         done = cli("restore", str(tmp_path / "backup.sqlite3"), "--database-url", target)

@@ -37,8 +37,10 @@ def test_postgres_stopped_and_started_under_a_running_server(own_postgres, tmp_p
         unread = http_status(server, "/api/snippets", "POST", {"code": "print('never read')"})[1]
         status, room = http_status(server, "/api/rooms", "POST", {"program": "print('room')"})
         assert status == 201
-        assert asyncio.run(one_run(server, CACHED, fresh=True))["status"] == "ok"
-        wait_until(lambda: metric(server, "jaxplay_result_cache_entries") == 1, 10, "the result written to the cache")
+        # Two browsers' runs that agree: the result answers anyone (the first browser its own at once).
+        for _ in range(2):
+            assert asyncio.run(one_run(server, CACHED, fresh=True))["status"] == "ok"
+        wait_until(lambda: metric(server, "jaxplay_result_cache_entries") == 2, 10, "the result written to the cache")
 
         own_postgres.pause()
         # A link read before is kept in memory (it never changes), and is served on.

@@ -28,7 +28,8 @@ def test_a_server_on_postgres_shares_caches_and_is_ready(postgres, tmp_path):
     try:
         first.wait_ready()
         assert first.get_json("/readyz")["checks"]["storage"] == "writable"
-        assert done_of(first.run("print(40 + 2)"))["status"] == "ok"
+        for _ in range(2):  # a second browser's run agrees with the first: the result answers anyone
+            assert done_of(first.run("print(40 + 2)"))["status"] == "ok"
         snippet = share(first, "print('kept in postgres')")
         room = create_room(first, program="print('a room in postgres')", deck=[snippet["id"]])
     finally:

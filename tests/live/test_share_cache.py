@@ -31,9 +31,12 @@ def without_ids(events: list[dict]) -> list[dict]:
 
 
 async def timed_runs(live, code: str, count: int, **fields) -> list[tuple[float, list[dict]]]:
-    """``count`` runs of ``code`` on one connection; (ms from send to done, events) for each."""
+    """``count`` runs of ``code`` on one connection of one browser session (a first result answers its own
+    session at once: tests/security/test_result_cache_trust.py has other sessions); (ms from send to done,
+    events) for each."""
     results = []
-    async with websockets.connect(live.ws_url, max_size=None) as ws:
+    headers = await asyncio.to_thread(live.browser_headers)
+    async with websockets.connect(live.ws_url, max_size=None, additional_headers=headers) as ws:
         for i in range(count):
             run_id = f"t{i}"
             start = time.perf_counter()

@@ -62,14 +62,33 @@ print("spinning")
 """
 
 
+def weights_now(groups: dict[int, str | None]) -> list[int]:
+    return sorted(weight(group) for group in groups.values() if group is not None)
+
+
 @pytest.mark.attack("resource exhaustion")
-def test_each_slot_has_a_cpu_group_of_its_own_with_the_same_weight(live):
+def test_each_slot_has_a_cpu_group_of_its_own_full_weight_while_it_runs_and_little_between_runs(live):
+    """Equal weights for slots that run programs; a slot between runs (preparing its next spare, whose nice
+    19 counts only inside its group) weighs an eighth of a process, so it takes little from a run beside it."""
     if not has_cpu_controller():
         pytest.skip("this host has no cpu controller: the kernel's autogroup is the fallback (docs/security.md)")
     groups = slot_groups(live)
     assert len(groups) == 2 and len(set(groups.values())) == 2, groups  # one per slot
     assert all(group not in (None, "/") for group in groups.values()), groups
-    assert len({weight(group) for group in groups.values()}) == 1  # equal shares
+    v1 = (cgroups.ROOT / "cpu" / "cpu.shares").exists()
+    running, idle = (cgroups.CPU_SHARES_V1, cgroups.IDLE_CPU_SHARES_V1) if v1 else \
+        (cgroups.CPU_WEIGHT_V2, cgroups.IDLE_CPU_WEIGHT_V2)
+    assert weights_now(groups) == [idle, idle]
+    seen: list[list[int]] = []
+    sleeper = threading.Thread(target=lambda: live.run("import time\ntime.sleep(3)\nprint('slept')"))
+    sleeper.start()
+    deadline = time.monotonic() + 20
+    while sleeper.is_alive() and time.monotonic() < deadline:
+        seen.append(weights_now(groups))
+        time.sleep(0.1)
+    sleeper.join()
+    assert [idle, running] in seen, seen  # the slot running the program, beside the one between runs
+    assert weights_now(groups) == [idle, idle]
 
 
 @pytest.mark.attack("resource exhaustion")

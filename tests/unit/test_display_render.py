@@ -41,6 +41,7 @@ def test_arrays_and_pytrees_get_the_explorable_view_with_heatmaps():
     assert rendered.mime == "text/html"
     assert rendered.notice is None
     assert "treescope" in rendered.data
+    assert rendered.text.startswith("{'w': Array(") and "'b': Array(" in rendered.text  # its plain form beside it
     # A heat-map (treescope's arrayviz) makes the page much bigger than the summary alone.
     without = display_render.treescope_html(params, heatmaps=False)
     assert len(rendered.data) > len(without) + 5000
@@ -184,7 +185,9 @@ def test_ipython_display_protocol_is_honoured():
         def __repr__(self):
             return "Declines()"
 
-    assert render(Table()) == display_render.Rendered("text/html", "<table><tr><td>1</td></tr></table>")
+    table = render(Table())
+    assert (table.mime, table.data) == ("text/html", "<table><tr><td>1</td></tr></table>")
+    assert table.text.startswith("<") and "Table object at" in table.text  # its plain form, for exports
     png = render(Picture())
     assert png.mime == "image/png" and base64.b64decode(png.data) == b"\x89PNG fake"
     assert render(Declines()).data == "Declines()"
@@ -213,3 +216,18 @@ def test_an_oversized_tree_view_drops_heatmaps_then_falls_back_to_text(monkeypat
     monkeypatch.setattr(display_render, "MAX_HTML_BYTES", summary_size - 1)
     text = render(params)
     assert text.mime == "text/plain" and "KiB limit" in text.notice
+
+
+def test_the_same_values_make_the_same_bytes_in_every_run(monkeypatch):
+    """treescope names elements with fresh uuid4s; numbered in the order made, a second run shows the same
+    bytes (the result cache compares runs byte for byte), and views within one run keep distinct names."""
+    params = {"w": jnp.arange(12.0).reshape(3, 4), "b": jnp.zeros(4)}
+
+    def one_run() -> list[str]:
+        monkeypatch.setattr(display_render, "_treescope_ids", {})  # each run is a fresh process
+        return [render(params).data, render(jnp.ones(3)).data]
+
+    first, second = one_run(), one_run()
+    assert first == second
+    names = [set(display_render.TREESCOPE_ID.findall(html)) for html in first]
+    assert all(names) and not names[0] & names[1]

@@ -80,6 +80,8 @@ class Harness:
         assert not answered
         run.send(bp.queued_event("c1", 1))
         run.worker, run.state = self.link, "running"
+        if not events or events[0]["type"] != "started":  # every run the worker starts says so first
+            run.send(bp.started_event("c1", "cpu", self.link.describe(), "0.10.2"))
         for event in events:
             run.send(event)
         # As Scheduler.worker_finished marks the done of a run that could load its session's own entries.
@@ -87,6 +89,12 @@ class Harness:
                               **({"read_session_cache": True} if read_session_cache else {}))
         await self.cache.drain()
         return sent
+
+    async def execute_verified(self, code: str, session: str = "", **fields) -> list[dict]:
+        """``code`` run twice, the second run starting after the first ended and agreeing with it:
+        the result then answers anyone (server/runs/result_verification.py)."""
+        await self.execute(code, session=session, **fields)
+        return await self.execute(code, session=session, fresh=True, **fields)
 
 
 @pytest.fixture
@@ -104,7 +112,7 @@ async def entries(h: Harness) -> int:
 
 def test_an_identical_run_is_answered_from_the_cache_with_the_same_events(harness):
     async def scenario():
-        live = await harness.execute("print(1)")
+        live = await harness.execute_verified("print(1)")
         run, cached, answered = (await harness.submit("print(1)"))
         assert answered and run.state == "done"
         # Everything the worker sent is replayed in order; the queue position is not.
@@ -123,7 +131,7 @@ def test_a_large_answer_replays_every_event_in_order(harness):
     big = [RECORDED[0]] + [{"type": "stdout", "text": f"line {i} " + "x" * 90 + "\n"} for i in range(5000)]
 
     async def scenario():
-        await harness.execute("big()", events=big)
+        await harness.execute_verified("big()", events=big)
         _, sent, answered = await harness.submit("big()")
         assert answered and [{k: v for k, v in e.items() if k != "id"} for e in sent[:-1]] == big
         await harness.cache.drain()
@@ -131,39 +139,52 @@ def test_a_large_answer_replays_every_event_in_order(harness):
     harness.run(scenario)
 
 
-def test_the_first_identical_run_to_end_answers_those_still_queued(harness):
-    """A fair queue may start a later identical run before the first to arrive: whichever ends
-    first answers every identical run still waiting, and the runs already running go on."""
+def test_a_burst_is_answered_by_the_first_later_run_that_agrees(harness):
+    """A fair queue may start a later identical run before the first to arrive. The first to end
+    answers no other session; a run that began after it ended and agrees answers every identical run
+    still waiting, and the runs already running go on."""
     async def scenario():
         harness.link.free_slots = 0  # everything waits until the test starts a run by hand
         runs = []
-        for _ in range(4):
+        for _ in range(5):
             run, sent, answered = await harness.submit("burst()")
             assert not answered
             harness.scheduler.submit(run)
             runs.append((run, sent))
-        (first, first_sent), (second, _), (third, third_sent), (last, _) = runs
+        (first, first_sent), (second, _), (third, _), (fourth, fourth_sent), (last, _) = runs
+
+        def start(run: Run) -> None:
+            assert harness.scheduler.withdraw(run)
+            run.worker, run.state = harness.link, "running"
+            run.send(RECORDED[0])
+
         for started in (last, second):  # the queue picks the last and the second to arrive
-            assert harness.scheduler.withdraw(started)
-            started.worker, started.state = harness.link, "running"
-        for event in RECORDED:
+            start(started)
+        for event in RECORDED[1:]:
             last.send(event)
         harness.scheduler.finish(last, bp.RunStatus.OK, None, 250.0)
-        for waiting, sent in ((first, first_sent), (third, third_sent)):
+        await harness.cache.drain()
+        assert first.state == third.state == fourth.state == "queued"  # one run vouches for nothing
+        start(third)  # after the first ended
+        for run in (second, third):  # the second began before the first ended: it verifies nothing
+            for event in RECORDED[1:]:
+                run.send(event)
+            harness.scheduler.finish(run, bp.RunStatus.OK, None, 250.0)
+            await harness.cache.drain()
+            if run is second:
+                assert first.state == fourth.state == "queued"
+        for waiting, sent in ((first, first_sent), (fourth, fourth_sent)):
             assert waiting.state == "done" and sent[-1]["cached"] is True
             replayed = [{k: v for k, v in e.items() if k != "id"} for e in sent if e["type"] != "queued"]
             assert replayed[:-1] == RECORDED
-        assert second.state == "running" and len(harness.scheduler.queues["cpu"]) == 0
-        harness.scheduler.finish(second, bp.RunStatus.OK, None, 250.0)
-        assert harness.cache._bursts == {}
-        await harness.cache.drain()
+        assert len(harness.scheduler.queues["cpu"]) == 0 and harness.cache._bursts == {}
 
     harness.run(scenario)
 
 
 def test_fresh_runs_on_the_worker_and_refreshes_the_entry(harness):
     async def scenario():
-        await harness.execute("print(1)")
+        await harness.execute_verified("print(1)")
         first = (await harness.storage.fetch_one("SELECT elapsed_ms FROM result_cache"))["elapsed_ms"]
         run, sent, answered = (await harness.submit("print(1)", fresh=True))
         assert not answered and sent == [] and run.state == "queued"
@@ -196,7 +217,7 @@ def test_a_run_that_read_the_clock_or_randomness_is_not_cached(harness):
 
 def test_anything_that_may_change_the_output_is_part_of_the_key(harness):
     async def scenario():
-        await harness.execute("print(2)")
+        await harness.execute_verified("print(2)")
         assert (await harness.submit("print(2)"))[2]
         assert not (await harness.submit("print(2) "))[2]
         assert not (await harness.submit("print(2)", inspect=False))[2]
@@ -214,7 +235,7 @@ def test_anything_that_may_change_the_output_is_part_of_the_key(harness):
 
 def test_a_recorded_run_slower_than_the_requested_limit_is_run_again(harness):
     async def scenario():
-        await harness.execute("slow()", elapsed_ms=5000.0)
+        await harness.execute_verified("slow()", elapsed_ms=5000.0)
         assert not (await harness.submit("slow()", timeout_s=2.0))[2]
         assert (await harness.submit("slow()", timeout_s=10.0))[2]
         await harness.cache.drain()
@@ -227,7 +248,7 @@ def test_least_recently_used_entries_are_evicted_beyond_the_size_limit(database_
 
     async def scenario():
         for i in range(12):
-            await h.execute(f"step({i})", events=[{"type": "stdout", "text": incompressible(3000)}])
+            await h.execute_verified(f"step({i})", events=[{"type": "stdout", "text": incompressible(3000)}])
             time.sleep(0.002)
             if i == 7:
                 assert (await h.submit("step(0)"))[2]  # step(0) becomes the most recently used
@@ -252,7 +273,7 @@ def test_an_entry_larger_than_an_eighth_of_the_cache_is_not_stored(database_url,
 
 def test_the_cache_survives_a_restart(database_url, tmp_path):
     async def record():
-        await h.execute("print(5)")
+        await h.execute_verified("print(5)")
 
     async def answer():
         return (await again.submit("print(5)"))[2]
@@ -275,7 +296,7 @@ def test_a_zero_limit_turns_the_cache_off(database_url, tmp_path):
 
 def test_an_unreadable_entry_costs_only_the_cache_not_the_run(harness):
     async def scenario():
-        await harness.execute("print(9)")
+        await harness.execute_verified("print(9)")
         await harness.storage.transaction(lambda tx: tx.execute("UPDATE result_cache SET recorded = ?", (b"\x00\xff",)),
                                           durable=False)
         run, sent, answered = await harness.submit("print(9)")
@@ -302,10 +323,10 @@ def test_a_workers_entries_can_be_purged_and_are_then_never_served(harness):
     from jaxplay.server.runs import result_cache
 
     async def scenario():
-        await harness.execute("print('from w')")
+        await harness.execute_verified("print('from w')")
         harness.link = WorkerLink(hello=hello(name="remote-1"), send=no_send, trusted=True)
         harness.scheduler.workers[:] = [harness.link]
-        await harness.execute("print('from remote-1')")
+        await harness.execute_verified("print('from remote-1')")
         assert await result_cache.entries_by_worker(harness.storage) == {"remote-1": 1, "w": 1}
         assert await result_cache.purge(harness.storage, "remote-1") == 1
         _, _, answered = await harness.submit("print('from remote-1')")
@@ -325,10 +346,10 @@ def test_purge_results_lists_and_deletes_beside_the_database(tmp_path):
     h = Harness("", tmp_path)
 
     async def record():
-        await h.execute("print(1)")
+        await h.execute_verified("print(1)")
         h.link = WorkerLink(hello=hello(name="remote-1"), send=no_send, trusted=True)
         h.scheduler.workers[:] = [h.link]
-        await h.execute("print(2)")
+        await h.execute_verified("print(2)")
 
     h.run(record)
 
@@ -361,7 +382,7 @@ def test_a_result_that_may_rest_on_its_sessions_own_cache_answers_that_session_a
             harness.scheduler.finish(run, bp.RunStatus.CANCELLED)
         _, sent, answered = await harness.submit("honest()", session="a" * 32)
         assert answered and sent[1]["text"] == POISONED[1]["text"]  # its own session: its own doing
-        await harness.execute("honest()", session="c" * 32)  # a run that read no session's entries
+        await harness.execute_verified("honest()", session="c" * 32)  # runs that read no session's entries
         _, sent, answered = await harness.submit("honest()", session="b" * 32)
         assert answered and sent[1] == {**RECORDED[1], "id": "c1"}  # answers anyone
         await harness.cache.drain()

@@ -35,6 +35,8 @@ def store_with_rows(path: Path, migrations=MIGRATIONS) -> None:
         db.execute("INSERT INTO rooms VALUES ('jax-AAAAAA-BBBBB', 'digest', 'then', 1.5, 'print(1)', '[]', 0, 10.0)")
     if "agent_tokens" in tables:
         db.execute("INSERT INTO agent_tokens VALUES ('assistant', 'digest-of-its-token', 'then')")
+    if "result_candidates" in tables:
+        db.execute("INSERT INTO result_candidates VALUES ('k2', 'digest', 1712345678.5, 0, 1712345679.25)")
     db.close()
 
 
@@ -67,14 +69,14 @@ def test_a_backup_restores_every_row_exactly_and_again_changes_nothing(tmp_path)
     store_with_rows(tmp_path / "source.sqlite3")
     summary = backup.backup_sqlite(tmp_path / "source.sqlite3", tmp_path / "backup.sqlite3")
     assert summary.schema_version == MIGRATIONS[-1].version
-    assert summary.rows == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 1}
+    assert summary.rows == {"snippets": 3, "rooms": 1, "result_cache": 1, "agent_tokens": 1, "result_candidates": 1}
     first = restore(tmp_path / "backup.sqlite3", tmp_path / "target.sqlite3")  # children sort first: parents go first
     assert {n: (c.copied, c.present) for n, c in first.tables.items()} == {
-        "snippets": (3, 0), "rooms": (1, 0), "result_cache": (1, 0), "agent_tokens": (1, 0)}
+        "snippets": (3, 0), "rooms": (1, 0), "result_cache": (1, 0), "agent_tokens": (1, 0), "result_candidates": (1, 0)}
     assert rows(tmp_path / "target.sqlite3") == rows(tmp_path / "source.sqlite3")
     again = restore(tmp_path / "backup.sqlite3", tmp_path / "target.sqlite3")
     assert {n: (c.copied, c.present) for n, c in again.tables.items()} == {
-        "snippets": (0, 3), "rooms": (0, 1), "result_cache": (0, 1), "agent_tokens": (0, 1)}
+        "snippets": (0, 3), "rooms": (0, 1), "result_cache": (0, 1), "agent_tokens": (0, 1), "result_candidates": (0, 1)}
 
 
 def test_different_data_under_a_key_is_refused_and_nothing_is_written(tmp_path):
@@ -88,7 +90,8 @@ def test_different_data_under_a_key_is_refused_and_nothing_is_written(tmp_path):
     with pytest.raises(transfer.CopyConflict, match=r"rooms code='jax-AAAAAA-BBBBB' differs in program"):
         restore(tmp_path / "backup.sqlite3", target)
     assert {name: len(found) for name, found in rows(target).items()} == {"snippets": 0, "rooms": 1,
-                                                                          "result_cache": 0, "agent_tokens": 0}
+                                                                          "result_cache": 0, "agent_tokens": 0,
+                                                                          "result_candidates": 0}
 
 
 def test_a_cached_result_used_since_is_the_same_entry(tmp_path):

@@ -25,7 +25,7 @@ declare module "../wire/protocol" {
   interface NondeterministicEvent {
     type: "nondeterministic";
     id: string;
-    kind: "time" | "randomness";
+    kind: "time" | "randomness" | "host state";
     source: string;
     line: number | null;
   }

@@ -5,6 +5,14 @@
  * the page, so it works for code that was never shared and needs no server
  * round trip.
  *
+ * What a notebook carries, whoever recorded the run: every output's plain
+ * text (so GitHub, nbviewer and an untrusted Jupyter show something), images
+ * (PNG, JPEG, GIF, and SVG without scripts, handlers or outside references),
+ * and HTML only where the server vouched that a run of this code on this
+ * server made it (`vouch`, server/runs/output_vouch.py): a link's recorded
+ * run is the sharer's word, and a forged one must not put scripts into a
+ * notebook. Nothing else: no JavaScript, no widget state, no other MIME types.
+ *
  * A program that imports the playground's helpers (`from playground import
  * timeit`) gets a block at the top (playground_fallback.py) that
  * stands in for them where `playground` is not installed, so the file runs
@@ -37,8 +45,15 @@ export interface Notebook {
 }
 
 const IMPORTS_PLAYGROUND = /^[ \t]*(?:from[ \t]+playground(?:\.\w+)*[ \t]+import\b|import[ \t]+playground\b)/m;
-/** MIME types whose data Jupyter keeps as a string, not as lines. */
-const BINARY_MIMES = new Set(["image/png", "image/jpeg"]);
+/** MIME types whose data Jupyter keeps as a string, not as lines; the images an export carries from anyone. */
+const BINARY_MIMES = new Set(["image/png", "image/jpeg", "image/gif"]);
+/** What makes an SVG active or reach out: scripts, event handlers, embedded documents, links out. */
+const INSIDE = String.raw`(?!#|data:image\/(?:png|jpeg|gif);)`;
+const ACTIVE_SVG = new RegExp(
+  String.raw`<\s*(?:script|foreignObject|iframe|embed|object|animate|set|handler|listener)\b|[\s/]on[a-z]+\s*=|` +
+  String.raw`javascript:|@import|url\(\s*(?:["']\s*${INSIDE}|(?!["'])${INSIDE})|(?:xlink:)?href\s*=\s*(?:"\s*${INSIDE}|'\s*${INSIDE}|(?!["'])${INSIDE})`,
+  "i",
+);
 
 /** Jupyter keeps a cell's source as lines, each with its newline except the last. */
 export function sourceLines(code: string): string[] {
@@ -61,10 +76,25 @@ export function exportablePython(code: string): string {
   return importsPlayground(code) ? `${playgroundFallback}${body}` : body;
 }
 
+/** An SVG an export may carry: no scripts, handlers, embedded documents or references outside itself. */
+export function inertSvg(svg: string): boolean {
+  return !ACTIVE_SVG.test(svg);
+}
+
+/** The forms of a display an export carries: always text/plain, then the richer one where allowed. */
+export function exportedData(ev: DisplayEvent): Record<string, string | string[]> {
+  const text = ev.mime === "text/plain" ? ev.data : ev.text ?? `[${ev.mime} output: run the cell to see it]`;
+  const data: Record<string, string | string[]> = { "text/plain": textLines(text) };
+  if (BINARY_MIMES.has(ev.mime)) data[ev.mime] = ev.data;
+  else if (ev.mime === "image/svg+xml" && inertSvg(ev.data)) data[ev.mime] = textLines(ev.data);
+  else if (ev.mime === "text/html" && typeof ev.vouch === "string") data[ev.mime] = textLines(ev.data);
+  return data;
+}
+
 function displayOutput(ev: DisplayEvent): NotebookOutput {
-  const data = { [ev.mime]: BINARY_MIMES.has(ev.mime) ? ev.data : textLines(ev.data) };
+  const data = exportedData(ev);
   const metadata: Record<string, unknown> =
-    ev.width && ev.height ? { [ev.mime]: { width: ev.width, height: ev.height } } : {};
+    ev.width && ev.height && ev.mime in data ? { [ev.mime]: { width: ev.width, height: ev.height } } : {};
   return ev.role === "result"
     ? { output_type: "execute_result", execution_count: 1, data, metadata }
     : { output_type: "display_data", data, metadata };

@@ -199,6 +199,10 @@ export interface DisplayEvent extends RunEventBase {
   /** CSS pixels, for images. */
   width?: number;
   height?: number;
+  /** The value as plain text, beside a richer form (exports, screen readers). */
+  text?: string;
+  /** The server's word that this output came from a run of this code (server/runs/output_vouch.py). */
+  vouch?: string;
 }
 
 export interface DoneEvent extends RunEventBase {

@@ -1,0 +1,144 @@
+"""Who a cached result answers: its own browser session at first, everyone once a later run agreed.
+
+Against real SQLite and PostgreSQL, driven as in test_storage_result_cache.py
+(the scheduler's own ``Run.send`` and ``finish``). The live path, with real
+programs reading the clock and the host through every route, is
+tests/security/test_result_cache_trust.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jaxplay import browser_protocol as bp
+from jaxplay.server.clients.identity import ADDRESS_CLIENT_PREFIX
+from jaxplay.server.runs.result_verification import content_digest
+from tests.unit.test_storage_result_cache import RECORDED, Harness, entries
+
+A, B, C = "a" * 32, "b" * 32, "c" * 32
+ADDRESS = ADDRESS_CLIENT_PREFIX + "192.0.2.7"
+
+
+def printed(text: str) -> list[dict]:
+    return [RECORDED[0], {"type": "stdout", "text": text}]
+
+
+def test_what_two_runs_must_agree_on_leaves_out_only_what_the_sandbox_measured():
+    compiled = {"type": "compiled", "fn": "f", "jaxpr": "{ lambda ; }", "phases_ms": {"compile": 131.4},
+                "persistent_cache_hit": False}
+    roofline = {"type": "roofline", "peak": {"flops_per_s": 1e11}, "functions": [
+        {"fn": "f", "flops": 3.0, "median_ms": 0.01, "achieved_flops_per_s": 3e5, "fraction_of_roof": 0.1,
+         "bound": "memory", "intensity": 0.125}]}
+    base = content_digest([RECORDED[0], {"type": "stdout", "text": "a"}, {"type": "stdout", "text": "b\n"},
+                           compiled, roofline], "ok")
+    # Timings, rates, cache hits, the worker's peak and where it ran differ: the same content.
+    other_times = [{**RECORDED[0], "devices": {"worker": "w2"}}, {"type": "stdout", "text": "ab\n"},
+                   {**compiled, "phases_ms": {"compile": 12.0}, "persistent_cache_hit": True},
+                   {**roofline, "peak": {"flops_per_s": 2e11}, "functions": [
+                       {**roofline["functions"][0], "median_ms": 0.02, "achieved_flops_per_s": 1.5e5,
+                        "fraction_of_roof": 0.05, "bound": "compute"}]}]
+    assert content_digest(other_times, "ok") == base
+    # Events of different types may interleave differently from run to run.
+    assert content_digest([RECORDED[0], compiled, {"type": "stdout", "text": "ab\n"}, roofline], "ok") == base
+    # What the program made is compared, wherever it shows.
+    assert content_digest([RECORDED[0], {"type": "stdout", "text": "ab!\n"}, compiled, roofline], "ok") != base
+    assert content_digest([RECORDED[0], {"type": "stdout", "text": "ab\n"}, {**compiled, "jaxpr": "{ lambda ; 7 }"},
+                           roofline], "ok") != base
+    assert content_digest([RECORDED[0], {"type": "stdout", "text": "ab\n"}, compiled,
+                           {**roofline, "functions": [{**roofline["functions"][0], "flops": 4.0}]}], "ok") != base
+    assert content_digest([RECORDED[0], {"type": "stdout", "text": "a"}, {"type": "stderr", "text": "b\n"},
+                           compiled, roofline], "ok") != base
+    assert content_digest([RECORDED[0], {"type": "stdout", "text": "ab\n"}, compiled, roofline], "error") != base
+
+
+def test_a_result_answers_its_own_session_until_a_later_run_agrees(harness: Harness):
+    async def scenario():
+        await harness.execute("print(1)", session=A)
+        assert (await harness.submit("print(1)", session=A))[2]  # its own session: at once
+        for other in (B, ADDRESS, ""):
+            run, _, answered = await harness.submit("print(1)", session=other)
+            assert not answered, other
+            harness.scheduler.cancel(run)
+        await harness.execute("print(1)", session=B)  # began after A's ended, printed the same
+        for anyone in (C, ADDRESS, ""):
+            assert (await harness.submit("print(1)", session=anyone))[2], anyone
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+def test_a_cookie_less_clients_result_answers_no_one_until_verified(harness: Harness):
+    """An address client may be a whole classroom behind one address: no one else's run is its own."""
+    async def scenario():
+        await harness.execute("print(2)", session=ADDRESS)
+        assert await entries(harness) == 0
+        run, _, answered = await harness.submit("print(2)", session=ADDRESS)
+        assert not answered
+        harness.scheduler.cancel(run)
+        await harness.execute("print(2)", session=ADDRESS, fresh=True)
+        assert (await harness.submit("print(2)", session=ADDRESS))[2]
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+def test_runs_that_differ_are_never_shared_and_take_back_their_sessions_entries(harness: Harness):
+    async def scenario():
+        await harness.execute("load()", events=printed("0.52 0.48\n"), session=A)
+        await harness.execute("load()", events=printed("0.61 0.50\n"), session=B)
+        for anyone in (A, B, C):  # A's entry is withdrawn too: its program is not what a run shows again
+            run, _, answered = await harness.submit("load()", session=anyone)
+            assert not answered, anyone
+            harness.scheduler.cancel(run)
+        # Two later runs that happen to agree do not make it shareable.
+        await harness.execute("load()", events=printed("0.61 0.50\n"), session=C)
+        await harness.execute("load()", events=printed("0.61 0.50\n"), session=C, fresh=True)
+        run, _, answered = await harness.submit("load()", session="d" * 32)
+        assert not answered and await entries(harness) == 0
+        harness.scheduler.cancel(run)
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+def test_a_fresh_run_that_differs_withdraws_a_shared_result(harness: Harness):
+    async def scenario():
+        await harness.execute_verified("maybe()", events=printed("same\n"), session=A)
+        assert (await harness.submit("maybe()", session=B))[2]
+        await harness.execute("maybe()", events=printed("other\n"), session=C, fresh=True)
+        run, _, answered = await harness.submit("maybe()", session=B)
+        assert not answered and await entries(harness) == 0
+        harness.scheduler.cancel(run)
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+def test_runs_that_overlapped_in_time_do_not_verify_each_other(harness: Harness):
+    """Two runs at the same moment read the same second of the wall clock: the one that verifies
+    must begin after the first has ended."""
+    async def scenario():
+        first, _, _ = await harness.submit("clock()", session=A)
+        second, _, _ = await harness.submit("clock()", session=B)
+        for run in (first, second):
+            run.worker, run.state = harness.link, "running"
+            run.send(RECORDED[0])
+        for run in (first, second):
+            for event in RECORDED[1:]:
+                run.send(event)
+            harness.scheduler.finish(run, bp.RunStatus.OK, None, 250.0)
+            await harness.cache.drain()
+        run, _, answered = await harness.submit("clock()", session=C)
+        assert not answered
+        harness.scheduler.cancel(run)
+        await harness.execute("clock()", session=C)  # later: it verifies
+        assert (await harness.submit("clock()", session="d" * 32))[2]
+        await harness.cache.drain()
+
+    harness.run(scenario)
+
+
+@pytest.fixture
+def harness(database_url, tmp_path):
+    return Harness(database_url, tmp_path)
+
