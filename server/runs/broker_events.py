@@ -24,8 +24,8 @@ output missing.
 Retention: the origin trims its stream (XTRIM MINID, exact) up to what it has
 read, in the round trip of its next read, so Redis keeps a delivered event for
 one read at most. What is not read yet is bounded in bytes per stream
-(``STREAM_MAX_BYTES``, an approximate cap checked with MEMORY USAGE before a
-batch, once a second at most per stream: a cap, not a count, need not be exact),
+(``STREAM_MAX_BYTES``, measured with MEMORY USAGE before a batch, once a second at
+most per stream; over it, the oldest entries go by their size, not their count),
 and every stream expires STREAM_TTL_S after its last write or heartbeat.
 """
 
@@ -58,13 +58,28 @@ MAX_BATCH = 500
 READ_BLOCK_MS = 1000
 READ_COUNT = 1000
 
-# Trims a stream whose memory is over ARGV[1] bytes to about half of it, oldest entries first (so that a reader
-# that fell behind costs one trim, not one per batch). MEMORY USAGE samples a few nodes: cheap, approximate.
+# Trims a stream whose memory is over ARGV[1] bytes, oldest entries first, until about half of it is left (so that
+# a reader that fell behind costs one trim, not one per batch). Measured exactly (SAMPLES 0: every node, cheap next
+# to the entries): a sample of the oldest nodes takes the rest to be as large, so a few large events first made a
+# small stream look over the cap. Each entry is weighed by its fields' lengths, so a few large events go without
+# the many small ones of other runs behind them.
 CAP_SCRIPT = """
-local used = redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '5')
+local used = redis.call('MEMORY', 'USAGE', KEYS[1], 'SAMPLES', '0')
 if not used or used <= tonumber(ARGV[1]) then return 0 end
-local keep = math.floor(redis.call('XLEN', KEYS[1]) * tonumber(ARGV[1]) / used / 2)
-return redis.call('XTRIM', KEYS[1], 'MAXLEN', keep)
+local excess = used - tonumber(ARGV[1]) / 2
+local drop, start = 0, '-'
+while excess > 0 do
+  local entries = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 100)
+  if #entries == 0 then break end
+  for _, entry in ipairs(entries) do
+    for _, value in ipairs(entry[2]) do excess = excess - #value end
+    drop = drop + 1
+    start = '(' .. entry[1]
+    if excess <= 0 then break end
+  end
+end
+if drop == 0 then return 0 end
+return redis.call('XTRIM', KEYS[1], 'MAXLEN', '=', redis.call('XLEN', KEYS[1]) - drop)
 """
 
 

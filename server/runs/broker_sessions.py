@@ -2,7 +2,10 @@
 that a replica it reconnects to after its own one stopped can tell it how they ended.
 
 The origin writes an entry when it pushes a run's job (in the same MULTI) and
-deletes it at the run's ``done``; entries expire after a day in any case.
+deletes it at the run's ``done``; entries expire after a day in any case. An
+entry is keyed by the run's own key, not the id its browser gave it: two tabs
+of one browser may use the same id, and the end of one must not delete the
+other's entry.
 """
 
 from __future__ import annotations
@@ -40,15 +43,15 @@ def session_key(session_id: str) -> str:
 
 def remember(pipe: Any, origin: str, run: Run) -> None:
     """Add ``run``'s entry to its session's (in the caller's pipeline)."""
-    pipe.hset(session_key(run.session_id), run.client_id,
-              json.dumps({"origin": origin, "key": run.key, "backend": run.backend, "kind": run.request.kind}))
+    pipe.hset(session_key(run.session_id), run.key,
+              json.dumps({"origin": origin, "id": run.client_id, "backend": run.backend, "kind": run.request.kind}))
     pipe.expire(session_key(run.session_id), SESSION_TTL_S)
 
 
 async def forget(broker: BrokerState, run: Run) -> None:
     try:
         assert broker.redis is not None
-        await broker.redis.hdel(session_key(run.session_id), run.client_id)
+        await broker.redis.hdel(session_key(run.session_id), run.key)
     except (RedisError, OSError):
         pass
 
@@ -70,24 +73,23 @@ async def tell_returning_browser(broker: BrokerState, session_id: str, emit: Any
     except (RedisError, OSError) as exc:
         log.warning("broker: could not look up session runs: %s", exc)
         return
-    entries = {client_id: json.loads(raw) for client_id, raw in runs.items()}
-    origins = {client_id: entry["origin"] for client_id, entry in entries.items()}
-    waiting = {client_id: origin for client_id, origin in origins.items() if origin != broker.id}
+    entries = {key: json.loads(raw) for key, raw in runs.items()}
+    waiting = {key: entry["origin"] for key, entry in entries.items() if entry["origin"] != broker.id}
     started = time.monotonic()
     # A dead replica's heartbeat stays readable until it expires: only one read after that proves it alive.
     alive_after = started + HEARTBEAT_TTL_S + HEARTBEAT_S
     while waiting and time.monotonic() < started + RETURNING_WAIT_S:
-        for client_id, origin in list(waiting.items()):
+        for key, origin in list(waiting.items()):
             if broker.liveness.is_gone(origin):
-                emit(bp.done_event(client_id, bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
-                del waiting[client_id]
+                # An entry of an older replica is keyed by the browser's id, and holds none.
+                emit(bp.done_event(entries[key].get("id", key), bp.RunStatus.CRASHED, 0.0, ORIGIN_GONE))
+                del waiting[key]
                 try:
-                    removed = await redis.hdel(session_key(session_id), client_id)
+                    removed = await redis.hdel(session_key(session_id), key)
                 except (RedisError, OSError):
                     removed = 0  # the entry stays: the next connection that finds it is told and counts it
                 if removed and told is not None:
-                    told(entries[client_id].get("backend"), bp.RunStatus.CRASHED,
-                         kind=entries[client_id].get("kind") or "run")
+                    told(entries[key].get("backend"), bp.RunStatus.CRASHED, kind=entries[key].get("kind") or "run")
             elif broker.liveness.seen_at.get(origin, 0.0) > alive_after:
-                del waiting[client_id]  # its replica is alive: it answers the run itself
+                del waiting[key]  # its replica is alive: it answers the run itself
         await asyncio.sleep(HEARTBEAT_S / 2)

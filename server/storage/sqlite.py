@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Coroutine
@@ -33,12 +34,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from jaxplay.server.storage.interface import MIGRATIONS, Migration, Row, StorageError, Transaction, newer_schema
+from jaxplay.server.storage.interface import (
+    MIGRATIONS,
+    Migration,
+    Row,
+    StorageError,
+    StorageUnavailable,
+    Transaction,
+    newer_schema,
+)
 
 log = logging.getLogger("jaxplay.storage")
 
 DB_FILENAME = "jaxplay.sqlite3"
 T = TypeVar("T")
+# Below this much free space on its disk the store is reported not writable: a write that grows the file or its
+# WAL by a few pages would fail, and a probe that rewrites one page in place would not notice.
+MIN_FREE_BYTES = 1 << 20
 
 
 class SQLiteTransaction:
@@ -105,8 +117,13 @@ class SQLiteStorage:
 
     def _close_writer(self) -> None:
         if self._writer is not None:
-            # Fold the WAL back into the main file so a copy of the .sqlite3 file alone is complete.
-            self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # Fold the WAL back into the main file so a copy of the .sqlite3 file alone is complete. On a full disk
+            # it cannot be: the WAL stays beside the file, complete, and the next open reads it.
+            try:
+                self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                log.warning("storage: %s: the WAL could not be folded into the file at close (%s); it is kept "
+                            "beside it, and `jaxplay backup` still copies both", self.path, exc)
             self._writer.close()
             self._writer = None
 
@@ -126,11 +143,17 @@ class SQLiteStorage:
         db.execute("BEGIN IMMEDIATE")
         try:
             result = run_to_end(work(SQLiteTransaction(db)))  # type: ignore[arg-type]
-        except BaseException:
-            db.execute("ROLLBACK")
+            db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:  # a failed COMMIT may leave it open: the next BEGIN would fail
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error) and exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise self._full() from exc
             raise
-        db.execute("COMMIT")
         return result
+
+    def _full(self) -> StorageUnavailable:
+        return StorageUnavailable(f"the disk holding {self.path} is full: free space on it, or move --data-dir")
 
     # --- reads (event loop thread) -----------------------------------------
 
@@ -153,7 +176,11 @@ class SQLiteStorage:
         return int(row[0]) if row else 0  # type: ignore[index]
 
     async def probe_writable(self) -> None:
-        """Commit a real write (the schema version, unchanged): raises if the file cannot take one."""
+        """Commit a real write (the schema version, unchanged): raises if the file cannot take one, or if its disk
+        has too little room left for the next write (that one rewrites a page in place: it needs none)."""
+        disk = os.statvfs(self.path.parent)
+        if disk.f_bavail * disk.f_frsize < MIN_FREE_BYTES:
+            raise self._full()
         version = await self.schema_version()
 
         async def rewrite(tx: Transaction) -> None:
