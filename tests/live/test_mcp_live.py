@@ -184,15 +184,23 @@ def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rule
     first = structured(call(server.http_url, token, "run", code=deterministic))
     assert first["status"] == "ok" and not first["cached"]
     wait_until(lambda: cache_entries(server) > entries, 20, "the assistant's run recorded")  # by the writer thread
-    from_browser = server.run(deterministic)  # another client: the run answers anyone, as between browsers
+    # A result answers other people once a second, independent run agreed (server/runs/result_verification.py):
+    # a browser's run of the same program is that second run, and then it answers anyone.
+    second = server.run(deterministic)
+    assert done_of(second).get("cached") is None and output_text(second) == first["stdout"]
+    from_browser = server.run(deterministic)
     assert done_of(from_browser).get("cached") is True and output_text(from_browser) == first["stdout"]
 
     browser_first = "print('from a browser first')  # mcp-cache-2\n"
     entries = cache_entries(server)
     assert not done_of(server.run(browser_first)).get("cached")
     wait_until(lambda: cache_entries(server) > entries, 20, "the browser's run recorded")
-    assert structured(call(server.http_url, token, "run", code=browser_first))["cached"] is True
-    fresh = structured(call(server.http_url, token, "run", code=browser_first, flags={"fresh": True}))
+    # The second run, from a new assistant (a run that read its client's own compile cache verifies nothing).
+    verifier = issue_token(server.log_path.parent, "cache-verifier")
+    assert structured(call(server.http_url, verifier, "run", code=browser_first))["cached"] is False
+    other = issue_token(server.log_path.parent, "cache-reader")  # another assistant: answered from the cache
+    assert structured(call(server.http_url, other, "run", code=browser_first))["cached"] is True
+    fresh = structured(call(server.http_url, other, "run", code=browser_first, flags={"fresh": True}))
     assert fresh["cached"] is False and fresh["stdout"] == "from a browser first\n"
 
     clock = "import time\nprint(time.time())  # mcp-cache-3\n"  # reads the clock: never answered again
