@@ -101,7 +101,7 @@ def create_app(settings: Settings) -> Starlette:
     agents = None
     if settings.mcp == "on":
         links = RunLinks(sharing.snippets, settings, sharing.link_budgets)
-        tools = AgentTools(state.scheduler, state.watchers, state.browser_hooks, links)
+        tools = AgentTools(run_path, links)
         agents = AgentEndpoint(settings, tools, TokenStore(sharing.storage))
 
     async def backends(request: Request) -> JSONResponse:

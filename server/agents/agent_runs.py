@@ -1,15 +1,19 @@
-"""An assistant's run: the one path every run takes, with the answer gathered instead of streamed.
+"""An assistant's run: the one path every run takes (server/runs/run_path.py), with the answer gathered
+instead of streamed.
 
 A tool call that executes code (``run``, ``inspect``, ``sharding``,
-``compare``) becomes ``wp.RunRequest``s exactly as a browser's ``run`` frame
-does (server/browser_socket.py): its backend and runtime resolved by the
-scheduler, its deadline within ``--run-timeout-s``, its code within
-``--max-code-bytes``. Each is a ``Run`` of the assistant's client (its token's,
-or its network's address client), handed to the run's watchers
-(rooms, metrics, the result cache: ``before_dispatch``) and, unless one
-answered it, to the scheduler's fair queues, which limit it per client and
-per network as any browser's. While a tool call is open it holds one of its
-client's connections (``attach_client``), as a browser tab does.
+``compare``, ``share`` with its run) becomes ``wp.RunRequest``s through
+``RunPath.request``, exactly as a browser's ``run`` frame does
+(server/browser_socket.py): its backend and runtime resolved, its deadline
+within ``--run-timeout-s``, its code within ``--max-code-bytes``, its JAX
+options and XLA flags checked against the runtime's XLA. Each is a ``Run`` of
+the assistant's client (its token's, or its network's address client) that
+``RunPath.start`` hands to the run's watchers (rooms, metrics, the result
+cache) and, unless one answered it, to the scheduler's fair queues, which
+limit it per client and per network as any browser's; every outcome is
+counted by kind as a browser's is. What is the assistant's own: while a tool
+call is open it holds one of its client's connections (``attach_client``),
+as a browser tab does, and its runs are cancelled when the call is.
 
 The events are kept as the page keeps them (``AgentRun.events``): what the
 answer is made of (protocol.py) and what a link to the recorded run holds. A
@@ -23,20 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
-from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import ClientIdentity
-from jaxplay.server.runs.run import Run, RunWatcher, before_dispatch
-from jaxplay.server.runs.scheduler import Scheduler
-
-log = logging.getLogger("jaxplay.agents")
+from jaxplay.server.runs.run import Run
+from jaxplay.server.runs.run_path import RunPath
 
 KEPT_EVENT_BYTES = 32 << 20  # as a browser connection's outbox (server/browser_socket.py)
 DROPPABLE = frozenset({"stdout", "stderr", "display", "compiled", "compiling", "sharding", "fn_timing", "timing",
@@ -56,6 +56,7 @@ class AgentRefusal(Exception):
 class AgentRun:
     """One run's events, as the page would have received them, through its ``done``."""
 
+    request: wp.RunRequest
     events: list[dict[str, Any]] = field(default_factory=list)
     kept_bytes: int = 0
     dropped: int = 0
@@ -81,7 +82,7 @@ class AgentRun:
 
 @dataclass(frozen=True)
 class RunAsked:
-    """What a tool asked to run, before the server resolved it."""
+    """What a tool asked to run, before the server resolved and checked it."""
 
     code: str
     backend: str | None = None
@@ -90,35 +91,26 @@ class RunAsked:
     inspect: bool = True
     profile: bool = False
     fresh: bool = False
+    compare: bool = False  # one of the compare tool's runs: counted as kind compare, as the page's Compare runs
+    flags: Mapping[str, Any] | None = None  # {"config": {...}, "xla": {...}}, as the browser protocol's
+
+    @property
+    def kind(self) -> str:
+        """Its kind (``wp.RUN_KINDS``), known before it is lowered, so a refusal is counted as its kind."""
+        return "compare" if self.compare else "profile" if self.profile else "run"
 
 
 class AgentClient:
-    """An assistant's tool call as the run path sees a client (``clients.connection.Client``): who it counts
-    as. It is never in a room and never in ``BrowserHooks.open`` (shutdown waits for its runs, not a socket)."""
+    """An assistant's tool call as the run path sees its asker (``runs.run.Asker``): who it counts as. It is
+    never in a room and never in ``BrowserHooks.open`` (shutdown waits for its runs, not a socket)."""
 
-    def __init__(self, identity: ClientIdentity, scheduler: Scheduler, watchers: Sequence[RunWatcher],
-                 hooks: BrowserHooks, base_url: str = "") -> None:
+    def __init__(self, identity: ClientIdentity, path: RunPath, base_url: str = "") -> None:
         self.base_url = base_url  # where this server's links point, as the request named it
         self.session_id = identity.key
         self.network = identity.network
-        self.scheduler = scheduler
-        self.settings = scheduler.settings
-        self.watchers = watchers
-        self.hooks = hooks
+        self.path = path
+        self.scheduler = path.scheduler
         self.runs: list[Run] = []
-        self._tasks: set[asyncio.Future[Any]] = set()
-
-    # ``Client``'s sending side: an assistant is answered when its tool call returns, never sent frames.
-    def emit(self, event: dict[str, Any]) -> None:
-        log.debug("an agent client was sent %s outside a run", event.get("type"))
-
-    def send_encoded(self, frame: str, droppable: bool, *, snapshot: bool = False) -> None:
-        log.debug("an agent client was sent a room frame")
-
-    def spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)  # referenced until it ends
-        task.add_done_callback(self._tasks.discard)
 
     async def __aenter__(self) -> AgentClient:
         try:
@@ -133,48 +125,30 @@ class AgentClient:
                 self.scheduler.cancel(run)
         self.scheduler.detach_client(self.session_id, self.network)
 
-    def request_of(self, asked: RunAsked, options: wp.RunOptions | None = None) -> wp.RunRequest:
-        """The run as the browser's ``start_run`` lowers it, each refusal worded as the browser's (and
-        counted as a rejected run, as the browser's are)."""
+    def request_of(self, asked: RunAsked) -> wp.RunRequest:
+        """The run as ``RunPath.request`` lowers every run, refused in the browser's words (and counted as a
+        refused run of its kind, as the browser's are)."""
         try:
-            return self._lower(asked, options)
-        except AgentRefusal as refusal:
-            self.hooks.told(None, bp.RunStatus.REJECTED, refusal.reason)
-            raise
-
-    def _lower(self, asked: RunAsked, options: wp.RunOptions | None) -> wp.RunRequest:
-        code_bytes = len(asked.code.encode("utf-8", "surrogatepass"))
-        if code_bytes > self.settings.max_code_bytes:
-            raise AgentRefusal(f"The code is {code_bytes} bytes; this server runs programs of at most "
-                               f"{self.settings.max_code_bytes} bytes. Send a shorter program.", "code_too_large")
-        if not asked.code.strip():
-            raise AgentRefusal("The code is empty: send the program to run.", "invalid_message")
-        limit = self.settings.run_timeout_s
-        if asked.timeout_s is not None and not 0 < asked.timeout_s <= limit:
-            raise AgentRefusal(f"timeout_s must be above 0 and at most {limit:g} seconds on this server.",
-                               "timeout_too_long")
-        try:
-            backend = self.scheduler.resolve_backend(asked.backend)
-            runtime = self.scheduler.resolve_runtime(backend, asked.runtime)
+            if not asked.code.strip():  # a browser's editor never sends one; an assistant may
+                raise bp.ProtocolError("The code is empty: send the program to run.", reason="invalid_message")
+            return self.path.request(asked.code, backend=asked.backend, runtime=asked.runtime,
+                                     timeout_s=asked.timeout_s, fresh=asked.fresh, compare=asked.compare,
+                                     options=wp.RunOptions(inspect=asked.inspect, profile=asked.profile),
+                                     flags=asked.flags)
         except bp.ProtocolError as exc:
+            self.path.refused(asked.kind, exc)
             raise AgentRefusal(str(exc), exc.reason) from None
-        return wp.RunRequest(code=asked.code, backend=backend, timeout_s=float(asked.timeout_s or limit),
-                             options=options or wp.RunOptions(inspect=asked.inspect, profile=asked.profile),
-                             runtime=runtime, fresh=asked.fresh)
 
     async def execute(self, request: wp.RunRequest) -> AgentRun:
-        """Run ``request`` the way every run goes (its watchers, then the queue) and wait for its ``done``."""
-        answer = AgentRun()
+        """Run ``request`` the way every run goes (``RunPath.start``: its watchers, then the queue, each
+        outcome counted) and wait for its ``done``."""
+        answer = AgentRun(request)
         run = Run(client_id="mcp-" + uuid.uuid4().hex[:12], request=request, emit=answer.add,
                   session_id=self.session_id, network=self.network)
         self.runs.append(run)
-        if not await before_dispatch(run, self, self.watchers):  # type: ignore[arg-type]
-            try:
-                self.scheduler.submit(run)
-            except bp.ProtocolError as exc:
-                run.state = "done"
-                self.hooks.told(None, bp.RunStatus.REJECTED, exc.reason)
-                raise AgentRefusal(str(exc), exc.reason) from None
+        try:
+            await self.path.start(run, self)
+        except bp.ProtocolError as exc:  # counted by the path; it never runs
+            raise AgentRefusal(str(exc), exc.reason) from None
         await answer.finished.wait()
-        self.hooks.told(run.backend, str(answer.done.get("status")), answer.done.get("reason"))
         return answer

@@ -100,6 +100,7 @@ def run_answer(run: AgentRun, link: str | None = None, link_note: str | None = N
         cached=bool(done.get("cached")), backend=started.get("backend"),
         runtime=started.get("runtime") or started.get("jax_version"),
         devices=f"{devices.get('count')} x {devices.get('kind')}" if devices else None,
+        flags=run.request.options.flags.summary() or None,
         stdout=stdout, stderr=stderr, error=error_of(events), value=value, cut=cut, notices=notices,
         link=link, link_note=link_note)
 
@@ -110,6 +111,8 @@ def run_text(answer: RunAnswer) -> str:
                                   f"JAX {answer['runtime']}") if x)
     lines = [f"status: {answer['status']}" + (f" ({where})" if where else "") + (" [cached]" if answer["cached"]
                                                                                   else "")]
+    if answer["flags"]:
+        lines.append(f"flags: {answer['flags']}")
     if answer["message"] and answer["status"] != "ok":
         lines.append(f"message: {answer['message']}")
     if answer["stdout"]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jaxplay import worker_protocol as wp
 from jaxplay.server.agents.agent_runs import AgentClient, AgentRun, RunAsked
 from jaxplay.server.sharing.create import LinkBudgets
 from jaxplay.server.sharing.snippets import SnippetContent, SnippetError, SnippetStore, page_size
@@ -32,12 +33,14 @@ class RunLinks:
         self.settings = settings
         self.budgets = budgets  # the page's own: a network's links count together, however they are made
 
-    async def create(self, client: AgentClient, asked: RunAsked, run: AgentRun | None) -> dict[str, str]:
-        """A link to ``asked.code`` (with ``run``'s recorded events when given); ``ToolError`` when refused."""
+    async def create(self, client: AgentClient, asked: RunAsked, request: wp.RunRequest,
+                     run: AgentRun | None) -> dict[str, str]:
+        """A link to ``asked.code`` as ``request`` runs it (with ``run``'s recorded events when given);
+        ``ToolError`` when refused."""
         from mcp.server.mcpserver.exceptions import ToolError
 
         try:
-            return await self._create(client, asked, run)
+            return await self._create(client, asked, request, run)
         except LinkRefused as refused:
             raise ToolError(str(refused)) from None
 
@@ -46,13 +49,17 @@ class RunLinks:
         if run.done.get("status") == "rejected":
             return None, "the run was refused, so there is nothing recorded to link to"
         try:
-            return (await self._create(client, asked, run))["url"], None
+            return (await self._create(client, asked, run.request, run))["url"], None
         except LinkRefused as refused:
             return None, str(refused)
 
-    async def _create(self, client: AgentClient, asked: RunAsked, run: AgentRun | None) -> dict[str, str]:
+    async def _create(self, client: AgentClient, asked: RunAsked, request: wp.RunRequest,
+                      run: AgentRun | None) -> dict[str, str]:
         started: dict[str, Any] = next((e for e in run.events if e.get("type") == "started"), {}) if run else {}
+        # The run fields, as the page keeps them in a link: its page opens with the same flags chosen.
         settings: dict[str, Any] = {"inspect": asked.inspect} | ({"profile": True} if asked.profile else {})
+        if request.options.flags:
+            settings["flags"] = request.options.flags.plain()
         recorded = run.events if run is not None else None
         if recorded is not None and page_size(recorded) > self.settings.max_recorded_run_bytes:
             raise LinkRefused(f"the recorded run is over {self.settings.max_recorded_run_bytes >> 20} MiB as a page "

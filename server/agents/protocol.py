@@ -27,6 +27,7 @@ class RunAnswer(TypedDict):
     backend: str | None
     runtime: str | None  # the JAX version it ran on
     devices: str | None  # e.g. "8 x cpu"
+    flags: str | None  # the JAX options and XLA flags it ran with, e.g. "jax_enable_x64=true --xla_...=1"
     stdout: str
     stderr: str
     error: ErrorAnswer | None

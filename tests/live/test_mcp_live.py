@@ -12,7 +12,7 @@ import httpx2
 import pytest
 import websockets
 
-from tests.live.faults import metric, wait_until
+from tests.live.faults import metric, metric_total, wait_until
 from tests.live_server import PROJECT_ROOT, LiveServer, collect, done_of, output_text, running_server
 from tests.mcp_client import call, call_tool, issue_token, mcp_session, tokens_command
 from tests.runtimes_server import runtimes_server
@@ -126,7 +126,7 @@ def test_bad_input_is_refused_saying_what_to_change(server: LiveServer, token: s
 
     unknown_runtime, too_large, malformed, unknown_flag, unknown_backend, flood, failing = asyncio.run(scenario())
     assert unknown_runtime.is_error and "JAX 9.9.9 is not offered on cpu" in unknown_runtime.content[0].text
-    assert too_large.is_error and "at most 262144 bytes" in too_large.content[0].text
+    assert too_large.is_error and "the limit is 262144 bytes" in too_large.content[0].text
     assert malformed.is_error and "code" in malformed.content[0].text
     assert unknown_flag.is_error and "'xla_dump_to'" in unknown_flag.content[0].text
     assert unknown_backend.is_error and "Unknown backend 'tpu'" in unknown_backend.content[0].text
@@ -138,6 +138,85 @@ def test_bad_input_is_refused_saying_what_to_change(server: LiveServer, token: s
     error = structured(failing)["error"]  # the program's own error: an answer, not a tool error
     assert structured(failing)["status"] == "error" and error["line"] == 3 and error["ename"] == "TypeError"
     assert "error (line 3): TypeError:" in failing.content[0].text
+
+
+DTYPE = "import jax.numpy as jnp\nprint(jnp.ones(2).dtype)  # {tag}\n"
+X64 = {"config": {"jax_enable_x64": True}}
+
+
+def test_an_x64_config_flag_takes_effect_through_the_tools_that_run_code(server: LiveServer, token: str) -> None:
+    tag = uuid.uuid4().hex
+    code = DTYPE.format(tag=tag)
+
+    async def scenario():
+        async with mcp_session(server.http_url, token) as session:
+            plain = await session.call_tool("run", {"code": code})
+            x64 = await session.call_tool("run", {"code": code, "flags": X64})
+            inspected = await session.call_tool("inspect", {"code": JITTED + f"# {tag}\n", "flags": X64})
+            compared = await session.call_tool("compare", {"code": code, "runtimes": ["0.4.38", "0.6.2"],
+                                                           "flags": X64 | {"fresh": True}})
+            return plain, x64, inspected, compared
+
+    plain, x64, inspected, compared = asyncio.run(scenario())
+    assert structured(plain)["stdout"] == "float32\n" and structured(plain)["flags"] is None
+    answer = structured(x64)  # the same program: the flags are part of the result cache's key
+    assert answer["status"] == "ok" and answer["stdout"] == "float64\n" and not answer["cached"]
+    assert answer["flags"] == "jax_enable_x64=true" and "flags: jax_enable_x64=true" in x64.content[0].text
+    # The link's page opens with the run's flags chosen, as a link the page shares does.
+    snippet = server.get_json("/api/snippets/" + answer["link"].rsplit("/", 1)[1])
+    assert snippet["settings"]["flags"] == {"config": {"jax_enable_x64": True}, "xla": {}}
+    started = next(e for e in snippet["recorded_run"] if e["type"] == "started")
+    assert started["flags"]["config"] == {"jax_enable_x64": True}
+    double = structured(inspected)["functions"]
+    assert double and "f64[4]" in double[0]["jaxpr"] and "f64[4]" in double[0]["hlo"]
+    assert [r["stdout"] for r in structured(compared)["runs"]] == ["float64\n", "float64\n"]
+
+
+def test_a_bad_flag_is_refused_naming_it_and_counted_as_a_refused_run(server: LiveServer, token: str) -> None:
+    refused_before = metric_total(server, "jaxplay_runs_rejected_total", reason="bad_flags", kind="run")
+
+    async def scenario():
+        async with mcp_session(server.http_url, token) as session:
+            return [await session.call_tool("run", arguments) for arguments in (
+                {"code": "print(1)", "flags": {"xla": {"xla_dump_to": "/tmp/out"}}},
+                {"code": "print(1)", "flags": {"xla": {"xla_backend_optimization_level": 9}}},
+                {"code": "print(1)", "runtime": "0.4.38", "flags": {"xla": {"xla_cpu_use_xnnpack": True}}},
+                {"code": "print(1)", "flags": {"config": ["jax_enable_x64"]}},
+            )]
+
+    dump, out_of_range, unknown_to_runtime, malformed = asyncio.run(scenario())
+    assert dump.is_error and "xla_dump_to" in dump.content[0].text and "never accepted" in dump.content[0].text
+    assert out_of_range.is_error and "--xla_backend_optimization_level" in out_of_range.content[0].text
+    assert "from 0 to 3" in out_of_range.content[0].text
+    assert unknown_to_runtime.is_error and "--xla_cpu_use_xnnpack" in unknown_to_runtime.content[0].text
+    assert "not known to the XLA of JAX 0.4.38" in unknown_to_runtime.content[0].text
+    assert malformed.is_error and "flags.config" in malformed.content[0].text
+    assert metric_total(server, "jaxplay_runs_rejected_total", reason="bad_flags", kind="run") == refused_before + 4
+
+
+def test_an_assistants_runs_are_counted_by_kind_as_a_browsers_are(server: LiveServer, token: str) -> None:
+    def runs(kind: str) -> float:
+        return metric_total(server, "jaxplay_runs_total", backend="cpu", kind=kind, status="ok")
+
+    before = {kind: runs(kind) for kind in ("run", "profile", "compare")}
+    tag = uuid.uuid4().hex
+    assert structured(call(server.http_url, token, "run", code=f"print('counted')  # {tag}"))["status"] == "ok"
+    assert runs("run") == before["run"] + 1
+    profiled = structured(call(server.http_url, token, "run", code=JITTED + f"# {tag}\n",
+                               flags={"profile": True}))
+    assert profiled["status"] == "ok" and runs("profile") == before["profile"] + 1
+    compared = structured(call(server.http_url, token, "compare", code=f"print('compared')  # {tag}",
+                               runtimes=["0.4.38", "0.6.2"]))
+    assert all(r["status"] == "ok" for r in compared["runs"])
+    assert runs("compare") == before["compare"] + 2 and runs("run") == before["run"] + 1
+
+
+JITTED = """import jax, jax.numpy as jnp
+@jax.jit
+def double(x):
+    return x * 2.0
+print(double(jnp.ones(4)))
+"""
 
 
 def test_a_token_nobody_issued_or_one_removed_is_refused(server: LiveServer) -> None:
