@@ -3,6 +3,7 @@ and its workers' word (their libraries and JAX versions), so it never disagrees 
 
 from __future__ import annotations
 
+from jaxplay import run_flags
 from jaxplay.server.runs.scheduler import Scheduler
 
 SANDBOX_RULES_URI = "jaxplay://sandbox"
@@ -27,6 +28,9 @@ def sandbox_rules(scheduler: Scheduler) -> str:
         "- A run that reads the clock or OS randomness is never answered from the result cache; flags.fresh "
         "runs it again anyway.",
         f"- CPU runs see {settings.cpu_devices} virtual devices, enough to try a sharding.",
+        "- A run may set JAX options and XLA flags from the list below (flags.config, flags.xla); anything else, "
+        "or a flag the runtime's XLA does not know, is refused naming it. A program's own os.environ or "
+        "jax.config changes apply as in any Python process.",
         "",
         "## Backends, JAX versions and libraries",
     ]
@@ -37,4 +41,20 @@ def sandbox_rules(scheduler: Scheduler) -> str:
         libraries = ", ".join(f"{name} {version}" for name, version in sorted(backend["libraries"].items()))
         if libraries:
             lines.append(f"  - importable: {libraries}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + flags_lines()) + "\n"
+
+
+def flags_lines() -> list[str]:
+    """The allow-list (jaxplay/run_flags.py, as GET /api/flags lists it), one line per option."""
+    lines = ["", "## Flags a run may set", "",
+             'As `flags: {"config": {name: value}, "xla": {name: value}}`, e.g. '
+             '`{"config": {"jax_enable_x64": true}, "xla": {"xla_backend_optimization_level": 1}}`.']
+    for title, specs in (("JAX options (flags.config)", run_flags.CONFIG_SPECS),
+                         ("XLA flags (flags.xla)", run_flags.XLA_SPECS)):
+        lines += ["", f"### {title}"]
+        for spec in specs.values():
+            where = [spec.runtimes_text()] if spec.since or spec.until else []
+            where += [f"only on {', '.join(spec.backends)}"] if spec.backends else []
+            lines.append(f"- `{spec.name}`: {spec.allowed()}; {spec.help}" + (f" ({'; '.join(where)})" if where
+                                                                               else ""))
+    return lines
