@@ -109,6 +109,9 @@ def test_every_tool_answers_structured_content_and_a_short_text(server: LiveServ
     assert structured(backends)["default_backend"] == "cpu"
     rules_text = rules.contents[0].text
     assert "no network" in rules_text and "30 s" in rules_text and "optax" in rules_text
+    # The flags a run may set, from the allow-list itself: a flag the runtime's XLA lacks says which it needs.
+    assert "`jax_enable_x64`: true or false" in rules_text and "`xla_backend_optimization_level`" in rules_text
+    assert "`xla_cpu_use_xnnpack`: true or false; CPU: XNNPACK kernels (JAX 0.6 or later)" in rules_text
 
 
 def test_bad_input_is_refused_saying_what_to_change(server: LiveServer, token: str) -> None:
