@@ -3,8 +3,8 @@
 Each tool that executes code goes through ``AgentClient`` (agent_runs.py)
 onto the one path of every run (server/runs/run_path.py), and takes the
 run's flags: its deadline, a profile, a fresh run, and the JAX options and
-XLA flags a browser's run may set (jaxplay/run_flags.py). Each answers structured content (protocol.py)
-and a short text form (answers.py). A refusal (unknown runtime, code too
+XLA flags a browser's run may set (jaxplay/run_flags.py). Each answers
+structured content (protocol.py) and a short text form (answers.py). A refusal (unknown runtime, code too
 large, a client at its limit) is a tool error whose message is the one a
 browser gets, naming what to change.
 """
