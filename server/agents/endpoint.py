@@ -26,9 +26,10 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
+import anyio
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.responses import JSONResponse
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from jaxplay.server.agents.tokens import TokenStore
 from jaxplay.server.agents.tools import SCOPE_KEY, AgentTools
@@ -76,7 +77,37 @@ class AgentEndpoint:
             await identity(scope, receive, send)
             return
         scope[SCOPE_KEY] = identity
-        await self.manager.handle_request(scope, receive, send)
+        await self.answer_unless_gone(scope, receive, send)
+
+    async def answer_unless_gone(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The SDK's answer; cancelled, with the tool call and so its runs, when the assistant hangs up before
+        it. The transport itself never listens for that once it has read the request, so a run would go on
+        for nobody, holding its client's place in the queue."""
+        body_read = anyio.Event()
+        answered = False
+
+        async def receive_body() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                body_read.set()
+            return message
+
+        async def send_answer(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True  # before it is sent: the server then reports a disconnect for every request
+            await send(message)
+
+        async with anyio.create_task_group() as waiting:
+            async def hang_up() -> None:
+                await body_read.wait()
+                if (await receive())["type"] == "http.disconnect" and not answered:
+                    log.info("%s hung up before its answer; its tool call is cancelled", scope[SCOPE_KEY].key)
+                    waiting.cancel_scope.cancel()
+
+            waiting.start_soon(hang_up)
+            await self.manager.handle_request(scope, receive_body, send_answer)
+            waiting.cancel_scope.cancel()
 
     async def identify(self, authorization: str | None, asker: ClientIdentity) -> ClientIdentity | JSONResponse:
         """The client a request counts as, or the answer refusing it."""

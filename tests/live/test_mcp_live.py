@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,6 +213,27 @@ def test_an_assistants_runs_are_counted_by_kind_as_a_browsers_are(server: LiveSe
                                runtimes=["0.4.38", "0.6.2"]))
     assert all(r["status"] == "ok" for r in compared["runs"])
     assert runs("compare") == before["compare"] + 2 and runs("run") == before["run"] + 1
+
+
+def test_an_assistant_that_hangs_up_mid_run_has_its_run_cancelled(server: LiveServer, token: str) -> None:
+    """Its client's place in the queue is freed at once, not when a program nobody waits for ends."""
+    def cancelled() -> float:
+        return metric_total(server, "jaxplay_runs_total", backend="cpu", kind="run", status="cancelled")
+
+    before = cancelled()
+
+    async def hang_up() -> float:
+        call = asyncio.create_task(call_tool(server.http_url, token, "run", {
+            "code": f"import time\nprint('waiting')\ntime.sleep(60)  # {uuid.uuid4().hex}", "flags": {"fresh": True}}))
+        await asyncio.sleep(4)  # queued or running by now
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        return time.monotonic()
+
+    hung_up_at = asyncio.run(hang_up())
+    wait_until(lambda: cancelled() > before, 20, "the run cancelled")
+    assert time.monotonic() - hung_up_at < 20  # well before the program's 60 s would have ended
 
 
 JITTED = """import jax, jax.numpy as jnp
