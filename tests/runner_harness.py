@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxplay import worker_protocol as wp
+from jaxplay.sandbox.runtimes import launch
 
 REPO = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 180.0
@@ -160,8 +161,12 @@ class ForkingRunner:
         self.log = tempfile.TemporaryFile()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = ours
+        # A runtime's Python (maybe another version) loads jaxplay alone, as its sandbox does
+        # (sandbox/runtimes/launch.py); LOAD_JAXPLAY takes jaxplay's folder off sys.argv.
+        command = ([python, *launch.FLAGS, "-c", launch.LOAD_JAXPLAY + RUNNER_PROCESS, str(launch.JAXPLAY_DIR)]
+                   if python != sys.executable else [python, "-c", RUNNER_PROCESS])
         self.process = subprocess.Popen(
-            [python, "-c", RUNNER_PROCESS, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
+            [*command, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
             cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.log,
         )
         theirs.close()
@@ -258,8 +263,9 @@ def run_program(code: str, workdir: Path, env: dict[str, str] | None = None, pyt
     return forking_runner(env, python).run(code, workdir, **kwargs)
 
 
-def run_programs(programs: list[str], cwd: str | Path = REPO, env: dict[str, str] | None = None) -> list[list[dict]]:
-    """Each program's events, each run as ``run_program`` runs one."""
+def run_programs(programs: list[str], cwd: str | Path = REPO, env: dict[str, str] | None = None,
+                 python: str = sys.executable) -> list[list[dict]]:
+    """Each program's events, each run as ``run_program`` runs one (``python``: a runtime's interpreter)."""
     with tempfile.TemporaryDirectory() as workdir:
-        return [run_program(code, Path(workdir) / str(index), env, cwd=cwd).events
+        return [run_program(code, Path(workdir) / str(index), env, python, cwd=cwd).events
                 for index, code in enumerate(programs)]

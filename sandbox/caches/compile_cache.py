@@ -41,6 +41,7 @@ from pathlib import Path
 import jaxplay
 from jaxplay.sandbox.caches import mounts
 from jaxplay.sandbox.isolation.bwrap import Bind
+from jaxplay.sandbox.runtimes import launch
 from jaxplay.settings import Settings
 
 log = logging.getLogger("jaxplay.sandbox")
@@ -174,8 +175,11 @@ class CompileCaches:
         if self.filled():
             return
         # ``interpreter``: a JAX runtime's Python (sandbox/runtimes/), which fills its own shared cache.
-        command = [interpreter or sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT),
-                   str(self.shared), str(GALLERY)]
+        if interpreter:  # maybe another Python version: it loads jaxplay alone
+            command = launch.command(interpreter, "jaxplay.sandbox.engine.shared_cache_fill", jaxplay.IMPORT_ROOT,
+                                     self.shared, GALLERY, flags=("-I",))
+        else:
+            command = [sys.executable, "-I", "-c", FILL_MAIN, str(jaxplay.IMPORT_ROOT), str(self.shared), str(GALLERY)]
         process = await asyncio.create_subprocess_exec(
             *command, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE, preexec_fn=lambda: os.nice(19))

@@ -166,6 +166,8 @@ class WarmSandbox:
                "PYTHONHASHSEED": "0",  # set and dict orders, hence output, repeat from run to run
                "XLA_FLAGS": f"--xla_force_host_platform_device_count={self.settings.cpu_devices}",
                "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/.matplotlib", "TMPDIR": "/tmp"}
+        if self.runtime is not None:
+            del env["PYTHONPATH"]  # another Python: it loads jaxplay alone (sandbox/runtimes/launch.py)
         env.update(gpu.gpu_environment(self.gpus, self.settings))
         env.update(numerical_library_settings(os.environ))  # a run computes what plain Python computes here
         env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())

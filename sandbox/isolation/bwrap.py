@@ -26,6 +26,7 @@ from pathlib import Path
 import jaxplay
 from jaxplay.sandbox.isolation.exposed_paths import exposed_paths
 from jaxplay.sandbox.isolation.gpu import ACCELERATOR_SYSFS
+from jaxplay.sandbox.runtimes import launch
 
 SANDBOX_UID = 65534  # nobody: owns nothing on the host
 INSIDE_UID = 1000
@@ -45,9 +46,12 @@ LAUNCH_ENVIRONMENT = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 def zygote_command(control_fd: int, isolated: bool, interpreter: str | None = None) -> list[str]:
     """The zygote's command line. ``-s -P``: no user site-packages, and neither the current
     directory (/tmp, writable) nor any other writable folder on ``sys.path``. ``interpreter``:
-    a JAX runtime's Python (sandbox/runtimes/), else this one."""
-    command = [interpreter or sys.executable, "-s", "-P", "-m", "jaxplay.sandbox.engine.zygote", str(control_fd)]
-    return command + (["--isolated"] if isolated else [])
+    a JAX runtime's Python (sandbox/runtimes/), which may be another Python version and loads
+    jaxplay alone (sandbox/runtimes/launch.py), else this one, with ``IMPORT_ROOT`` on its path."""
+    arguments = [str(control_fd), *(["--isolated"] if isolated else [])]
+    if interpreter:
+        return launch.command(interpreter, "jaxplay.sandbox.engine.zygote", *arguments)
+    return [sys.executable, *launch.FLAGS, "-m", "jaxplay.sandbox.engine.zygote", *arguments]
 
 
 def exposing_folder(path: Path) -> Path | None:

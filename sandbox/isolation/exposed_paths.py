@@ -49,6 +49,7 @@ DISTRIBUTION = "jaxplay"
 SKIPPED_ENTRIES = frozenset({"__pycache__", "..", ""})
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 _EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+SHARED_LIBRARY = re.compile(r"^lib[\w.+-]*\.so(\.[\d.]+)?$")
 ACCELERATOR_PLUGIN = re.compile(r"^jax-(cuda|rocm)\d*-(plugin|pjrt)$")
 # Extras for a distribution's own development, never what a run imports, even when all they name is
 # installed: pandas' "test" extra is pytest and pytest-xdist, both in a venv that runs our tests.
@@ -163,17 +164,17 @@ def interpreter_paths() -> list[Path]:
 
 
 def library_entries(base: Path) -> list[Path]:
-    """A non-/usr Python install's lib/ (shared libraries and the standard library),
-    each ``site-packages``/``dist-packages`` left out."""
+    """What a non-/usr Python install (pyenv's, a JAX runtime's 3.13) needs of its lib/: its shared
+    libraries (``libpython3.13.so.1.0``) and its standard library, each ``site-packages`` or
+    ``dist-packages`` left out. Nothing else of the install (build files such as ``pkgconfig/``, another
+    version's library) and nothing else of the folder it lives in (``~/.pyenv``)."""
     lib = base / "lib"
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     chosen: list[Path] = []
     for entry in sorted(lib.iterdir()) if lib.is_dir() else []:
         if entry.resolve() == stdlib:
             chosen += [e for e in sorted(stdlib.iterdir()) if e.name not in ("site-packages", "dist-packages")]
-        elif entry.name.startswith("python3"):
-            continue  # another version's library, or a site-packages of its own
-        else:
+        elif SHARED_LIBRARY.match(entry.name) and entry.is_file():
             chosen.append(entry)
     return chosen
 

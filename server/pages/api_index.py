@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
-import jaxplay
+from jaxplay.sandbox.runtimes import launch
 from jaxplay.server.pages.assets import accepted_encodings
 from jaxplay.settings import Settings
 
@@ -136,7 +136,7 @@ class ApiIndex:
             if is_current(self.path_for(version)) or version in self._runtimes_tried:
                 return
             self._runtimes_tried.add(version)
-            text = await self._run_generator(str(python), {"PYTHONPATH": str(jaxplay.IMPORT_ROOT)})
+            text = await self._run_generator(launch.command(python, "jaxplay.sandbox.learning.api_index"), {})
             if text is None or json.loads(text).get("jax_version") != version:
                 return
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -144,9 +144,11 @@ class ApiIndex:
             partial.write_text(text, encoding="utf-8")
             partial.replace(self.path_for(version))
 
-    async def _run_generator(self, python: str = sys.executable, env: dict[str, str] | None = None) -> str | None:
+    async def _run_generator(self, command: list[str] | None = None, env: dict[str, str] | None = None) -> str | None:
+        """The index as the generator prints it: this server's Python's, or ``command``'s (a runtime's)."""
+        command = command or [sys.executable, "-m", "jaxplay.sandbox.learning.api_index"]
         process = await asyncio.create_subprocess_exec(
-            python, "-m", "jaxplay.sandbox.learning.api_index",
+            *command,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=None if env is None else {"PATH": "/usr/bin:/bin", **env},
         )
