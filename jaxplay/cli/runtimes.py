@@ -1,7 +1,10 @@
 """``jaxplay runtimes add|remove|list``: the JAX runtimes a worker can offer (sandbox/runtimes/).
 
 ``add 0.6.2`` makes a venv under ``--runtimes-dir`` with jax and jaxlib 0.6.2
-and the libraries sandbox/runtimes/pins.py pins for that line, with pip;
+and the libraries sandbox/runtimes/pins.py pins for that line, with pip, from
+a Python that release supports (``--runtime-python``, or the one
+install.choose_python finds); a version that cannot be installed here is
+refused in one line before anything is downloaded;
 ``remove`` deletes one; ``list`` shows each with its libraries, disk use and
 install time. A worker offers the ones ``--runtimes`` names.
 """
@@ -20,6 +23,9 @@ def add_parser(commands: argparse._SubParsersAction, add_setting_flags) -> None:
     actions = runtimes.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="Install JAX versions as runtimes (pip, with the pinned libraries).")
     add.add_argument("versions", nargs="+", metavar="VERSION", help="A JAX version, e.g. 0.4.38.")
+    add.add_argument("--optional", action="append", default=[], metavar="VERSION",
+                     help="One of the versions that this host may be unable to install (e.g. no Python new enough "
+                          "for it): say why and go on without it instead of failing (make run).")
     add_setting_flags(add, RUNTIMES)
     remove = actions.add_parser("remove", help="Delete installed runtimes.")
     remove.add_argument("versions", nargs="+", metavar="VERSION")
@@ -29,6 +35,16 @@ def add_parser(commands: argparse._SubParsersAction, add_setting_flags) -> None:
     add_setting_flags(listing, RUNTIMES)
 
 
+def own_jax() -> str:
+    """The JAX of the environment this command runs in: the worker's own runtime."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("jax")
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
 def run(args: argparse.Namespace, settings: Settings) -> None:
     from jaxplay.sandbox.runtimes import install
 
@@ -36,8 +52,13 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         failed = []
         for version in args.versions:
             try:
-                install.add(version, settings.runtimes_dir)
+                install.add(version, settings.runtimes_dir, python=settings.runtime_python)
             except (ValueError, install.InstallFailed) as exc:
+                if version in args.optional:
+                    print(f"JAX {version} is left out on this host: {exc} Runs that name no version get the "
+                          f"newest JAX offered instead (this environment's own is JAX {own_jax()}).",
+                          file=sys.stderr)
+                    continue
                 print(f"jaxplay runtimes add {version}: {exc}", file=sys.stderr)
                 failed.append(version)
         if failed:

@@ -1,9 +1,13 @@
 """Adding and removing JAX runtimes with pip: ``jaxplay runtimes add 0.6.2`` (jaxplay/cli/runtimes.py).
 
-An install is a fresh venv from the base Python this project runs on (the
-sandbox imports our own code with it, so the Python version must match),
-then one ``pip install`` of the pins ``sandbox/runtimes/pins.py`` gives for
-that JAX. It is built in ``jax-V.part`` and renamed into place once
+An install is a fresh venv from a Python that JAX release supports
+(``choose_python``: this worker's own where it can, else the newest one the
+host has, as sandbox/runtimes/pythons.py finds them; JAX 0.11 and newer need
+3.12 or newer), then one ``pip install`` of the pins
+``sandbox/runtimes/pins.py`` gives for that JAX. Before anything is
+downloaded, the package index is asked which Pythons have a jaxlib of that
+release: an unknown version, or one no Python here can run, is refused in one
+line naming what to give. It is built in ``jax-V.part`` and renamed into place once
 ``runtime.json`` is written, so a worker never sees half an install; a lock
 per version lets two ``make`` runs share the folder. Installing a runtime
 that is already complete does nothing. A failed install leaves
@@ -17,7 +21,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -25,7 +28,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from jaxplay.sandbox.runtimes import pins, store
+from jaxplay.sandbox.runtimes import pins, pythons, store
+from jaxplay.sandbox.runtimes.pythons import HostPython
 
 PIP_TIMEOUT_S = 1800.0
 VERSIONS_PROGRAM = ("import json, importlib.metadata as m; "
@@ -34,11 +38,6 @@ VERSIONS_PROGRAM = ("import json, importlib.metadata as m; "
 
 class InstallFailed(RuntimeError):
     pass
-
-
-def base_python() -> str:
-    """The interpreter a runtime's venv is made from: this one's base install, never a venv's copy."""
-    return getattr(sys, "_base_executable", None) or sys.executable
 
 
 def newest_pins() -> dict[str, str]:
@@ -69,20 +68,27 @@ def disk_bytes(folder: Path) -> int:
 
 
 def add(version: str, runtimes_dir: Path, say: Callable[[str], None] = print,
-        extra_pip_args: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Install JAX ``version`` as a runtime (or find it installed); returns its record."""
+        extra_pip_args: tuple[str, ...] = (), python: str = "") -> dict[str, Any]:
+    """Install JAX ``version`` as a runtime (or find it installed); returns its record.
+
+    ``python``: the interpreter to make its venv from (--runtime-python); empty: ``choose_python``'s.
+    A version that cannot be installed here raises ValueError before anything is downloaded."""
     pins.check_version(version)
     runtimes_dir = runtimes_dir.expanduser()
     runtimes_dir.mkdir(parents=True, exist_ok=True)
-    with open(runtimes_dir / f".jax-{version}.lock", "w") as lock:
+    with open(store.lock_file(runtimes_dir, version), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         record = store.record_of(runtimes_dir, version)
         if record is not None:
             say(f"JAX {version} is installed already ({store.folder_for(runtimes_dir, version)}).")
             return record
         try:
-            record = _install(version, runtimes_dir, say, extra_pip_args)
-        except InstallFailed as exc:
+            chosen = choose_python(version, python, say)
+            record = _install(version, runtimes_dir, say, extra_pip_args, chosen)
+        except (InstallFailed, ValueError) as exc:  # the worker says why it is not offered (store.offered)
+            # A half-made venv is never offered (it has no record); it goes at once, with its gigabyte.
+            shutil.rmtree(store.folder_for(runtimes_dir, version).with_name(f"jax-{version}.part"),
+                          ignore_errors=True)
             store.failure_file(runtimes_dir, version).write_text(json.dumps(
                 {"version": version, "message": str(exc), "at": _now()}))
             raise
@@ -90,25 +96,63 @@ def add(version: str, runtimes_dir: Path, say: Callable[[str], None] = print,
         return record
 
 
+def choose_python(version: str, given: str = "", say: Callable[[str], None] = print) -> HostPython:
+    """The Python to make runtime ``version``'s venv from: ``given`` if its JAX supports it; else this
+    worker's own if it does (the runtimes before 0.11 stay as they were made); else the newest that
+    does. A ValueError says in one line what to give instead."""
+    found = pythons.host_pythons(given)
+    minors = sorted({p.minor for p in found} | {f"3.{m}" for m in pythons.KNOWN_MINORS}, key=pythons.minor_key)
+    releases = pythons.releases_by_python(minors)
+    if all(listed is None for listed in releases.values()):
+        say(f"The package index could not be asked which Pythons JAX {version} supports: choosing by its line.")
+        supported = [m for m in minors if pythons.minor_key(m) >= pins.python_floor(version)]
+    else:
+        supported = [m for m in minors if version in (releases[m] or ())]
+    if not supported:
+        known = sorted(set().union(*(listed for listed in releases.values() if listed)), key=store.version_key)
+        raise ValueError(f"JAX {version} is not on the package index: give a released version, e.g. "
+                         f"{', '.join(reversed(known[-3:])) or '0.4.38'}.")
+    fitting = [p for p in found if p.minor in supported]
+    needs = _span(supported)
+    if not fitting:
+        if given:
+            raise ValueError(f"JAX {version} has no jaxlib for {found[0]}: give --runtime-python a Python {needs}.")
+        have = ", ".join(dict.fromkeys(p.minor for p in found))
+        raise ValueError(f"JAX {version} needs Python {needs} and this host has {have}: {pythons.HOW_TO_GET}.")
+    own = pythons.own_base().resolve()
+    chosen = next((p for p in fitting if p.executable.resolve() == own), None) if not given else None
+    chosen = chosen or next((p for p in fitting if p.makes_venvs), None)
+    if chosen is None:
+        raise ValueError(f"{fitting[0]} cannot make a venv (no venv or ensurepip module): install "
+                         f"python{fitting[0].minor}-venv, or {pythons.HOW_TO_GET}.")
+    return chosen
+
+
+def _span(minors: list[str]) -> str:
+    """``["3.12", "3.13", "3.14"]`` -> ``3.12 to 3.14``."""
+    return minors[0] if len(minors) == 1 else f"{minors[0]} to {minors[-1]}"
+
+
 def _install(version: str, runtimes_dir: Path, say: Callable[[str], None],
-             extra_pip_args: tuple[str, ...]) -> dict[str, Any]:
+             extra_pip_args: tuple[str, ...], python: HostPython) -> dict[str, Any]:
     target = store.folder_for(runtimes_dir, version)
     partial = target.with_name(target.name + ".part")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(target, ignore_errors=True)  # an install without its record is incomplete
     requirements = pins.requirements(version, newest_pins())
     started = time.monotonic()
-    say(f"Installing JAX {version} into {target}: {' '.join(requirements)}")
-    _call([base_python(), "-m", "venv", str(partial)], "making its venv")
-    python = str(partial / "bin" / "python")
-    _call([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *extra_pip_args, *requirements],
-          "pip install")
-    versions = json.loads(_call([python, "-s", "-c", VERSIONS_PROGRAM], "listing what was installed"))
+    say(f"Installing JAX {version} into {target} with {python}: {' '.join(requirements)}")
+    _call([str(python.executable), "-m", "venv", str(partial)], "making its venv")
+    interpreter = str(partial / "bin" / "python")
+    _call([interpreter, "-m", "pip", "install", "-q", "--disable-pip-version-check", *extra_pip_args,
+           *requirements], "pip install")
+    versions = json.loads(_call([interpreter, "-I", "-c", VERSIONS_PROGRAM], "listing what was installed"))
     if versions.get("jax") != version or versions.get("jaxlib") != version:
         raise InstallFailed(f"pip installed jax {versions.get('jax')} and jaxlib {versions.get('jaxlib')}, "
                             f"not {version}")
     record = {"jax_version": version, "jaxlib_version": versions["jaxlib"],
-              "python": ".".join(map(str, sys.version_info[:3])), "requirements": requirements,
+              "python": ".".join(map(str, python.version)), "python_executable": str(python.executable),
+              "requirements": requirements,
               "distributions": versions, "installed_at": _now(),
               "install_seconds": round(time.monotonic() - started, 1), "disk_bytes": disk_bytes(partial)}
     (partial / store.RECORD).write_text(json.dumps(record, indent=1, sort_keys=True))

@@ -1,12 +1,12 @@
 """Which library versions go with each JAX line: the one table the installer and ``make`` use.
 
 A runtime is pinned jax and jaxlib plus the libraries a program may import
-(the ``worker-libs`` extra of pyproject.toml names them; its pins are the
-newest line's). Older JAX needs older libraries: Flax, Optax and the others
+(the ``worker-libs`` extra of pyproject.toml names them; its pins are those
+of this project's own JAX, 0.10). Older JAX needs older libraries: Flax, Optax and the others
 drop support for old JAX releases, and a library built for a newer JAX fails at
 import. Each line below was resolved by pip against its JAX (``pip install
 --dry-run``); the lines marked ``tested`` are installed by ``make test`` and run
-the capture tests (tests/runtimes/).
+the capture tests (tests/live/test_runtimes_live.py).
 
 ``requirements("0.4.38")`` gives the pip arguments for one runtime: the
 line's pins, with jax and jaxlib set to exactly that version.
@@ -18,13 +18,16 @@ import re
 from dataclasses import dataclass, field
 
 VERSION_PATTERN = re.compile(r"^\d+\.\d+\.\d+(\.\d+)?$")
-# What PyPI has for this project's Python (3.11): jaxlib wheels from 0.4.13 to 0.10.2.
+# The oldest jaxlib PyPI has for Python 3.11 or newer (3.11 has 0.4.13 to 0.10.2; 3.12+ from 0.4.17 on).
 OLDEST_SUPPORTED = (0, 4, 13)
+# JAX 0.11 dropped Python 3.11: from this line on a runtime's venv needs 3.12 or newer
+# (sandbox/runtimes/pythons.py finds one; the package index says exactly which, this is the fallback).
+NEEDS_PYTHON_312_FROM = (0, 11)
 
 
 @dataclass(frozen=True)
 class Line:
-    """One JAX line (``0.4``): its newest release for Python 3.11 and the libraries that go with it."""
+    """One JAX line (``0.4``): its newest release and the libraries that go with it."""
     newest: str
     libraries: dict[str, str]
     tested: bool = False
@@ -66,7 +69,17 @@ LINES: dict[str, Line] = {
         "lineax": "0.1.0", "optimistix": "0.1.0", "numpyro": "0.22.0", "scikit-learn": "1.9.1",
     }),
     "0.9": Line("0.9.2", dict(_LATE)),
-    # 0.10 and newer: the worker-libs pins of pyproject.toml (``requirements``' newest_pins).
+    # 0.10: the worker-libs pins of pyproject.toml (``requirements``' newest_pins), this project's own JAX.
+    # 0.11 and 0.12 need Python 3.12 or newer (``python_floor``). Resolved by pip under Python 3.13 as the
+    # newest releases that install together with each JAX, then imported and run there
+    # (tests/live/test_libraries_live.py on the runtime).
+    "0.11": Line("0.11.2", _CURRENT := {
+        "numpy": "2.5.5", "scipy": "1.18.1", "matplotlib": "3.11.2", "treescope": "0.1.10",
+        "optax": "0.2.8", "flax": "0.12.12", "equinox": "0.13.8", "chex": "0.1.92", "einops": "0.8.2",
+        "jaxtyping": "0.3.11", "orbax-checkpoint": "0.12.8", "pandas": "3.1.1", "diffrax": "0.7.2",
+        "lineax": "0.1.1", "optimistix": "0.1.0", "numpyro": "0.22.0", "scikit-learn": "1.9.1",
+    }),
+    "0.12": Line("0.12.0.1", dict(_CURRENT), tested=True),
 }
 
 
@@ -77,13 +90,19 @@ def line_of(version: str) -> str:
 
 
 def check_version(version: str) -> str:
-    """The version if it is one PyPI can have for this Python; else ValueError naming what to give."""
+    """The version if PyPI can have it for a Python this project runs; else ValueError naming what to give."""
     if not VERSION_PATTERN.match(version):
         raise ValueError(f"{version!r} is not a JAX version: give one such as 0.4.38.")
     if tuple(int(part) for part in version.split(".")[:3]) < OLDEST_SUPPORTED:
-        raise ValueError(f"JAX {version} is older than the oldest jaxlib PyPI has for this Python "
-                         f"({'.'.join(map(str, OLDEST_SUPPORTED))}).")
+        raise ValueError(f"JAX {version} is older than the oldest jaxlib PyPI has for Python 3.11 and newer: "
+                         f"give {'.'.join(map(str, OLDEST_SUPPORTED))} or later.")
     return version
+
+
+def python_floor(version: str) -> tuple[int, int]:
+    """The oldest Python JAX ``version`` has wheels for, as far as this table knows."""
+    line = tuple(int(part) for part in line_of(version).split("."))
+    return (3, 12) if line >= NEEDS_PYTHON_312_FROM else (3, 11)
 
 
 def requirements(version: str, newest_pins: dict[str, str] | None = None) -> list[str]:

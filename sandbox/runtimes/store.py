@@ -14,6 +14,7 @@ and why, while the others serve runs.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jaxplay
-from jaxplay.sandbox.runtimes import pins
+from jaxplay.sandbox.runtimes import launch, pins
 from jaxplay.settings import Settings
 
 RECORD = "runtime.json"
@@ -96,16 +96,47 @@ def offered(settings: Settings) -> list[Runtime]:
             runtimes.append(Runtime(version, Path(), problem=str(exc)))
             continue
         folder = folder_for(settings.runtimes_dir, version)
+        interpreter = folder / "bin" / "python"
         if record_of(settings.runtimes_dir, version) is not None:
-            runtimes.append(Runtime(version, folder / "bin" / "python"))
+            problem = None if interpreter.exists() else (
+                f"its Python ({interpreter.resolve()}) is gone: run `jaxplay runtimes remove {version}`, then add it")
+            runtimes.append(Runtime(version, interpreter, problem=problem))
             continue
-        failed = failure_file(settings.runtimes_dir, version)
-        if failed.is_file():
-            problem = f"its install failed: {_failure_reason(failed)}"
-        else:
-            problem = f"not installed in {settings.runtimes_dir}: run `jaxplay runtimes add {version}`"
-        runtimes.append(Runtime(version, folder / "bin" / "python", problem=problem))
+        runtimes.append(Runtime(version, interpreter, problem=missing_reason(settings.runtimes_dir, version)))
     return runtimes
+
+
+def missing_reason(runtimes_dir: Path, version: str) -> str:
+    """Why runtime ``version`` has no complete install: refused or failed, being installed, cut short, or never
+    asked for."""
+    failed = failure_file(runtimes_dir, version)
+    if failed.is_file():
+        return f"its install failed: {_failure_reason(failed)}"
+    partial = folder_for(runtimes_dir, version).with_name(f"jax-{version}.part")
+    if partial.exists():
+        if install_running(runtimes_dir, version):
+            return f"it is being installed now (`jaxplay runtimes add {version}`); restart the worker when it is done"
+        return (f"its install did not finish ({partial} is left half-made): run `jaxplay runtimes add {version}` "
+                f"again")
+    return f"not installed in {runtimes_dir}: run `jaxplay runtimes add {version}`"
+
+
+def lock_file(runtimes_dir: Path, version: str) -> Path:
+    return runtimes_dir.expanduser() / f".jax-{version}.lock"
+
+
+def install_running(runtimes_dir: Path, version: str) -> bool:
+    """Whether an install of ``version`` holds its lock now (install.add holds it throughout)."""
+    try:
+        with open(lock_file(runtimes_dir, version), "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
 
 
 def _failure_reason(path: Path) -> str:
@@ -118,9 +149,9 @@ def _failure_reason(path: Path) -> str:
 def exposed_paths_of(runtime: Runtime, roots: list[str]) -> list[Path]:
     """What a sandbox of ``runtime`` binds: computed by its own interpreter, which sees its own
     distributions (sandbox/isolation/exposed_paths.py run as a program)."""
-    command = [str(runtime.interpreter), "-s", "-P", "-m", "jaxplay.sandbox.isolation.exposed_paths", *roots]
+    command = launch.command(runtime.interpreter, "jaxplay.sandbox.isolation.exposed_paths", *roots)
     result = subprocess.run(command, capture_output=True, text=True, timeout=PATHS_TIMEOUT_S,
-                            env={"PYTHONPATH": str(jaxplay.IMPORT_ROOT), "PATH": "/usr/bin:/bin"})
+                            env={"PATH": "/usr/bin:/bin"})
     if result.returncode != 0:
         raise RuntimeError(f"JAX {runtime.name}: its Python could not list what a sandbox needs: "
                            f"{result.stderr.strip()[-400:]}")

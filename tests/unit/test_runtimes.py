@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,15 +45,40 @@ def test_the_newest_line_is_the_projects_own_worker_libs():
     assert newest["flax"] and all("==" not in v for v in newest.values())
 
 
+def installed_runtime(runtimes_dir: Path, version: str) -> Path:
+    """A runtime folder as an install leaves it: its record, and bin/python (here: this interpreter)."""
+    folder = runtimes_dir / f"jax-{version}"
+    (folder / "bin").mkdir(parents=True)
+    (folder / "bin" / "python").symlink_to(sys.executable)
+    (folder / store.RECORD).write_text(json.dumps({"jax_version": version}))
+    return folder
+
+
 def test_a_worker_offers_listed_runtimes_each_ready_missing_or_failed(tmp_path):
-    (tmp_path / "jax-0.4.38").mkdir()
-    (tmp_path / "jax-0.4.38" / store.RECORD).write_text(json.dumps({"jax_version": "0.4.38"}))
+    installed_runtime(tmp_path, "0.4.38")
     store.failure_file(tmp_path, "0.6.2").write_text(json.dumps({"message": "pip install failed: no wheel"}))
     offered = store.offered(Settings(runtimes="0.4.38,0.6.2,0.7.2,x", runtimes_dir=tmp_path))
     assert [(r.name, r.problem is None) for r in offered] == [("0.4.38", True), ("0.6.2", False), ("0.7.2", False),
                                                              ("x", False)]
     assert "no wheel" in offered[1].problem and "jaxplay runtimes add 0.7.2" in offered[2].problem
     assert [r.name for r in store.offered(Settings(runtimes="all", runtimes_dir=tmp_path))] == ["0.4.38"]
+
+
+def test_a_half_made_install_or_one_whose_python_is_gone_is_never_offered_and_says_why(tmp_path):
+    (tmp_path / "jax-0.11.2.part" / "bin").mkdir(parents=True)  # an install cut short: no record, no lock held
+    (tmp_path / "jax-0.12.0.1.part").mkdir()
+    gone = installed_runtime(tmp_path, "0.6.2")
+    (gone / "bin" / "python").unlink()
+    (gone / "bin" / "python").symlink_to(tmp_path / "uninstalled-python3.13")
+    settings = Settings(runtimes="0.11.2,0.12.0.1,0.6.2", runtimes_dir=tmp_path)
+    with open(store.lock_file(tmp_path, "0.12.0.1"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as install.add holds it while pip runs
+        problems = {r.name: r.problem for r in store.offered(settings)}
+    assert "did not finish" in problems["0.11.2"] and "jaxplay runtimes add 0.11.2" in problems["0.11.2"]
+    assert "being installed now" in problems["0.12.0.1"]
+    assert "uninstalled-python3.13" in problems["0.6.2"] and "is gone" in problems["0.6.2"]
+    assert "did not finish" in store.missing_reason(tmp_path, "0.12.0.1")  # the lock is free again
+    assert store.installed_versions(tmp_path) == ["0.6.2"]  # listed (jaxplay runtimes list), never offered
 
 
 def test_a_hello_with_malformed_runtimes_is_refused():
