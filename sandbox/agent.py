@@ -5,7 +5,10 @@ Tasks and ownership::
     WorkerAgent.serve_forever
       ├─ starts the sandboxes of its own JAX (one per seat) and probes the
       │  devices once; checks the other JAX runtimes it offers (agent_runtimes.py),
-      │  whose sandboxes start at first use; a sweep stops runtimes left idle
+      │  whose sandboxes start at first use; a sweep stops runtimes left idle. The
+      │  default runtime (what a run that names none gets: the newest offered,
+      │  ``--default-runtime``) is warm on every seat and never stopped; when it
+      │  is not the worker's own JAX, that one is a runtime like the others
       └─ per connection: the receive loop (jobs, cancels), one writer task that
          sends every outgoing frame in order, and one task per job in flight.
          A lost connection kills the runs in flight (the server has already
@@ -123,14 +126,17 @@ class WorkerAgent:
         peaks = self.peaks = PeakKeeper(PeakCache(self.settings.compile_cache_dir), self.description, self.calibrate,
                                         lambda: len(self.running))
         self.peak.peak = await peaks.initial()
-        own.name = self.default_runtime = self.description["jax_version"]
+        own.name = self.description["jax_version"]
         others, listed = await agent_runtimes.start_offered(
-            self.settings, self.default_runtime, lambda name, runtime: self.runtime_sandboxes(backend, name, runtime),
+            self.settings, own.name, lambda name, runtime: self.runtime_sandboxes(backend, name, runtime),
             self.probe)
         self.pools = {own.name: own, **others}
         for pool in others.values():
             self.fill_on_first_use(pool)
-        self.runtime_entries = [agent_runtimes.entry(own.name, self.description, True), *listed]
+        self.default_runtime = agent_runtimes.default_of(self.settings.default_runtime, own.name, self.pools)
+        entries = [agent_runtimes.entry(own.name, self.description, False), *listed]
+        self.runtime_entries = agent_runtimes.marked_default(entries, self.default_runtime)
+        await self.warm_default(own, len(devices))
         asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
         self.seats = Seats(len(devices))
         asyncio.create_task(peaks.forever(self.peak_changed))
@@ -157,6 +163,26 @@ class WorkerAgent:
             await own.close()
             raise WorkerCannotStart(refusal)
         return own
+
+    async def warm_default(self, own: RuntimePool, seats: int) -> None:
+        """The default runtime is what a new visitor's run gets: warm on every seat, never stopped for
+        being idle. When that is another runtime than the worker's own JAX, the own one becomes a runtime
+        like the others, stopped when idle; the default's sandboxes start now, on every seat."""
+        default = self.pools[self.default_runtime]
+        if default is own:
+            return
+        own.stays_warm, default.stays_warm = False, True
+        try:
+            await default.start(list(range(seats)))
+        except Exception as exc:  # its probe passed a moment ago: say so, and fall back to the own JAX
+            log.warning("JAX %s could not start on every seat (%s): runs that name no runtime get JAX %s",
+                        default.name, exc, own.name)
+            await default.close()
+            own.stays_warm, default.stays_warm = True, False
+            self.default_runtime = own.name
+            self.runtime_entries = agent_runtimes.marked_default(self.runtime_entries, own.name)
+            return
+        log.info("worker %s: runs that name no runtime get JAX %s (the newest offered)", self.name, default.name)
 
     def runtime_sandboxes(self, backend: str, version: str, runtime: SandboxRuntime) -> SandboxFactory:
         """Sandboxes of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""
@@ -224,11 +250,16 @@ class WorkerAgent:
 
     def hello(self) -> wp.WorkerHello:
         d = self.description
+        # The JAX a run that names none gets: the default runtime's, which may not be the worker's own.
+        default = next((e for e in self.runtime_entries if e.default), None) or agent_runtimes.entry(
+            d["jax_version"], d, True)
         return wp.WorkerHello(
             token=self.token, name=self.name, backend=d["backend"], device_kind=d["device_kind"],
-            device_count=d["device_count"], jax_version=d["jax_version"], jaxlib_version=d["jaxlib_version"],
+            device_count=d["device_count"], jax_version=default.jax_version,
+            jaxlib_version=default.jaxlib_version,
             slots=len(self.sandboxes), platform_version=d.get("platform_version", ""),
-            device_memory_bytes=d.get("device_memory_bytes", 0), libraries=d.get("libraries", {}),
+            device_memory_bytes=d.get("device_memory_bytes", 0),
+            libraries=default.libraries or d.get("libraries", {}),
             device_peak=self.peak.peak,
             runtimes=tuple(self.runtime_entries),
         )

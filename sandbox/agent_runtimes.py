@@ -10,6 +10,7 @@ fails its probe is offered with its ``problem``: the others serve runs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -70,6 +71,24 @@ async def _check(settings: Settings, runtime: store.Runtime, make_sandboxes: Poo
         return None, entry(runtime.name, description, False, problem)
     log.info("JAX %s offered (idle until its first run)", runtime.name)
     return pool, entry(runtime.name, description, False)
+
+
+def default_of(wanted: str, own_version: str, pools: dict[str, RuntimePool]) -> str:
+    """The runtime a run that names none gets (``--default-runtime``): the newest offered that works,
+    the worker's own, or the version named if it works here (else the newest, saying why)."""
+    if wanted == "own":
+        return own_version
+    if wanted not in ("newest", "") and wanted not in pools:
+        log.warning("--default-runtime %s is not a runtime this worker can run: runs that name none get the "
+                    "newest offered instead", wanted)
+    if wanted in pools:
+        return wanted
+    return max(pools, key=store.version_key)
+
+
+def marked_default(entries: list[wp.WorkerRuntime], default: str) -> list[wp.WorkerRuntime]:
+    """The hello's entries with ``default`` set on the runtime a run that names none gets, and on no other."""
+    return [dataclasses.replace(e, default=e.name == default) for e in entries]
 
 
 async def sweep_idle(pools: dict[str, RuntimePool], every_s: float) -> None:

@@ -81,6 +81,17 @@ def test_a_half_made_install_or_one_whose_python_is_gone_is_never_offered_and_sa
     assert store.installed_versions(tmp_path) == ["0.6.2"]  # listed (jaxplay runtimes list), never offered
 
 
+def test_a_run_that_names_no_runtime_gets_the_newest_offered_unless_the_setting_says_otherwise():
+    from jaxplay.sandbox.agent_runtimes import default_of
+
+    pools = dict.fromkeys(["0.10.2", "0.4.38", "0.12.0.1", "0.6.2"])  # what works here, the worker's own first
+    assert default_of("newest", "0.10.2", pools) == "0.12.0.1"  # 0.12 > 0.10 > 0.6, numerically
+    assert default_of("own", "0.10.2", pools) == "0.10.2"
+    assert default_of("0.4.38", "0.10.2", pools) == "0.4.38"
+    assert default_of("0.11.2", "0.10.2", pools) == "0.12.0.1"  # not offered here: the newest, with a warning
+    assert default_of("newest", "0.10.2", {"0.10.2": None}) == "0.10.2"
+
+
 def test_a_hello_with_malformed_runtimes_is_refused():
     good = hello(runtime("0.10.2", True), runtime("0.4.38"))
     assert wp.decode(wp.encode(good)).runtimes == good.runtimes
