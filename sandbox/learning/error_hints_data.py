@@ -5,7 +5,12 @@ searched in ``str(exc)``) it answers, optionally the erroring source line,
 and the hint (``\\1`` is the message's first group). ``failing`` is a program
 that raises it and gets the hint; ``correct`` is the fixed program, which
 runs and shows no hint: tests/unit/test_error_hints.py runs both for every
-entry, so an entry that stops matching what JAX says fails a test.
+entry, and tests/unit/test_error_hints_runtimes.py runs every ``failing``
+program on every JAX runtime offered, so an entry that stops matching what a
+JAX says fails a test. Each JAX words some errors its own way (0.6 names the
+version that removed ``jax.tree_map``; 0.4 says "shapes" where 0.10 says
+"types"): the messages match every wording. ``fails_from``: the oldest JAX on
+which ``failing`` raises (before it, the API still worked).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ class Hint:
     correct: str
     #: A regular expression the erroring line must match too (for syntax errors, whose message is generic).
     source: str = ""
+    #: The oldest JAX on which ``failing`` raises; older ones still had the API.
+    fails_from: str = ""
 
 
 HINTS: tuple[Hint, ...] = (
@@ -67,10 +74,34 @@ HINTS: tuple[Hint, ...] = (
     Hint(
         name="tree_functions",
         exceptions=("AttributeError",),
-        message=r"module 'jax' has no attribute 'tree_(map|leaves|flatten|unflatten|structure|transpose|reduce|all)'",
+        # JAX 0.6 to 0.9: "jax.tree_map was removed in JAX v0.6.0: ..."; 0.10 and newer: no attribute.
+        message=r"(?:module 'jax' has no attribute 'tree_|^jax\.tree_)"
+                r"(map|leaves|flatten|unflatten|structure|transpose|reduce|all)(?:'| was removed)",
         hint=r"jax.tree_\1 was removed: use jax.tree.\1 (or jax.tree_util.tree_\1).",
         failing="import jax\njax.tree_map(lambda x: x * 2, [1, 2])\n",
         correct="import jax\nprint(jax.tree.map(lambda x: x * 2, [1, 2]))\n",
+        fails_from="0.6.0",
+    ),
+    Hint(
+        name="xla_computation",
+        exceptions=("AttributeError",),
+        message=r"module 'jax' has no attribute 'xla_computation'",
+        hint="jax.xla_computation was removed: `jax.jit(f).lower(x).as_text()` gives the StableHLO and "
+             "`jax.jit(f).lower(x).compile().as_text()` the optimized HLO (Inspect shows both for every "
+             "jitted function).",
+        failing="import jax\njax.xla_computation(lambda x: x + 1)(1.0)\n",
+        correct="import jax\nprint(jax.jit(lambda x: x + 1).lower(1.0).as_text().split()[0])\n",
+    ),
+    Hint(
+        name="host_callback",
+        exceptions=IMPORT_ERRORS,
+        message=r"jax\.experimental\.host_callback|'host_callback' from 'jax\.experimental'",
+        hint="jax.experimental.host_callback was removed: inside jitted code print with "
+             "`jax.debug.print(\"x={x}\", x=x)`, run Python with `jax.debug.callback(f, x)`, or compute a "
+             "value in Python with `jax.pure_callback`.",
+        failing="from jax.experimental import host_callback\n",
+        correct="import jax\njax.jit(lambda x: jax.debug.print(\"x={x}\", x=x))(1.0)\n",
+        fails_from="0.8.0",
     ),
     Hint(
         name="vmap_arguments",
@@ -99,6 +130,15 @@ HINTS: tuple[Hint, ...] = (
         correct="import jax\nkey = jax.random.key(0)\nprint(jax.random.normal(key, (3,)))\n",
     ),
     Hint(
+        name="prng_seed_integer",
+        exceptions=("TypeError",),
+        message=r"PRNG key seed must be an integer",
+        hint="A PRNG seed is an integer: `jax.random.key(0)`. For new random numbers split the key, "
+             "`key, sub = jax.random.split(key)`, instead of making keys from other values.",
+        failing="import jax\njax.random.key(0.5)\n",
+        correct="import jax\nprint(jax.random.normal(jax.random.key(0), (2,)).shape)\n",
+    ),
+    Hint(
         name="matmul_shapes",
         exceptions=("TypeError",),
         message=r"dot_general requires contracting dimensions to have the same shape, got (\([^)]*\)) and (\([^)]*\))",
@@ -116,6 +156,28 @@ HINTS: tuple[Hint, ...] = (
              r"with `x[:, None]`.",
         failing="import jax.numpy as jnp\njnp.ones(3) + jnp.ones(4)\n",
         correct="import jax.numpy as jnp\nprint(jnp.ones(3) + jnp.ones((4, 1)))\n",
+    ),
+    Hint(
+        name="broadcast_ranks",
+        exceptions=("ValueError",),
+        # Arrays of different ranks, jnp.where, jnp.broadcast_shapes: the same words on every JAX.
+        message=r"Incompatible shapes for broadcasting: shapes=\[(.*)\]",
+        hint=r"Arrays of shapes \1 do not broadcast: compared from the last axis, each pair of sizes must be "
+             r"equal or 1 (an axis one of them lacks counts as 1). Reshape, transpose, or add an axis with "
+             r"`x[:, None]`.",
+        failing="import jax.numpy as jnp\njnp.ones((2, 3)) + jnp.ones(4)\n",
+        correct="import jax.numpy as jnp\nprint(jnp.ones((2, 3)) + jnp.ones(3))\n",
+    ),
+    Hint(
+        name="broadcast_to",
+        exceptions=("ValueError",),
+        # JAX 0.4: "shapes: (3,) and requested shape (4,)"; newer: "types: input type=float32[3] and ...".
+        message=r"Incompatible (?:shapes|types) for broadcasting: (?:input type=)?(.+?) and requested "
+                r"(?:shape |type=)(\S+)",
+        hint=r"jnp.broadcast_to can only add leading axes and stretch axes of size 1: \1 cannot become \2. "
+             r"Give a shape that ends with the array's own, e.g. `jnp.broadcast_to(x, (4, *x.shape))`.",
+        failing="import jax.numpy as jnp\njnp.broadcast_to(jnp.ones(3), (4,))\n",
+        correct="import jax.numpy as jnp\nprint(jnp.broadcast_to(jnp.ones(3), (4, 3)).shape)\n",
     ),
     Hint(
         name="tracer_bool",
