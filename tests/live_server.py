@@ -119,8 +119,8 @@ class LiveServer:
             time.sleep(0.2)
         raise TimeoutError(f"server not ready: {self.log_path.read_text()[-3000:]}")
 
-    def get_json(self, path: str) -> Any:
-        with urllib.request.urlopen(self.http_url + path, timeout=10) as response:
+    def get_json(self, path: str, timeout: float = 10.0) -> Any:
+        with urllib.request.urlopen(self.http_url + path, timeout=timeout) as response:
             return json.load(response)
 
     def session_cookie(self) -> str:

@@ -10,7 +10,8 @@ would shadow the runtime's own, and whose distributions would answer the
 runtime's metadata lookups. So the interpreter is handed ``jaxplay``'s folder
 and loads that one package from it (its subpackages follow from there, in a
 checkout through ``jaxplay._CheckoutFolders``), then runs the module asked for
-as ``__main__``. Nothing else of the worker's installation is importable.
+as ``__main__`` (sandbox/runtimes/bootstrap.py). Nothing else of the worker's
+installation is importable.
 """
 
 from __future__ import annotations
@@ -20,23 +21,17 @@ from pathlib import Path
 import jaxplay
 
 JAXPLAY_DIR = Path(jaxplay.__file__).resolve().parent
-
+BOOTSTRAP = Path(__file__).resolve().with_name("bootstrap.py")
 # Code run with ``-c`` whose first argument is jaxplay's folder: loads that package alone (and takes the
-# argument off sys.argv). Programs that run code of their own (tests/runner_harness.py) start with it.
+# argument off sys.argv), for programs that run code of their own (tests/runner_harness.py).
 LOAD_JAXPLAY = (
-    "import sys, importlib.util\n"
-    "_folder = sys.argv.pop(1)\n"
-    "_spec = importlib.util.spec_from_file_location('jaxplay', _folder + '/__init__.py',\n"
-    "                                               submodule_search_locations=[_folder])\n"
-    "sys.modules['jaxplay'] = importlib.util.module_from_spec(_spec)\n"
-    "_spec.loader.exec_module(sys.modules['jaxplay'])\n"
+    "import sys, runpy\n"
+    f"runpy.run_path({str(BOOTSTRAP)!r}, run_name='bootstrap')['load_jaxplay'](sys.argv.pop(1))\n"
 )
-# argv: [jaxplay's folder, module, the module's own arguments...].
-BOOTSTRAP = LOAD_JAXPLAY + "import runpy\nrunpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
 # No user site-packages, and neither the current folder nor any other writable one on sys.path.
 FLAGS = ("-s", "-P")
 
 
 def command(interpreter: str | Path, module: str, *args: str | Path, flags: tuple[str, ...] = FLAGS) -> list[str]:
     """The command line that runs ``python -m module args...`` with ``interpreter``, jaxplay alone added."""
-    return [str(interpreter), *flags, "-c", BOOTSTRAP, str(JAXPLAY_DIR), module, *map(str, args)]
+    return [str(interpreter), *flags, str(BOOTSTRAP), str(JAXPLAY_DIR), module, *map(str, args)]
