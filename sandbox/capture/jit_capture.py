@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import linecache
 import logging
 import os
@@ -551,13 +550,26 @@ def emit_fn_timing(final: bool) -> None:
 
 
 def _capturing_jit(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``jax.jit`` that accepts exactly what this JAX's own accepts: a call without the function
+    (``@jax.jit(static_argnames="n")``) is JAX's to answer, with the decorator it makes (JAX 0.7 and
+    newer) or the TypeError it raises (older JAX), and never one this wrapper made up."""
     @functools.wraps(original)
-    def jit(fun: Any = inspect.Parameter.empty, /, *args: Any, **kwargs: Any) -> Any:
-        if fun is inspect.Parameter.empty:  # jax.jit(static_argnames=...) used as a decorator factory
-            return lambda f: jit(f, *args, **kwargs)
-        return CapturedJit(original(fun, *args, **kwargs), fun)
+    def jit(*args: Any, **kwargs: Any) -> Any:
+        fun = args[0] if args else kwargs.get("fun")  # ``fun=`` is a keyword only where JAX allows it
+        made = original(*args, **kwargs)
+        if fun is None:  # JAX's decorator factory: capture what it makes of the function it is given
+            return _capturing_decorator(made)
+        return CapturedJit(made, fun)
 
     return jit
+
+
+def _capturing_decorator(make: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(make)
+    def decorate(fun: Any, /) -> Any:
+        return CapturedJit(make(fun), fun)
+
+    return decorate
 
 
 def _sandbox_directory() -> str:
