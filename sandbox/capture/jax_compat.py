@@ -82,6 +82,37 @@ def compiled_out_info(compiled: Any) -> Any:
     return jax.tree_util.tree_unflatten(compiled.out_tree, leaves)
 
 
+def cache_loses_aliases() -> bool:
+    """JAX before 0.6 (measured: 0.4.38; 0.6.2 keeps them) reloads executables from its persistent cache
+    without their input/output aliases: ``memory_analysis()`` of a loaded one reads alias_size_in_bytes 0
+    where the compile that made it read the donated bytes."""
+    version = tuple(int(part) for part in jax_version().split(".")[:2] if part.isdigit())
+    return version < (0, 6)
+
+
+def donates(lowered: Any) -> bool:
+    """Whether the compilation has a donated argument (``Lowered.args_info``)."""
+    import jax
+
+    try:
+        return any(getattr(info, "donated", False) for info in jax.tree_util.tree_leaves(lowered.args_info))
+    except Exception:  # noqa: BLE001 - no argument record: nothing to correct
+        return False
+
+
+def memory_analysis_as_compiled(lowered: Any) -> Any:
+    """The memory analysis a real compile of ``lowered`` reports, on a JAX whose persistent cache loses
+    aliases (None elsewhere): compiled once more with that cache off, so what XLA reports is its own."""
+    if not cache_loses_aliases():
+        return None
+    from jaxplay.sandbox.capture import pass_pipeline
+
+    with pass_pipeline.persistent_cache_off():
+        # Options make JAX compile anew (compile() without them hands back the executable it has);
+        # this one changes nothing without a dump folder.
+        return lowered.compile(compiler_options={"xla_dump_hlo_module_re": "^$"}).memory_analysis()
+
+
 def stablehlo_with_locations(lowered: Any) -> str | None:
     """The StableHLO text with its source locations (``as_text(debug_info=True)``), or None."""
     try:

@@ -244,11 +244,18 @@ def cost_fields(compiled: Any) -> dict[str, Any] | None:
     return {str(key): _finite(float(value)) if isinstance(value, int | float) else str(value) for key, value in cost.items()}
 
 
-def memory_fields(compiled: Any) -> dict[str, int] | None:
+def memory_fields(compiled: Any, lowered: Any = None) -> dict[str, int] | None:
+    """``compiled.memory_analysis()`` as JSON, as the program's own compile reported it (``lowered``: the
+    compilation's, to compile it again where this JAX's persistent cache loses the donated aliases)."""
     stats = buffer_proto.memory_stats(compiled)  # kept for the memory view, which reads it too
     if stats is None:
         return None
-    return {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
+    fields = {name: int(getattr(stats, name)) for name in MEMORY_FIELDS if hasattr(stats, name)}
+    if lowered is not None and fields.get("alias_size_in_bytes") == 0 and jax_compat.donates(lowered):
+        again = jax_compat.memory_analysis_as_compiled(lowered)
+        if again is not None:
+            fields = {name: int(getattr(again, name)) for name in MEMORY_FIELDS if hasattr(again, name)}
+    return fields
 
 
 def artifact_texts(traced: Any, lowered: Any, compiled: Any) -> dict[str, tuple[str, jit_source_map.LineRanges]]:

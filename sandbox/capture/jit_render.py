@@ -31,7 +31,9 @@ def render(event: dict[str, Any], traced: Any, lowered: Any, compiled: Any, limi
         jit_artifacts.add_artifacts(event, traced, lowered, compiled, limit_bytes)
     except Exception as exc:
         errors.append(f"artifacts: {type(exc).__name__}: {exc}")
-    for field, getter in (("cost", jit_artifacts.cost_fields), ("memory", jit_artifacts.memory_fields)):
+    getters = (("cost", jit_artifacts.cost_fields),
+               ("memory", lambda compiled: jit_artifacts.memory_fields(compiled, lowered)))
+    for field, getter in getters:
         try:
             event[field] = getter(compiled)
         except Exception as exc:  # e.g. NotImplementedError on some backends
