@@ -154,10 +154,13 @@ def _profiled_compile(lowered: Any, module: str, folder: str) -> tuple[float, di
     (seconds, the trace or None, why there is no trace)."""
     import jax
 
-    profile_options = jax.profiler.ProfileOptions()
-    profile_options.python_tracer_level = 0
+    options: dict[str, Any] = {}
+    if hasattr(jax.profiler, "ProfileOptions"):  # JAX 0.5 and newer; 0.4 traces Python too (its durations show)
+        profile_options = jax.profiler.ProfileOptions()
+        profile_options.python_tracer_level = 0
+        options["profiler_options"] = profile_options
     try:
-        jax.profiler.start_trace(folder, create_perfetto_trace=True, profiler_options=profile_options)
+        jax.profiler.start_trace(folder, create_perfetto_trace=True, **options)
     except Exception as exc:  # noqa: BLE001 - e.g. the program is profiling itself: still the dumps
         return 0.0, None, f"{type(exc).__name__}: {exc}"
     began = time.perf_counter()

@@ -196,6 +196,13 @@ def _event_from_folder(folder: str, label: str, line: int | None) -> dict[str, A
     timeline = profile_timeline.build(trace, _module_links(), MAX_SLICES, _def_line)
     kept_events = timeline.pop("kept_events")
     base.update(timeline)
+    kinds = {kind for *_, kind, _ in timeline["slices"]}
+    if profile_timeline.KINDS.index("dispatch") in kinds and profile_timeline.KINDS.index("op") not in kinds:
+        import jaxlib
+
+        # Measured: jaxlib 0.6.2's CPU client traces its executions but not their operations; 0.10.2 does.
+        base["notices"].append(f"This jaxlib ({jaxlib.__version__}) records no XLA operations in its traces: the "
+                               "timeline shows Python, dispatch and compilation only.")
     if timeline["total_slices"] > len(timeline["slices"]):
         base["notices"].append(
             f"Showing the {len(timeline['slices']):,} longest of {timeline['total_slices']:,} slices (each at least "
