@@ -10,9 +10,12 @@ VERSION = $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' jaxplay/__init__.py)
 HOST ?= 127.0.0.1
 # JAX runtimes besides the venv's own JAX (sandbox/runtimes/pins.py pins their libraries), installed once per
 # host in RUNTIMES_DIR and shared by every checkout; `make run` offers RUN_RUNTIMES, the tests TEST_RUNTIMES.
+# A run that names no version gets the newest offered. NEWEST_JAX needs Python 3.12 or newer, found on PATH or
+# in pyenv (sandbox/runtimes/pythons.py): a host without one goes on without it, and the install says why.
 RUNTIMES_DIR ?= $(HOME)/.local/share/jaxplay/runtimes
-RUN_RUNTIMES ?= 0.4.38
-TEST_RUNTIMES ?= 0.4.38,0.6.2
+NEWEST_JAX ?= 0.12.0.1
+RUN_RUNTIMES ?= $(NEWEST_JAX),0.4.38
+TEST_RUNTIMES ?= 0.4.38,0.6.2,$(NEWEST_JAX)
 APT_RUN := bubblewrap python3-venv
 APT_TEST := chromium fonts-dejavu-core docker-compose postgresql redis-server kubectl prometheus strace
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
@@ -51,10 +54,10 @@ lint: $(VENV)/.installed-test frontend-test
 
 # Installing is idempotent: a runtime already complete costs a file check (~1 s for the command).
 runtimes: $(VENV)/.installed
-	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(TEST_RUNTIMES)) --runtimes-dir $(RUNTIMES_DIR)
+	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(TEST_RUNTIMES)) --optional $(NEWEST_JAX) --runtimes-dir $(RUNTIMES_DIR)
 
 run-runtimes: $(VENV)/.installed
-	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(RUN_RUNTIMES)) --runtimes-dir $(RUNTIMES_DIR)
+	$(BIN)/jaxplay runtimes add $(subst $(comma), ,$(RUN_RUNTIMES)) --optional $(NEWEST_JAX) --runtimes-dir $(RUNTIMES_DIR)
 
 bench: $(VENV)/.installed-test frontend runtimes
 	$(BIN)/python bench/latency.py

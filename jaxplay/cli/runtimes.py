@@ -49,20 +49,24 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
     from jaxplay.sandbox.runtimes import install
 
     if args.action == "add":
-        failed = []
+        failed, left_out = [], []
         for version in args.versions:
             try:
                 install.add(version, settings.runtimes_dir, python=settings.runtime_python)
             except (ValueError, install.InstallFailed) as exc:
                 if version in args.optional:
-                    print(f"JAX {version} is left out on this host: {exc} Runs that name no version get the "
-                          f"newest JAX offered instead (this environment's own is JAX {own_jax()}).",
-                          file=sys.stderr)
+                    left_out.append((version, exc))
                     continue
                 print(f"jaxplay runtimes add {version}: {exc}", file=sys.stderr)
                 failed.append(version)
         if failed:
             sys.exit(1)
+        for version, why in left_out:
+            installed = [v for v in args.versions if install.store.record_of(settings.runtimes_dir, v) is not None]
+            fallback = max([own_jax(), *installed], key=install.store.version_key)
+            whose = " (this environment's own)" if fallback == own_jax() else ""
+            print(f"JAX {version} is left out on this host: {why} Runs that name no version get JAX {fallback} "
+                  f"instead, the newest here{whose}.", file=sys.stderr)
         print(f"Offer them with --runtimes {','.join(args.versions)} (or JAXPLAY_RUNTIMES).")
     elif args.action == "remove":
         for version in args.versions:

@@ -78,7 +78,7 @@ def test_make_run_goes_on_without_an_optional_version_and_says_what_runs_get(tmp
     assert result.returncode == 0
     (line,) = [line for line in lines(result.stderr) if "0.12.0.1" in line]
     assert line.startswith("JAX 0.12.0.1 is left out on this host: JAX 0.12.0.1 needs Python 3.12")
-    assert f"this environment's own is JAX {metadata.version('jax')}" in line
+    assert f"Runs that name no version get JAX {metadata.version('jax')} instead" in line
 
 
 def test_an_unknown_version_is_refused_with_released_ones(tmp_path, index):
