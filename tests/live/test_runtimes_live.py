@@ -59,7 +59,8 @@ def server() -> Iterator[LiveServer]:
 
 
 def every_runtime() -> list[str | None]:
-    return [None, *TEST_RUNTIMES]
+    """None (the default, the newest offered), the worker's own JAX by name, and each test runtime."""
+    return list(dict.fromkeys([None, metadata.version("jax"), *TEST_RUNTIMES]))
 
 
 @pytest.mark.parametrize("runtime", every_runtime(), ids=lambda r: r or "default")
@@ -200,6 +201,48 @@ def test_a_run_over_its_memory_limit_is_told_the_limit_on_every_offered_runtime(
     assert "unreachable" not in output_text(events)
 
 
+CALLBACK_PROGRAM = """
+import jax
+import jax.numpy as jnp
+
+@jax.jit
+def noisy(x):
+    jax.debug.print("x sums to {s}", s=x.sum())
+    return x * 2
+
+print(noisy(jnp.arange(4.0)))
+"""
+
+
+def runs_in_one_session(server: LiveServer, code: str, times: int, **fields: object) -> list[list[dict]]:
+    """``code`` run ``times`` times by one browser session (its compile cache kept between them), never
+    answered from the result cache."""
+    async def send() -> list[list[dict]]:
+        async with websockets.connect(server.ws_url, max_size=None, additional_headers=server.browser_headers()) as ws:
+            found = []
+            for index in range(times):
+                await ws.send(json.dumps({"type": "run", "id": f"again{index}", "code": code, "fresh": True,
+                                          **fields}))
+                found.append(await collect(ws, f"again{index}", 180))
+            return found
+    return asyncio.run(send())
+
+
+@pytest.mark.parametrize("runtime", every_runtime(), ids=lambda r: r or "default")
+def test_a_jitted_function_with_a_host_callback_is_loaded_from_the_cache_on_jax_0_11_and_newer(
+        server: LiveServer, runtime: str | None) -> None:
+    """JAX 0.11 keeps executables that call back to Python in its persistent cache; 0.10.2 refused to, so
+    such a function compiled again in every run."""
+    fields = {"runtime": runtime} if runtime else {}
+    first, again = runs_in_one_session(server, CALLBACK_PROGRAM, 2, **fields)
+    version = next(e for e in first if e["type"] == "started")["jax_version"]
+    for events in (first, again):
+        assert done_of(events)["status"] == "ok" and output_text(events) == "x sums to 6.0\n[0. 2. 4. 6.]\n"
+    (compiled,) = [e for e in again if e["type"] == "compiled" and e["fn"] == "noisy"]
+    keeps_callbacks = store.version_key(version) >= (0, 11)
+    assert compiled["persistent_cache_hit"] is keeps_callbacks, (version, compiled["phases_ms"])
+
+
 def offered(server: LiveServer) -> list[str]:
     """The runtimes the server's worker runs programs on, newest first: its own JAX among them."""
     (cpu,) = server.get_json("/api/backends")["backends"]
@@ -276,7 +319,7 @@ def test_the_editors_api_index_is_made_for_each_runtime_from_its_own_python(serv
     assert old["versions"]["flax"] != default["versions"]["flax"]
 
 
-@pytest.mark.parametrize("runtime", [None, *TEST_RUNTIMES])
+@pytest.mark.parametrize("runtime", every_runtime(), ids=lambda r: r or "default")
 def test_every_runtime_loads_what_the_shared_cache_holds(server: LiveServer, runtime: str | None) -> None:
     """The trusted fill compiles the gallery into each runtime's shared cache, which runs read read-only:
     JAX before 0.5 stamped each entry it read and, refused, compiled everything again (a re-run of the
