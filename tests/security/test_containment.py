@@ -10,6 +10,14 @@ import pytest
 
 from tests import host_processes
 from tests.conftest import done_of, output_text
+from tests.live_server import LiveServer
+
+
+@pytest.fixture(scope="session")
+def live(live_on_runtime: LiveServer) -> LiveServer:
+    """Every test here runs on the worker's own JAX and on the newest runtime (tests/security/conftest.py)."""
+    return live_on_runtime
+
 
 # Host paths that exist here and that no run may see (the sandbox exposes only /usr and the Python install).
 HOST_SECRETS = [p for p in ["/etc/shadow", "/etc/passwd", "/root/.bashrc", "/root/.ssh", "/home", "/var/log", "/run",
@@ -73,6 +81,35 @@ for path in {HOST_SECRETS!r}:
     for hidden in HOST_SECRETS:
         assert f"absent {hidden}" in out
     assert not (project / "pwned").exists()
+
+
+@pytest.mark.attack("host files")
+def test_of_the_python_install_only_its_standard_library_and_shared_libraries_are_seen(live):
+    """The run's Python may be another install than the worker's (pyenv's 3.13 for JAX 0.12): of it the
+    sandbox shows the standard library and its shared libraries, read-only; not its site-packages, not
+    its build files, not the other versions beside it."""
+    out = run_ok(live, """
+import os, sys, sysconfig
+base, stdlib = sys.base_prefix, sysconfig.get_paths()["stdlib"]
+print(base.startswith("/usr/"))
+print(sorted(os.listdir(os.path.dirname(base))) == [os.path.basename(base)])
+print(sorted(os.listdir(os.path.join(base, "lib"))))
+print(os.path.exists(os.path.join(stdlib, "site-packages")), os.path.isfile(os.path.join(stdlib, "os.py")))
+for path in (os.path.join(stdlib, "pwned.py"), os.path.join(base, "lib", "pwned")):
+    try:
+        open(path, "w").write("x")
+        print("WROTE", path)
+    except OSError as exc:
+        print("denied", exc.errno)
+""")
+    lines = out.splitlines()
+    under_usr, alone, lib, stdlib_shown = lines[:4]
+    assert lines[4:] == ["denied 30", "denied 30"], lines  # EROFS: the install is read-only
+    assert stdlib_shown == "False True"
+    if under_usr == "True":
+        return  # a Debian Python: /usr is bound whole, read-only
+    assert alone == "True"
+    assert all(name.startswith("lib") and ".so" in name or name.startswith("python3.") for name in eval(lib)), lib
 
 
 @pytest.mark.attack("keys and privileges")

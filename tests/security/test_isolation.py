@@ -24,6 +24,12 @@ from tests import host_processes
 from tests.conftest import done_of, output_text
 from tests.live_server import LiveServer
 
+
+@pytest.fixture(scope="session")
+def live(live_on_runtime: LiveServer) -> LiveServer:
+    """Every test here runs on the worker's own JAX and on the newest runtime (tests/security/conftest.py)."""
+    return live_on_runtime
+
 HOSTILE_PLANT = r"""
 import os, signal, subprocess, sys, ctypes
 marker = "{marker}"
