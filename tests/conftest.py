@@ -6,19 +6,28 @@ Tests talk to it over real websockets; nothing stands in for the sandbox.
 
 The tiers (markers registered in pyproject.toml) come from the folder a test is in, so
 ``-m unit`` selects exactly tests/unit and a new file needs no marker of its own.
+
+``live_on_runtime``: the same, once with the worker's own JAX and once per
+runtime ``JAXPLAY_LIVE_RUNTIMES`` lists (default: the newest test runtime,
+JAX 0.12 in its own Python 3.13), that runtime made the default so every
+``live.run`` runs on it. A module that must hold on every line (the sandbox's
+containment and isolation, the libraries) takes it as its ``live``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jaxplay.sandbox.runtimes import store
 from tests.live_server import LiveServer, collect, collect_many, done_of, output_text  # noqa: F401
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
+from tests.runtimes_server import TEST_RUNTIMES, runtimes_dir
 
 pytest_plugins = ["tests.containment"]
 
@@ -76,6 +85,30 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     server = LiveServer(tmp_path_factory.mktemp("live"))
     try:
         server.wait_ready()
+        yield server
+    finally:
+        server.stop()
+
+
+NEWEST_TEST_RUNTIME = max(TEST_RUNTIMES, key=store.version_key) if TEST_RUNTIMES else ""
+LIVE_RUNTIMES = [v for v in os.environ.get("JAXPLAY_LIVE_RUNTIMES", NEWEST_TEST_RUNTIME).split(",") if v]
+
+
+@pytest.fixture(scope="session", params=[None, *LIVE_RUNTIMES], ids=lambda v: f"jax-{v}" if v else "own-jax")
+def live_on_runtime(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    """A real server whose runs, naming no runtime, run on ``request.param`` (None: the worker's own JAX)."""
+    version = request.param
+    extra: list[str] = []
+    if version is not None:
+        if store.record_of(runtimes_dir(), version) is None:
+            pytest.skip(f"JAX {version} is not installed in {runtimes_dir()}: run `make runtimes`")
+        extra = ["--runtimes", version, "--default-runtime", version, "--runtimes-dir", str(runtimes_dir())]
+    server = LiveServer(tmp_path_factory.mktemp(f"live-{version or 'own'}"), extra)
+    try:
+        server.wait_ready(timeout_s=240)
+        if version is not None:
+            (cpu,) = server.get_json("/api/backends")["backends"]
+            assert cpu["jax_version"] == version, cpu["runtimes"]  # every run of the module gets it
         yield server
     finally:
         server.stop()

@@ -1,11 +1,18 @@
-"""The worker's libraries through the real server, worker and sandbox: importable, reported, preloaded."""
+"""The worker's libraries through the real server, worker and sandbox: importable, reported, preloaded.
+
+On the worker's own JAX and on the newest runtime (``live_on_runtime``), each with the libraries pinned for
+its line (sandbox/runtimes/pins.py; the worker's own: pyproject.toml's ``worker-libs``)."""
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
 
+import pytest
+
+from jaxplay.sandbox.runtimes import pins
 from tests.conftest import done_of, output_text
+from tests.live_server import LiveServer
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 # What a program imports, for each library the issue lists and the others the extra pins.
@@ -14,9 +21,18 @@ MODULES = ("optax", "flax", "flax.nnx", "equinox", "chex", "einops", "jaxtyping"
 PRELOADED = ("optax", "flax.nnx", "equinox", "chex", "einops", "jaxtyping")
 
 
-def pinned_versions() -> dict[str, str]:
+@pytest.fixture(scope="session")
+def live(live_on_runtime: LiveServer) -> LiveServer:
+    return live_on_runtime
+
+
+def pinned_versions(live: LiveServer) -> dict[str, str]:
+    """The worker-libs, at the versions pinned for the line of the JAX the server's runs get."""
     extra = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["worker-libs"]
-    return dict(requirement.split("==") for requirement in extra)
+    pinned = dict(requirement.split("==") for requirement in extra)
+    (cpu,) = [b for b in live.get_json("/api/backends")["backends"] if b["name"] == "cpu"]
+    line = pins.LINES.get(pins.line_of(cpu["jax_version"]))
+    return {name: line.libraries[name] for name in pinned} if line else pinned
 
 
 def test_every_listed_library_imports_in_the_sandbox(live):
@@ -58,7 +74,7 @@ def test_backends_list_the_installed_libraries_with_their_pinned_versions(live):
     (cpu,) = [b for b in live.get_json("/api/backends")["backends"] if b["name"] == "cpu"]
     libraries = cpu["libraries"]
     assert libraries["jax"] == cpu["jax_version"]
-    pinned = pinned_versions()
+    pinned = pinned_versions(live)
     import_names = {"scikit-learn": "sklearn", "orbax-checkpoint": "orbax"}
     for distribution, version in pinned.items():
         assert libraries[import_names.get(distribution, distribution)] == version, distribution
@@ -71,7 +87,7 @@ def test_a_missing_module_says_it_is_not_installed_and_what_is(live):
     (error,) = [e for e in events if e["type"] == "error"]
     assert error["ename"] == "ModuleNotFoundError" and error["line"] == 2
     assert error["message"].startswith("No module named 'torch': it is not installed on this backend")
-    assert f"optax {pinned_versions()['optax']}" in error["message"] and "flax" in error["message"]
+    assert f"optax {pinned_versions(live)['optax']}" in error["message"] and "flax" in error["message"]
 
     events = live.run("import optx\n")
     (error,) = [e for e in events if e["type"] == "error"]

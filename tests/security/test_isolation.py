@@ -27,7 +27,7 @@ from tests.live_server import LiveServer
 
 @pytest.fixture(scope="session")
 def live(live_on_runtime: LiveServer) -> LiveServer:
-    """Every test here runs on the worker's own JAX and on the newest runtime (tests/security/conftest.py)."""
+    """Every test here runs on the worker's own JAX and on the newest runtime (tests/conftest.py)."""
     return live_on_runtime
 
 HOSTILE_PLANT = r"""
