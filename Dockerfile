@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # Stages: page (Node builds frontend/dist) -> wheel (the sdist and the wheel, carrying the page)
-#   -> gpu (CUDA runtime base + the wheel + jax's CUDA extra: a worker for a GPU host)
+#   -> gpu (CUDA runtime base + the wheel + JAX 0.12 with its CUDA 13 plugin: a worker for a GPU host)
 #   -> cpu (the default target: slim Python, bubblewrap, the wheel; `jaxplay serve` or `jaxplay worker`).
 # No Node in either runtime image: the page ships inside the wheel.
 # tests/packaging/test_installed_wheel.py runs the same steps outside Docker.
@@ -23,14 +23,16 @@ COPY sandbox/ sandbox/
 COPY --from=page /src/frontend/dist/ frontend/dist/
 RUN python -m build --outdir /dist .
 
-# jax's cuda12 extra brings CUDA and cuDNN as pip wheels matched to jaxlib; the runtime base
-# adds the CUDA compatibility libraries the NVIDIA container toolkit pairs with the host driver.
-FROM nvidia/cuda:12.8.1-runtime-ubuntu24.04 AS gpu
+# The newest JAX, as a CPU host offers it: JAX 0.12 needs Python 3.12 or newer (Ubuntu 24.04's python3 is
+# 3.12). Its cuda13 extra brings jax-cuda13-plugin with CUDA and cuDNN as pip wheels matched to jaxlib; the
+# runtime base adds the CUDA compatibility libraries the NVIDIA container toolkit pairs with the host driver
+# (CUDA 13 needs driver 580 or newer; on an older driver use "jax[cuda12]==0.12.0.1").
+FROM nvidia/cuda:13.0.0-runtime-ubuntu24.04 AS gpu
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv bubblewrap util-linux \
     && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/jaxplay
 COPY --from=wheel /dist/ /tmp/dist/
-RUN /opt/jaxplay/bin/pip install --no-cache-dir /tmp/dist/jaxplay-*.whl "jax[cuda12]" && rm -rf /tmp/dist
+RUN /opt/jaxplay/bin/pip install --no-cache-dir /tmp/dist/jaxplay-*.whl "jax[cuda13]==0.12.0.1" && rm -rf /tmp/dist
 # The worker runs as root: it stages the sandbox's mounts, then drops to an unprivileged uid.
 ENV PATH=/opt/jaxplay/bin:$PATH
 CMD ["jaxplay", "worker", "--server", "ws://server:8001/worker"]
