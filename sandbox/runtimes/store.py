@@ -3,13 +3,17 @@
 Layout (``jaxplay runtimes add`` writes it, sandbox/runtimes/install.py)::
 
     <runtimes dir>/jax-0.4.38/                 a venv: bin/python, lib/python3.11/site-packages
-    <runtimes dir>/jax-0.4.38/runtime.json     written last: the install is complete (versions, time, size)
-    <runtimes dir>/jax-0.6.2.failed.json       a failed install: what pip said
+    <runtimes dir>/jax-0.12.0.1/               the same from another Python: lib/python3.13/site-packages
+    <runtimes dir>/jax-0.4.38/runtime.json     written last: the install is complete (versions, Python, time, size)
+    <runtimes dir>/jax-0.6.2.failed.json       a failed or refused install: what pip or the check said
+    <runtimes dir>/jax-0.11.2.part/            an install under way (its lock held) or cut short
+    <runtimes dir>/.jax-0.11.2.lock            held while ``add`` works on that version
 
-The worker's own environment is a runtime too, the default one: it needs no
-folder. A runtime the settings list but that is missing or failed is still
-offered as ``Runtime.problem``, so /api/backends and /readyz can say which
-and why, while the others serve runs.
+The worker's own environment is a runtime too: it needs no folder. A
+runtime the settings list but that is missing, refused, failed, half-made or
+whose Python is gone is still offered as ``Runtime.problem``, so
+/api/backends, /readyz and the page can say which and why, while the others
+serve runs.
 """
 
 from __future__ import annotations
