@@ -67,7 +67,9 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
             whose = " (this environment's own)" if fallback == own_jax() else ""
             print(f"JAX {version} is left out on this host: {why} Runs that name no version get JAX {fallback} "
                   f"instead, the newest here{whose}.", file=sys.stderr)
-        print(f"Offer them with --runtimes {','.join(args.versions)} (or JAXPLAY_RUNTIMES).")
+        added = [v for v in args.versions if v not in dict(left_out)]
+        if added:
+            print(f"Offer them with --runtimes {','.join(added)} (or JAXPLAY_RUNTIMES).")
     elif args.action == "remove":
         for version in args.versions:
             try:
