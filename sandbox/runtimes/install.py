@@ -90,7 +90,8 @@ def add(version: str, runtimes_dir: Path, say: Callable[[str], None] = print,
             shutil.rmtree(store.folder_for(runtimes_dir, version).with_name(f"jax-{version}.part"),
                           ignore_errors=True)
             store.failure_file(runtimes_dir, version).write_text(json.dumps(
-                {"version": version, "message": str(exc), "at": _now()}))
+                {"version": version, "message": str(exc), "at": _now(),
+                 "refused": isinstance(exc, ValueError)}))  # refused before any download
             raise
         store.failure_file(runtimes_dir, version).unlink(missing_ok=True)
         return record

@@ -115,7 +115,11 @@ def missing_reason(runtimes_dir: Path, version: str) -> str:
     asked for."""
     failed = failure_file(runtimes_dir, version)
     if failed.is_file():
-        return f"its install failed: {_failure_reason(failed)}"
+        try:
+            refused = bool(json.loads(failed.read_text()).get("refused"))
+        except (OSError, ValueError):
+            refused = False
+        return f"{'it cannot be installed here' if refused else 'its install failed'}: {_failure_reason(failed)}"
     partial = folder_for(runtimes_dir, version).with_name(f"jax-{version}.part")
     if partial.exists():
         if install_running(runtimes_dir, version):

@@ -70,7 +70,7 @@ def test_a_jax_that_needs_a_newer_python_than_the_host_has_is_refused_naming_it(
     assert nothing_made(tmp_path, "0.12.0.1")
     # The worker says the same where the version is offered: /readyz and the page show it.
     problem = store.missing_reason(tmp_path / "runtimes", "0.12.0.1")
-    assert "needs Python 3.12 to 3.14" in problem
+    assert problem.startswith("it cannot be installed here: JAX 0.12.0.1 needs Python 3.12 to 3.14"), problem
 
 
 def test_make_run_goes_on_without_an_optional_version_and_says_what_runs_get(tmp_path, index):
