@@ -44,6 +44,9 @@ def preload_libraries() -> None:
             importlib.import_module(name)
         except ImportError:
             log.debug("not preloading %s: not installed", name)
+        except Exception as exc:  # noqa: BLE001 - e.g. a library built for another JAX than this runtime's
+            # The sandbox must start all the same: a run that imports it gets this error, as plain Python would.
+            log.warning("not preloading %s: importing it fails: %s: %s", name, type(exc).__name__, exc)
     from jaxplay.sandbox.engine import libraries
 
     libraries.installed()  # cached: runs inherit it for the missing-module message

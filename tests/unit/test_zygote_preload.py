@@ -44,6 +44,31 @@ def test_each_context_made_ahead_is_handed_out_once_then_new_ones_are_made() -> 
     assert len(made_fresh) == 5  # past the ones made ahead, each call makes its own
 
 
+BROKEN = """
+import sys
+from jaxplay.sandbox.engine import zygote
+zygote.preload()
+print("preloaded", "einops" in sys.modules)
+try:
+    import built_for_another_jax
+except AttributeError as exc:
+    print("the run gets:", exc)
+"""
+
+
+def test_a_library_that_fails_at_import_is_left_to_the_run_and_the_zygote_starts(tmp_path: Path) -> None:
+    """flax 0.12.8 (this project's pin for JAX 0.10) raises AttributeError at import under JAX 0.12: a zygote
+    that preloads it must start all the same, and a run that imports it get the error plain Python gives."""
+    (tmp_path / "built_for_another_jax.py").write_text(
+        "raise AttributeError(\"module 'jax.experimental.hijax' has no attribute 'HiPrimitive'\")\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}", "JAX_PLATFORMS": "cpu",
+           "JAXPLAY_PRELOAD_LIBRARIES": "built_for_another_jax,einops"}
+    result = subprocess.run([sys.executable, "-c", BROKEN], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.splitlines() == [
+        "preloaded True", "the run gets: module 'jax.experimental.hijax' has no attribute 'HiPrimitive'"]
+
+
 LOWER = """
 import jax, jax.numpy as jnp
 def loss(w, x):
