@@ -19,8 +19,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -40,8 +42,9 @@ class InstallFailed(RuntimeError):
     pass
 
 
-def newest_pins() -> dict[str, str]:
-    """The ``worker-libs`` pins of this project (pyproject.toml): the libraries of the newest JAX line."""
+def newest_pins(python: tuple[int, ...] = sys.version_info[:2]) -> dict[str, str]:
+    """The ``worker-libs`` pins of this project (pyproject.toml) for a runtime made from Python ``python``:
+    JAX 0.10's libraries on 3.11, the newest line's on 3.12 and newer (their ``python_version`` markers)."""
     found: dict[str, str] = {}
     try:
         requirements = metadata.requires("jaxplay") or []
@@ -49,10 +52,20 @@ def newest_pins() -> dict[str, str]:
         return found
     for requirement in requirements:
         spec, _, marker = requirement.partition(";")
-        if "worker-libs" in marker and "==" in spec:
+        if "worker-libs" in marker and "==" in spec and _python_fits(marker, tuple(python[:2])):
             name, _, version = spec.partition("==")
             found[name.strip().lower()] = version.strip()
     return found
+
+
+_PYTHON_MARKER = re.compile(r"""python_version\s*(<=|>=|<|>|==)\s*["'](\d+)\.(\d+)["']""")
+
+
+def _python_fits(marker: str, python: tuple[int, ...]) -> bool:
+    """Whether every ``python_version`` clause of a requirement's marker holds for ``python`` (3, 13)."""
+    compare = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+               ">=": lambda a, b: a >= b, "==": lambda a, b: a == b}
+    return all(compare[op](python, (int(major), int(minor))) for op, major, minor in _PYTHON_MARKER.findall(marker))
 
 
 def disk_bytes(folder: Path) -> int:
@@ -140,7 +153,7 @@ def _install(version: str, runtimes_dir: Path, say: Callable[[str], None],
     partial = target.with_name(target.name + ".part")
     shutil.rmtree(partial, ignore_errors=True)
     shutil.rmtree(target, ignore_errors=True)  # an install without its record is incomplete
-    requirements = pins.requirements(version, newest_pins())
+    requirements = pins.requirements(version, newest_pins(python.version))
     started = time.monotonic()
     say(f"Installing JAX {version} into {target} with {python}: {' '.join(requirements)}")
     _call([str(python.executable), "-m", "venv", str(partial)], "making its venv")

@@ -38,11 +38,15 @@ def test_each_line_pins_jax_and_jaxlib_exactly_and_every_library():
             pins.requirements(bad)
 
 
-def test_the_newest_line_is_the_projects_own_worker_libs():
+def test_the_projects_own_worker_libs_are_the_pins_of_its_jax_line_on_each_python():
+    """pyproject.toml's worker-libs: JAX 0.10's libraries on Python 3.11 (pip cannot give it newer JAX),
+    and on 3.12+, where pip gives JAX 0.12, exactly the 0.12 line's (flax 0.12.8 fails to import there)."""
     from jaxplay.sandbox.runtimes import install
 
-    newest = install.newest_pins()
-    assert newest["flax"] and all("==" not in v for v in newest.values())
+    old, new = install.newest_pins((3, 11)), install.newest_pins((3, 13))
+    assert old["flax"] == "0.12.8" and all("==" not in v and ";" not in v for v in old.values())
+    assert new == {name: pins.LINES["0.12"].libraries[name] for name in new} and new["flax"] == "0.12.12"
+    assert set(old) == set(new) and install.newest_pins((3, 12)) == new
 
 
 def installed_runtime(runtimes_dir: Path, version: str) -> Path:
