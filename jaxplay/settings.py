@@ -184,11 +184,6 @@ class Settings:
     default_runtime: str = setting("newest", "The JAX a run that names none gets: 'newest' (the newest JAX the "
                                              "worker offers, its own among them), 'own' (the worker's own JAX), or "
                                              "one of the versions --runtimes lists.", commands=SERVE_AND_WORKER)
-    runtime_python: str = setting("", "The Python a new JAX runtime's environment is made from (a path, or a "
-                                      "command such as python3.13); empty: the worker's own Python where that "
-                                      "JAX supports it, else the newest that does among the python3.N on PATH "
-                                      "and pyenv's installs (JAX 0.11 and newer need 3.12 or newer).",
-                                  commands=(RUNTIMES,))
     runtime_idle_s: float = setting(600.0, "A runtime other than the worker's own stops its sandboxes after this "
                                            "many seconds without a run, and starts them again at its next run.",
                                     commands=SERVE_AND_WORKER)

@@ -2,7 +2,7 @@
 
 ``add 0.6.2`` makes a venv under ``--runtimes-dir`` with jax and jaxlib 0.6.2
 and the libraries sandbox/runtimes/pins.py pins for that line, with pip, from
-a Python that release supports (``--runtime-python``, or the one
+a Python that release supports (``--python``, or the one
 install.choose_python finds); a version that cannot be installed here is
 refused in one line before anything is downloaded;
 ``remove`` deletes one; ``list`` shows each with its libraries, disk use and
@@ -23,6 +23,10 @@ def add_parser(commands: argparse._SubParsersAction, add_setting_flags) -> None:
     actions = runtimes.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="Install JAX versions as runtimes (pip, with the pinned libraries).")
     add.add_argument("versions", nargs="+", metavar="VERSION", help="A JAX version, e.g. 0.4.38.")
+    add.add_argument("--python", default="", metavar="PYTHON",
+                     help="The Python to make the runtimes' environments from (a path, or a command such as "
+                          "python3.13). Default: the worker's own where the JAX supports it, else the newest that "
+                          "does among the python3.N on PATH and pyenv's installs (JAX 0.11 and newer need 3.12+).")
     add.add_argument("--optional", action="append", default=[], metavar="VERSION",
                      help="One of the versions that this host may be unable to install (e.g. no Python new enough "
                           "for it): say why and go on without it instead of failing (make run).")
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace, settings: Settings) -> None:
         failed, left_out = [], []
         for version in args.versions:
             try:
-                install.add(version, settings.runtimes_dir, python=settings.runtime_python)
+                install.add(version, settings.runtimes_dir, python=args.python)
             except (ValueError, install.InstallFailed) as exc:
                 if version in args.optional:
                     left_out.append((version, exc))

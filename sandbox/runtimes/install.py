@@ -84,7 +84,7 @@ def add(version: str, runtimes_dir: Path, say: Callable[[str], None] = print,
         extra_pip_args: tuple[str, ...] = (), python: str = "") -> dict[str, Any]:
     """Install JAX ``version`` as a runtime (or find it installed); returns its record.
 
-    ``python``: the interpreter to make its venv from (--runtime-python); empty: ``choose_python``'s.
+    ``python``: the interpreter to make its venv from (--python); empty: ``choose_python``'s.
     A version that cannot be installed here raises ValueError before anything is downloaded."""
     pins.check_version(version)
     runtimes_dir = runtimes_dir.expanduser()
@@ -130,7 +130,7 @@ def choose_python(version: str, given: str = "", say: Callable[[str], None] = pr
     needs = _span(supported)
     if not fitting:
         if given:
-            raise ValueError(f"JAX {version} has no jaxlib for {found[0]}: give --runtime-python a Python {needs}.")
+            raise ValueError(f"JAX {version} has no jaxlib for {found[0]}: give --python a Python {needs}.")
         have = ", ".join(dict.fromkeys(p.minor for p in found))
         raise ValueError(f"JAX {version} needs Python {needs} and this host has {have}: {pythons.HOW_TO_GET}.")
     own = pythons.own_base().resolve()

@@ -3,7 +3,7 @@
 JAX 0.11 dropped Python 3.11, so the newest JAX needs a newer Python than
 the one this project may run on. Candidates, each asked for its real
 executable and version (a pyenv shim answers with the interpreter it stands
-for, or fails when pyenv has not selected it): the one ``--runtime-python``
+for, or fails when pyenv has not selected it): the one ``--python``
 names alone when given; else this worker's own base Python, every
 ``python3.N`` on PATH, and pyenv's installs (``$PYENV_ROOT/versions``,
 which a shim refuses to run unless they are selected).
@@ -37,7 +37,7 @@ PROBE = ("import json, sys, importlib.util as u; print(json.dumps({'executable':
 # version from one that needs a Python this host lacks.
 KNOWN_MINORS = (11, 12, 13, 14)
 HOW_TO_GET = ("install one (Debian 13, Ubuntu 24.04: `apt-get install python3.13 python3.13-venv`; "
-              "or `pyenv install 3.13`) or name one with --runtime-python PATH")
+              "or `pyenv install 3.13`) or name one with --python PATH")
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def host_pythons(given: str = "") -> list[HostPython]:
         command = shutil.which(given) or given
         python = probe(command)
         if python is None:
-            raise ValueError(f"--runtime-python {given!r} is not a Python 3 that runs here: give the path of one "
+            raise ValueError(f"--python {given!r} is not a Python 3 that runs here: give the path of one "
                              f"(e.g. /usr/bin/python3.13).")
         return [python]
     paths = list(dict.fromkeys(p for p in candidates() if os.access(p, os.X_OK)))

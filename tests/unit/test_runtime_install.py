@@ -66,7 +66,7 @@ def test_a_jax_that_needs_a_newer_python_than_the_host_has_is_refused_naming_it(
     assert result.returncode == 1
     (line,) = lines(result.stderr)
     assert "JAX 0.12.0.1 needs Python 3.12 to 3.14 and this host has 3.11" in line
-    assert "apt-get install python3.13" in line and "--runtime-python" in line
+    assert "apt-get install python3.13" in line and "--python" in line
     assert nothing_made(tmp_path, "0.12.0.1")
     # The worker says the same where the version is offered: /readyz and the page show it.
     problem = store.missing_reason(tmp_path / "runtimes", "0.12.0.1")
@@ -90,10 +90,10 @@ def test_an_unknown_version_is_refused_with_released_ones(tmp_path, index):
 
 
 def test_a_given_python_too_old_for_the_version_is_refused(tmp_path, index):
-    result = add(tmp_path, index, "0.11.2", "--runtime-python", str(pythons.own_base()))
+    result = add(tmp_path, index, "0.11.2", "--python", str(pythons.own_base()))
     assert result.returncode == 1
     (line,) = lines(result.stderr)
-    assert "JAX 0.11.2 has no jaxlib for Python 3.11" in line and "give --runtime-python a Python 3.12 to 3.13" in line
+    assert "JAX 0.11.2 has no jaxlib for Python 3.11" in line and "give --python a Python 3.12 to 3.13" in line
     assert nothing_made(tmp_path, "0.11.2")
 
 
