@@ -5,16 +5,12 @@ its line (sandbox/runtimes/pins.py; the worker's own: pyproject.toml's ``worker-
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
-
 import pytest
 
-from jaxplay.sandbox.runtimes import pins
+from jaxplay.sandbox.runtimes import install, pins
 from tests.conftest import done_of, output_text
 from tests.live_server import LiveServer
 
-PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 # What a program imports, for each library the issue lists and the others the extra pins.
 MODULES = ("optax", "flax", "flax.nnx", "equinox", "chex", "einops", "jaxtyping", "orbax.checkpoint", "scipy",
            "scipy.optimize", "pandas", "diffrax", "lineax", "optimistix", "numpyro", "sklearn")
@@ -27,9 +23,9 @@ def live(live_on_runtime: LiveServer) -> LiveServer:
 
 
 def pinned_versions(live: LiveServer) -> dict[str, str]:
-    """The worker-libs, at the versions pinned for the line of the JAX the server's runs get."""
-    extra = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]["worker-libs"]
-    pinned = dict(requirement.split("==") for requirement in extra)
+    """The worker-libs, at the versions pinned for the line of the JAX the server's runs get (the worker's
+    own: pyproject.toml's, for this Python)."""
+    pinned = install.newest_pins()
     (cpu,) = [b for b in live.get_json("/api/backends")["backends"] if b["name"] == "cpu"]
     line = pins.LINES.get(pins.line_of(cpu["jax_version"]))
     return {name: line.libraries[name] for name in pinned} if line else pinned
