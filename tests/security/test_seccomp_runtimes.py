@@ -9,10 +9,12 @@ here as a failed program.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
+from jaxplay.sandbox.runtimes.store import version_key
 from tests import gpu_double
 from tests.live_server import LiveServer, done_of, output_text
 from tests.runtimes_server import TEST_RUNTIMES, runtimes_server
@@ -24,6 +26,11 @@ PROGRAMS = [EXAMPLES / "default.py", *sorted((EXAMPLES / "gallery").glob("*.py")
             *sorted((ROOT / "tests" / "syscall_corpus").glob("*.py"))]
 # What a Python exception of a program that ran into the filter would name.
 FILTER_SYMPTOMS = ("Function not implemented", "Operation not permitted", "Bad system call")
+# None: a run that names no runtime, which gets the newest offered; the worker's own JAX by name; each
+# test runtime (the newest among them is the default's, so it is not run twice).
+OWN_JAX = metadata.version("jax")
+NEWEST = max([OWN_JAX, *TEST_RUNTIMES], key=version_key)
+RUNTIMES = [None, *dict.fromkeys(v for v in [OWN_JAX, *TEST_RUNTIMES] if v != NEWEST)]
 
 pytestmark = [pytest.mark.live, pytest.mark.attack("kernel surface")]
 
@@ -34,20 +41,22 @@ def server() -> Iterator[LiveServer]:
         yield live
 
 
-@pytest.mark.parametrize("runtime", [None, *TEST_RUNTIMES], ids=lambda r: r or "default")
+@pytest.mark.parametrize("runtime", RUNTIMES, ids=lambda r: r or f"default-{NEWEST}")
 def test_every_runtime_runs_the_gallery_and_the_corpus_under_the_filter(server: LiveServer,
                                                                        runtime: str | None) -> None:
     failed = []
     for path in PROGRAMS:
         events = server.run(path.read_text(), timeout=300, **({"runtime": runtime} if runtime else {}))
         done = done_of(events)
+        started = next(e for e in events if e["type"] == "started")
+        assert started["jax_version"] == (runtime or NEWEST), started
         errors = [e for e in events if e["type"] == "error"]
         text = output_text(events, "stderr") + " ".join(str(e.get("message")) for e in errors)
         if any(symptom in text for symptom in FILTER_SYMPTOMS) or done["status"] not in ("ok", "error"):
             failed.append((path.name, done["status"], text[-600:]))
         elif done["status"] == "error" and (runtime is None or path.parent.name != "gallery"):
-            # The gallery is written for the newest JAX: only on an older runtime may an example raise
-            # (an API that JAX lacks). Everything else must end ok.
+            # The gallery is written for the newest JAX, the default: only on an older runtime may an
+            # example raise (an API that JAX lacks). Everything else must end ok.
             failed.append((path.name, errors[:1]))
     assert failed == []
 
