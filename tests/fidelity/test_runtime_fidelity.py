@@ -83,7 +83,7 @@ def both_ways(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
     interpreter = interpreter_of(request.param)
     folder = tmp_path_factory.mktemp("said")
     played = run_programs([with_say(name, folder / f"{name}.runner") for name in PROGRAMS], cwd=str(REPO),
-                          interpreter=interpreter, env=ENV)
+                          env=ENV, python=interpreter or sys.executable)
     said = {}
     for name, events in zip(PROGRAMS, played, strict=True):
         assert not [e for e in events if e["type"] == "error"], events

@@ -11,6 +11,7 @@ The ``correct`` programs run without an error or a hint everywhere.
 from __future__ import annotations
 
 import re
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def runtime_outcomes(request: pytest.FixtureRequest) -> tuple[str, dict[str, lis
         interpreter = str(store.folder_for(runtimes_dir(), version) / "bin" / "python")
     programs = {f"{hint.name}:failing": hint.failing for hint in HINTS}
     programs |= {f"{hint.name}:correct": hint.correct for hint in HINTS}
-    results = run_programs(list(programs.values()), cwd=str(REPO), interpreter=interpreter, env=ENV)
+    results = run_programs(list(programs.values()), cwd=str(REPO), env=ENV,
+                           python=interpreter or sys.executable)
     return version or metadata.version("jax"), dict(zip(programs, results, strict=True))
 
 
