@@ -133,10 +133,10 @@ class WorkerAgent:
         self.pools = {own.name: own, **others}
         for pool in others.values():
             self.fill_on_first_use(pool)
-        self.default_runtime = agent_runtimes.default_of(self.settings.default_runtime, own.name, self.pools)
+        default = agent_runtimes.default_of(self.settings.default_runtime, own.name, self.pools)
+        self.default_runtime = await agent_runtimes.warm_default(self.pools, own, default, len(devices), self.name)
         entries = [agent_runtimes.entry(own.name, self.description, False), *listed]
         self.runtime_entries = agent_runtimes.marked_default(entries, self.default_runtime)
-        await self.warm_default(own, len(devices))
         asyncio.create_task(agent_runtimes.sweep_idle(self.pools, max(1.0, min(30.0, self.settings.runtime_idle_s / 4))))
         self.seats = Seats(len(devices))
         asyncio.create_task(peaks.forever(self.peak_changed))
@@ -163,26 +163,6 @@ class WorkerAgent:
             await own.close()
             raise WorkerCannotStart(refusal)
         return own
-
-    async def warm_default(self, own: RuntimePool, seats: int) -> None:
-        """The default runtime is what a new visitor's run gets: warm on every seat, never stopped for
-        being idle. When that is another runtime than the worker's own JAX, the own one becomes a runtime
-        like the others, stopped when idle; the default's sandboxes start now, on every seat."""
-        default = self.pools[self.default_runtime]
-        if default is own:
-            return
-        own.stays_warm, default.stays_warm = False, True
-        try:
-            await default.start(list(range(seats)))
-        except Exception as exc:  # its probe passed a moment ago: say so, and fall back to the own JAX
-            log.warning("JAX %s could not start on every seat (%s): runs that name no runtime get JAX %s",
-                        default.name, exc, own.name)
-            await default.close()
-            own.stays_warm, default.stays_warm = True, False
-            self.default_runtime = own.name
-            self.runtime_entries = agent_runtimes.marked_default(self.runtime_entries, own.name)
-            return
-        log.info("worker %s: runs that name no runtime get JAX %s (the newest offered)", self.name, default.name)
 
     def runtime_sandboxes(self, backend: str, version: str, runtime: SandboxRuntime) -> SandboxFactory:
         """Sandboxes of another JAX runtime: their own compile caches (entries of one JAX never serve another)."""

@@ -4,7 +4,9 @@ At start each listed runtime is checked once: its interpreter lists what its
 sandbox must expose, one sandbox starts and probes it (the versions and libraries
 it reports go into the hello), and the sandbox stops again, so a runtime holds
 no memory until its first run. A runtime that is missing, failed to install or
-fails its probe is offered with its ``problem``: the others serve runs.
+fails its probe is offered with its ``problem``: the others serve runs. The
+default runtime (``--default-runtime``: the newest offered unless told) starts
+on every seat at once and stays warm (``warm_default``).
 """
 
 from __future__ import annotations
@@ -84,6 +86,28 @@ def default_of(wanted: str, own_version: str, pools: dict[str, RuntimePool]) -> 
     if wanted in pools:
         return wanted
     return max(pools, key=store.version_key)
+
+
+async def warm_default(pools: dict[str, RuntimePool], own: RuntimePool, default: str, seats: int,
+                       worker: str) -> str:
+    """The default runtime is what a new visitor's run gets: warm on every seat, never stopped for being
+    idle. When that is another runtime than the worker's own JAX, the own one becomes a runtime like the
+    others, stopped when idle; the default's sandboxes start now, on every seat. Returns the default in
+    force: the worker's own JAX where the other could not start."""
+    pool = pools[default]
+    if pool is own:
+        return default
+    own.stays_warm, pool.stays_warm = False, True
+    try:
+        await pool.start(list(range(seats)))
+    except Exception as exc:  # its probe passed a moment ago: say so, and fall back to the own JAX
+        log.warning("JAX %s could not start on every seat (%s): runs that name no runtime get JAX %s",
+                    pool.name, exc, own.name)
+        await pool.close()
+        own.stays_warm, pool.stays_warm = True, False
+        return own.name
+    log.info("worker %s: runs that name no runtime get JAX %s (--default-runtime)", worker, pool.name)
+    return default
 
 
 def marked_default(entries: list[wp.WorkerRuntime], default: str) -> list[wp.WorkerRuntime]:
