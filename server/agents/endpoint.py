@@ -55,9 +55,10 @@ class AgentEndpoint:
         self.settings = settings
         self.tools = tools
         self.tokens = tokens
+        self.max_body_bytes = JSON_ESCAPE_FACTOR * settings.max_code_bytes + (1 << 20)
         self.manager = StreamableHTTPSessionManager(
             app=tools.server._lowlevel_server, json_response=True, stateless=True,
-            max_request_body_size=JSON_ESCAPE_FACTOR * settings.max_code_bytes + (1 << 20))
+            max_request_body_size=self.max_body_bytes)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -75,6 +76,12 @@ class AgentEndpoint:
         identity = await self.identify(headers.get("authorization"), identity_of(scope))
         if isinstance(identity, JSONResponse):
             await identity(scope, receive, send)
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:  # one sent in chunks: the SDK counts them
+            await refusal(413, f"This request is {int(declared)} bytes; /mcp takes at most {self.max_body_bytes} "
+                               f"(a program is at most {self.settings.max_code_bytes} bytes here: send a shorter "
+                               "one).")(scope, receive, send)
             return
         scope[SCOPE_KEY] = identity
         await self.answer_unless_gone(scope, receive, send)
