@@ -347,3 +347,25 @@ def test_no_secret_reaches_the_log_the_access_log_or_metrics(server: LiveServer,
     assert '"POST /mcp"' in log and "jaxplay.access" in log
     for secret in (token, token[4:], digest):
         assert secret not in log and secret not in metrics
+
+
+def test_a_token_opening_more_calls_than_a_browser_may_is_refused_saying_so() -> None:
+    """Connection exhaustion: each open tool call holds one of its client's connections, as a tab does;
+    past --max-connections-per-client the next is refused, and an abandoned one gives its back."""
+    with running_server(["--max-connections-per-client", "2", "--max-runs-per-client", "4"]) as live:
+        greedy = issue_token(live.log_path.parent, "greedy")
+        slow = {"code": "import time\ntime.sleep(3)\nprint('held')", "flags": {"fresh": True}}
+
+        async def scenario():
+            held = [asyncio.create_task(call_tool(live.http_url, greedy, "run", slow)) for _ in range(2)]
+            await asyncio.sleep(1.5)
+            refused = await call_tool(live.http_url, greedy, "run", {"code": "print('third')"})
+            return refused, await asyncio.gather(*held)
+
+        refused, held = asyncio.run(scenario())
+        after = call(live.http_url, greedy, "run", code="print('after')")
+    assert all(result.structured_content["stdout"] == "held\n" for result in held)
+    assert refused.is_error, refused.structured_content
+    message = refused.content[0].text
+    assert "the limit is 2" in message and "tool calls" in message and "wait for one" in message, message
+    assert after.structured_content["stdout"] == "after\n"
