@@ -16,8 +16,8 @@ Every request, before the SDK sees it:
 
 The transport is stateless with JSON answers: each POST is one JSON-RPC
 message answered in full, so a request holds nothing between calls and any
-replica may answer it. The SDK's session manager runs inside the app's
-lifespan (``running``).
+replica may answer it, and there is no stream to listen on (a GET is 405).
+The SDK's session manager runs inside the app's lifespan (``running``).
 """
 
 from __future__ import annotations
@@ -76,6 +76,12 @@ class AgentEndpoint:
         identity = await self.identify(headers.get("authorization"), identity_of(scope))
         if isinstance(identity, JSONResponse):
             await identity(scope, receive, send)
+            return
+        if scope["method"] == "GET":
+            # A stateless server has nothing to send outside an answer; the SDK would hold the stream open
+            # forever, a connection no limit counts. 405 is the spec's word for "no stream here".
+            await refusal(405, "This server's /mcp is stateless: it answers each POST in full and offers no stream "
+                               "to listen on; send requests as POSTs.", Allow="POST")(scope, receive, send)
             return
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body_bytes:  # one sent in chunks: the SDK counts them

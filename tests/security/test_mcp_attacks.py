@@ -337,18 +337,6 @@ def test_a_server_killed_mid_call_fails_the_call_and_its_token_works_after_resta
         second.stop()
 
 
-def test_no_secret_reaches_the_log_the_access_log_or_metrics(server: LiveServer, token: str) -> None:
-    """Last in this module: every attack above has been logged by now, at DEBUG."""
-    assert call(server.http_url, token, "run", code="print('last')").structured_content["stdout"] == "last\n"
-    digest = hashlib.sha256(token.encode()).hexdigest()
-    log = server.log_path.read_text()
-    with httpx2.Client(timeout=30) as http:
-        metrics = http.get(server.http_url + "/metrics").text
-    assert '"POST /mcp"' in log and "jaxplay.access" in log
-    for secret in (token, token[4:], digest):
-        assert secret not in log and secret not in metrics
-
-
 def test_a_token_opening_more_calls_than_a_browser_may_is_refused_saying_so() -> None:
     """Connection exhaustion: each open tool call holds one of its client's connections, as a tab does;
     past --max-connections-per-client the next is refused, and an abandoned one gives its back."""
@@ -369,3 +357,26 @@ def test_a_token_opening_more_calls_than_a_browser_may_is_refused_saying_so() ->
     message = refused.content[0].text
     assert "the limit is 2" in message and "tool calls" in message and "wait for one" in message, message
     assert after.structured_content["stdout"] == "after\n"
+
+
+def test_a_listening_stream_cannot_hold_a_connection_no_limit_counts(server: LiveServer, token: str) -> None:
+    """Connection exhaustion: a stateless server sends nothing outside an answer, so a GET's event stream
+    would stay open forever, counted by no per-client limit. It is refused at once instead."""
+    with httpx2.Client(timeout=10) as http:
+        streams = [http.get(server.http_url + "/mcp", headers={
+            "Authorization": f"Bearer {token}", "Accept": "text/event-stream"}) for _ in range(3)]
+    for listening in streams:
+        assert listening.status_code == 405 and listening.headers["allow"] == "POST"
+        assert "send requests as POSTs" in listening.json()["error"]["message"]
+
+
+def test_no_secret_reaches_the_log_the_access_log_or_metrics(server: LiveServer, token: str) -> None:
+    """Last in this module: every attack above has been logged by now, at DEBUG."""
+    assert call(server.http_url, token, "run", code="print('last')").structured_content["stdout"] == "last\n"
+    digest = hashlib.sha256(token.encode()).hexdigest()
+    log = server.log_path.read_text()
+    with httpx2.Client(timeout=30) as http:
+        metrics = http.get(server.http_url + "/metrics").text
+    assert '"POST /mcp"' in log and "jaxplay.access" in log
+    for secret in (token, token[4:], digest):
+        assert secret not in log and secret not in metrics
