@@ -252,7 +252,7 @@ def test_a_client_that_goes_away_mid_call_stops_its_run(server: LiveServer, toke
     gave_up = time.monotonic()
     wait_until(lambda: metric_total(server, "jaxplay_slots_busy") == 0, 30, "the abandoned run's slot freed")
     assert time.monotonic() - gave_up < 10  # not the 21 s more it would have slept
-    assert "went away before its answer" in server.log_path.read_text()
+    assert "hung up before its answer" in server.log_path.read_text()
 
 
 def test_a_token_removed_during_a_call_ends_at_the_next_request(server: LiveServer) -> None:
