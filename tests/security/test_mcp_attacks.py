@@ -149,7 +149,7 @@ def test_oversized_nested_batched_and_unknown_requests_are_refused_before_anythi
     assert batch.status_code == 400  # one message per request: a batch cannot fan out 50 runs
     assert unknown.json()["result"]["isError"] and "Unknown tool: exec" in unknown.text
     assert huge_code.json()["result"]["isError"]
-    assert "this server runs programs of at most 262144 bytes" in huge_code.text
+    assert "the limit is 262144 bytes" in huge_code.text and "Shorten the program" in huge_code.text
     assert runs_ended(server) == before + 1  # the huge program alone, told "rejected", as a browser's is
 
 
