@@ -110,6 +110,8 @@ def test_another_sites_page_cannot_make_a_visitors_browser_call_mcp() -> None:
                 "two origins": http.post(url, content=program, headers=[
                     *MCP_HEADERS.items(), ("Origin", live.http_url), ("Origin", "http://evil.example")]),
             }
+            # A token nobody issued is refused even here: a revoked assistant is told so, not let in anonymously.
+            unknown_token = send(Authorization="Bearer jxp_revoked")
             assert runs_ended(live) == before
             own_page = send(Origin=live.http_url)
         for what, response in attacks.items():
@@ -119,6 +121,7 @@ def test_another_sites_page_cannot_make_a_visitors_browser_call_mcp() -> None:
         assert "Content-Type: application/json" in attacks["form"].text
         assert "'null'" in attacks["sandboxed frame"].text
         assert "does not answer to the host name" in attacks["rebound host"].text
+        assert unknown_token.status_code == 401 and "not one this server issued" in unknown_token.text
         assert own_page.status_code == 200 and "csrf" in own_page.text
 
 
