@@ -6,6 +6,14 @@ stdout and of stderr, ``IR_LIMIT`` of each jaxpr, StableHLO and HLO, and
 ``DIFF_LIMIT`` of each difference between runtimes. What is cut is said in
 the answer's ``cut``, with the full size, and the link to the recorded run
 holds the whole (as the worker bounded it).
+
+What a program wrote reaches its person too: assistants show tool answers
+in a terminal. So a program's text is made ``visible``: colour codes are
+dropped and every other control character (an escape sequence that clears
+the screen or writes the clipboard, a carriage return over earlier text, a
+right-to-left override) is written out as ``\x1b``. In the text form each
+of its lines is indented under its heading, so no line a program prints
+reads as one of the answer's own (``link: ...``).
 """
 
 from __future__ import annotations
@@ -37,6 +45,19 @@ PACKED = re.compile(r'<script type="application/octet-stream"\s*>\s*([A-Za-z0-9+
 SPACES = re.compile(r"\s+")
 UNPACKED_LIMIT = 1 << 20
 SCRIPT = re.compile(r"<(script|style)\b.*?</\1\s*>", re.DOTALL | re.IGNORECASE)
+COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+INDENT = "  "
+
+
+def visible(text: str) -> str:
+    """``text`` without colour codes, each other control character written out (tab and newline kept)."""
+    text = COLOUR.sub("", text.replace("\r\n", "\n"))
+    return CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def indented(text: str) -> str:
+    return "\n".join(INDENT + line for line in text.split("\n"))
 
 
 def bounded(text: str, limit: int, what: str, cut: list[str]) -> str:
@@ -77,8 +98,9 @@ def error_of(events: list[dict[str, Any]]) -> ErrorAnswer | None:
     error = next((e for e in events if e.get("type") == "error"), None)
     if error is None:
         return None
-    return ErrorAnswer(ename=str(error.get("ename", "Error")), message=str(error.get("message", "")),
-                       line=error.get("line"), hint=error.get("hint"))
+    hint = error.get("hint")
+    return ErrorAnswer(ename=visible(str(error.get("ename", "Error"))), message=visible(str(error.get("message", ""))),
+                       line=error.get("line"), hint=None if hint is None else visible(str(hint)))
 
 
 def run_answer(run: AgentRun, link: str | None = None, link_note: str | None = None) -> RunAnswer:
@@ -86,12 +108,12 @@ def run_answer(run: AgentRun, link: str | None = None, link_note: str | None = N
     started = next((e for e in events if e.get("type") == "started"), {})
     devices = started.get("devices") or {}
     cut: list[str] = []
-    stdout = bounded("".join(str(e.get("text", "")) for e in events if e.get("type") == "stdout"), TEXT_LIMIT,
-                     "stdout", cut)
-    stderr = bounded("".join(str(e.get("text", "")) for e in events if e.get("type") == "stderr"), TEXT_LIMIT,
-                     "stderr", cut)
+    stdout = bounded(visible("".join(str(e.get("text", "")) for e in events if e.get("type") == "stdout")),
+                     TEXT_LIMIT, "stdout", cut)
+    stderr = bounded(visible("".join(str(e.get("text", "")) for e in events if e.get("type") == "stderr")),
+                     TEXT_LIMIT, "stderr", cut)
     result = next((e for e in events if e.get("type") == "display" and e.get("role") == "result"), None)
-    value = None if result is None else bounded(value_text(result), VALUE_LIMIT, "value", cut)
+    value = None if result is None else bounded(visible(value_text(result)), VALUE_LIMIT, "value", cut)
     notices = [str(e.get("message", "")) for e in events if e.get("type") == "notice"]
     if run.dropped:
         cut.append(f"{run.dropped} events were left out: the run sent more than this server keeps for one answer")
@@ -116,17 +138,17 @@ def run_text(answer: RunAnswer) -> str:
     if answer["message"] and answer["status"] != "ok":
         lines.append(f"message: {answer['message']}")
     if answer["stdout"]:
-        lines += ["stdout:", answer["stdout"].rstrip("\n")]
+        lines += ["stdout:", indented(answer["stdout"].rstrip("\n"))]
     if answer["stderr"]:
-        lines += ["stderr:", answer["stderr"].rstrip("\n")]
+        lines += ["stderr:", indented(answer["stderr"].rstrip("\n"))]
     error = answer["error"]
     if error is not None:
         where_line = f" (line {error['line']})" if error["line"] else ""
-        lines.append(f"error{where_line}: {error['ename']}: {error['message']}")
+        lines += [f"error{where_line}: {error['ename']}:", indented(error["message"])]
         if error["hint"]:
-            lines.append(f"hint: {error['hint']}")
+            lines += ["hint:", indented(error["hint"])]
     if answer["value"] is not None:
-        lines += ["value:", answer["value"]]
+        lines += ["value:", indented(answer["value"])]
     lines += [f"cut: {note}" for note in answer["cut"]]
     if answer["link"]:
         lines.append(f"link: {answer['link']}")
@@ -140,14 +162,14 @@ def compiled_functions(run: AgentRun, function: str | None, cut: list[str]) -> l
     for event in run.events:
         if event.get("type") != "compiled":
             continue
-        name = str(event.get("fn", ""))
+        name = visible(str(event.get("fn", "")))
         if function is not None and function not in (name, name.rsplit(".", 1)[-1]):
             continue
         truncated = event.get("truncated") or {}
         for artifact, size in truncated.items():
             cut.append(f"{name} {artifact}: the worker kept the first {event.get('artifact_limit_bytes')} of "
                        f"{size} bytes")
-        irs = {a: bounded(str(event.get(a) or ""), IR_LIMIT, f"{name} {a}", cut) for a in IR_ARTIFACTS}
+        irs = {a: bounded(visible(str(event.get(a) or "")), IR_LIMIT, f"{name} {a}", cut) for a in IR_ARTIFACTS}
         found.append(CompiledFunction(
             function=name, key=str(event.get("key", "")), line=event.get("line"), signature=event.get("signature"),
             jaxpr=irs["jaxpr"], stablehlo=irs["stablehlo"], hlo=irs["hlo"], cost=event.get("cost"),

@@ -16,8 +16,8 @@ Every request, before the SDK sees it:
 
 The transport is stateless with JSON answers: each POST is one JSON-RPC
 message answered in full, so a request holds nothing between calls and any
-replica may answer it. The SDK's session manager runs inside the app's
-lifespan (``running``).
+replica may answer it, and there is no stream to listen on (a GET is 405).
+The SDK's session manager runs inside the app's lifespan (``running``).
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ class AgentEndpoint:
         self.settings = settings
         self.tools = tools
         self.tokens = tokens
+        self.max_body_bytes = JSON_ESCAPE_FACTOR * settings.max_code_bytes + (1 << 20)
         self.manager = StreamableHTTPSessionManager(
             app=tools.server._lowlevel_server, json_response=True, stateless=True,
-            max_request_body_size=JSON_ESCAPE_FACTOR * settings.max_code_bytes + (1 << 20))
+            max_request_body_size=self.max_body_bytes)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -75,6 +76,18 @@ class AgentEndpoint:
         identity = await self.identify(headers.get("authorization"), identity_of(scope))
         if isinstance(identity, JSONResponse):
             await identity(scope, receive, send)
+            return
+        if scope["method"] == "GET":
+            # A stateless server has nothing to send outside an answer; the SDK would hold the stream open
+            # forever, a connection no limit counts. 405 is the spec's word for "no stream here".
+            await refusal(405, "This server's /mcp is stateless: it answers each POST in full and offers no stream "
+                               "to listen on; send requests as POSTs.", Allow="POST")(scope, receive, send)
+            return
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body_bytes:  # one sent in chunks: the SDK counts them
+            await refusal(413, f"This request is {int(declared)} bytes; /mcp takes at most {self.max_body_bytes} "
+                               f"(a program is at most {self.settings.max_code_bytes} bytes here: send a shorter "
+                               "one).")(scope, receive, send)
             return
         scope[SCOPE_KEY] = identity
         await self.answer_unless_gone(scope, receive, send)

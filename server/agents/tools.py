@@ -239,7 +239,19 @@ class _Entered:
         try:
             return await self.client.__aenter__()
         except AgentRefusal as refusal:
-            raise ToolError(str(refusal)) from None
+            raise ToolError(self.worded_for_an_assistant(refusal)) from None
+
+    def worded_for_an_assistant(self, refusal: AgentRefusal) -> str:
+        """The scheduler words its limit on a client's connections for tabs; an assistant holds tool calls."""
+        client = self.client
+        limit = client.scheduler.settings.max_connections_per_client
+        held = client.scheduler.connections[client.session_id]
+        if refusal.reason != "connection_limit" or held < limit:
+            return str(refusal)  # the network's limit: its tabs and assistants together, as worded
+        who = "This token already has" if client.session_id.startswith("agent:") else \
+            "Calls without a token and the page's connections without its session cookie from your network have"
+        return (f"{who} {held} tool calls or connections open here (the limit is {limit}, "
+                "--max-connections-per-client); wait for one to answer before making another.")
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.client.__aexit__(*exc_info)
