@@ -109,9 +109,11 @@ def create_app(settings: Settings) -> Starlette:
         return JSONResponse({"version": __version__, "backends": state.scheduler.backends(),
                              "default": state.scheduler.default_backend(), "problems": worker_problems(state)})
 
-    async def flags(request: Request) -> JSONResponse:
+    flags_catalogue = page_assets.ConstantJson(run_flags.catalogue())
+
+    async def flags(request: Request) -> Response:
         """The JAX options and XLA flags a run may set (jaxplay/run_flags.py), for the page's flags editor."""
-        return JSONResponse(run_flags.catalogue(), headers={"Cache-Control": "no-cache"})
+        return flags_catalogue.answer(request)
 
     async def metrics_page(request: Request) -> Response:
         refused = metrics_access.refusal(request, settings)

@@ -91,6 +91,17 @@ def test_a_compressed_copy_is_not_served_by_its_own_name(client):
     assert client.get(script + ".gz").status_code == 404
 
 
+def test_the_flags_allow_list_is_gzipped_and_a_second_visit_gets_a_304_with_no_body(client):
+    first = client.get("/api/flags", headers={"Accept-Encoding": "gzip, br"})
+    assert first.status_code == 200 and first.headers["content-encoding"] == "gzip"
+    assert first.json()["xla"] and first.headers["cache-control"] == "no-cache"
+    assert int(first.headers["content-length"]) < len(first.content) / 3  # the catalogue compresses well
+    again = client.get("/api/flags", headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    plain = client.get("/api/flags", headers={"Accept-Encoding": "identity", "If-None-Match": '"other"'})
+    assert plain.status_code == 200 and "content-encoding" not in plain.headers and plain.json() == first.json()
+
+
 def test_the_api_index_is_sent_gzipped_and_an_older_generators_file_is_served_when_none_can_be_made(tmp_path):
     folder = tmp_path / "api-index"
     folder.mkdir()
