@@ -85,6 +85,7 @@ class CompiledEvent(TypedDict, total=False):
     memory: dict[str, JsonValue] | None
     phases_ms: dict[str, float]
     persistent_cache_hit: bool
+    lowered_module_cached: bool
     cache_miss_reason: str | None
     eqn_counts: dict[str, JsonValue] | None
     capture_errors: list[str]

@@ -55,6 +55,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jaxplay import worker_protocol as wp
+from jaxplay.sandbox.caches import lowered_modules
 from jaxplay.sandbox.capture import (
     jit_artifacts,
     jit_libraries,
@@ -91,12 +92,14 @@ logger = logging.getLogger("jaxplay.sandbox.inspect")
 class CallFrame:
     """What JAX reported while one top-level jitted call ran on this thread."""
 
-    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "record", "compiling_sent")
+    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "lowered_module_cached", "record",
+                 "compiling_sent")
 
     def __init__(self, record: FunctionRecord | None = None) -> None:
         self.phases_ms: dict[str, float] = {}
         self.explanations: list[str] = []
         self.persistent_cache_hit = False
+        self.lowered_module_cached = False
         self.record = record
         self.compiling_sent = False
 
@@ -198,6 +201,13 @@ def _on_event(event: str, **_: Any) -> None:
         stack = getattr(_state.local, "frames", None)
         if stack:
             stack[-1].persistent_cache_hit = True
+
+
+def _on_lowered_module_cached() -> None:
+    """The module came from the lowered-module cache (sandbox/caches/lowered_modules.py): nothing lowered."""
+    stack = getattr(_state.local, "frames", None)
+    if stack:
+        stack[-1].lowered_module_cached = True
 
 
 class _ExplainFilter(logging.Filter):
@@ -347,7 +357,7 @@ class CapturedJit:
         finally:
             stack.pop()
         elapsed_s = time.perf_counter() - start
-        compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit
+        compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit or frame.lowered_module_cached
         key = None if compiled_now else record.key_of_call(args, kwargs)
         failure = oom_link.Failure(record.fn, record.line, "execute", {"key": key})
         self._count_call(record, start, out, compiled_now, key, failure)
@@ -437,6 +447,7 @@ class CapturedJit:
             "signature": jit_artifacts.signature_text(arguments), "arguments": arguments,
             "outputs": outputs,
             "phases_ms": phases, "persistent_cache_hit": frame.persistent_cache_hit,
+            "lowered_module_cached": frame.lowered_module_cached,
             "cache_miss_reason": reason,
         }
         target = _state.passes_target
@@ -589,11 +600,13 @@ def install(run: wp.SandboxRun) -> None:
     oom_link.clear()
     # Our own frames (runner, capture, playground helpers) are not the user's
     # code: keep them out of IR source locations, as JAX does with its own.
-    source_info_util.register_exclusion(_sandbox_directory() + os.sep)
-    source_info_util.register_exclusion("<frozen runpy>")
+    for path in (_sandbox_directory() + os.sep, "<frozen runpy>"):
+        if path not in source_info_util._exclude_paths:
+            source_info_util.register_exclusion(path)
     if not _state.listeners_registered:
         jax.monitoring.register_event_duration_secs_listener(_on_duration)
         jax.monitoring.register_event_listener(_on_event)
+        lowered_modules.HIT_LISTENERS.append(_on_lowered_module_cached)
         for name in EXPLAIN_LOGGERS:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True

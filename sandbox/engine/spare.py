@@ -43,6 +43,7 @@ Invariants, each relied on elsewhere:
 
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import select
@@ -371,6 +372,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
     from jaxplay.sandbox import capture
 
     capture.prepare()
+    gc.freeze()  # what preparing made lives as long as the run: its collections need not walk it
     if isolated:
         # Prepared: the worker's log (fd 2 until now) is no longer this process's to write, and the holder
         # (which copies every fd open now, and which the run can see) must not hold it.

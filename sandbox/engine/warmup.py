@@ -46,7 +46,10 @@ def use_persistent_cache(path: str) -> None:
     """
     import jax
 
+    from jaxplay.sandbox.caches import lowered_modules
+
     read_only_entries_are_hits()
+    lowered_modules.install()  # a lowering JAX did in an earlier run is loaded, not done again
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)

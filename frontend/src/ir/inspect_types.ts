@@ -32,6 +32,7 @@ export interface CompiledEvent {
   outputs: string | null;
   phases_ms: Record<Phase, number>;
   persistent_cache_hit: boolean;
+  lowered_module_cached?: boolean;
   cache_miss_reason: string | null;
   jaxpr: string;
   stablehlo: string;

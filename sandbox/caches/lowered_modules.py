@@ -1,0 +1,399 @@
+"""Lowered modules kept between runs: a run that traces what an earlier run traced loads the module.
+
+JAX keys its persistent compilation cache on the lowered MLIR module, so even
+a run whose every executable is cached lowers each program first (about 3 ms a
+module here, most of a warm re-run's time). ``install`` puts a cache in front
+of JAX's lowering (``pxla._cached_lowering_to_hlo``): its key is everything the
+lowering reads (``lowering_key``: the traced program with its source locations
+and effects, shardings, backend, versions, configuration, flags); a hit parses
+the module JAX wrote last time (MLIR bytecode, with its locations) instead of
+lowering. Tracing still happens in every run, as in plain Python, so trace-time
+prints, warnings and errors are the program's own.
+
+An entry also holds the bytes JAX hashes into the persistent cache's key for
+that module (``cache_key._hash_computation``: the module re-serialized,
+without locations unless a program's IR is shown), recorded the first time:
+a hit then skips that serialization too.
+
+Entries are files ``<module>-<key>-lowered`` in JAX's persistent cache folder,
+beside its executables, so they live where the executables live and obey the
+same rules (``sandbox/caches/mounts.py``, docs/security.md): a run writes its
+own layer, its init saves the layer into the browser session's folder, the
+session's later runs read them, and the shared folder is written only by the
+trusted fill. An entry is code its session wrote, like an executable: a bad
+one makes JAX lower as usual, a crafted one can only change that session's
+own results, which are never served to another session.
+
+Only modules that hold nothing but the module are kept: no host callbacks, no
+kept-alive Python objects, no effects, no shape polymorphism.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from jaxplay.sandbox.caches import lowering_key
+from jaxplay.sandbox.caches.lowering_key import KeyWriter, Uncacheable
+
+log = logging.getLogger("jaxplay.sandbox.lowering")
+
+ENTRY_SUFFIX = "-lowered"
+MAGIC = b"jaxplay-lowered 1\n"
+MLIR_BYTECODE = b"ML\xefR"  # how every module JAX serializes starts
+MAX_HEADER_BYTES = 4096
+MAX_ENTRY_BYTES = 64 << 20
+UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
+PENDING_LIMIT = 256  # modules not yet hashed (``jit(f).lower()`` alone): the oldest are forgotten
+
+
+@dataclass
+class Counts:
+    """What the cache did in this process (the bench and the tests read them)."""
+    hits: int = 0
+    misses: int = 0
+    refused: int = 0
+    stored: int = 0
+    bad_entries: int = 0
+    key_s: float = 0.0  # CPU time spent keying lowerings
+    load_s: float = 0.0  # and loading hits
+    refusals: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Entry:
+    """A module of this process with its entry: written (or rewritten) once JAX has hashed the module,
+    as then the bytes it hashes are known."""
+    module: Any
+    path: str
+    key: str
+    layout: list[Any]
+    module_bytes: bytes  # as lowered: nothing JAX does to the module later reaches the entry
+    key_bytes: dict[bool, bytes] = field(default_factory=dict)
+    # Other keys JAX gave this very module (its own cache can answer two of our keys with one module).
+    also: list[tuple[str, str]] = field(default_factory=list)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.installed = False
+        self.unavailable: str | None = None  # why this JAX falls back to lowering every time
+        self.counts = Counts()
+        self.lock = threading.Lock()
+        self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
+        self.in_process: dict[str, tuple[Any, ...]] = {}  # lowerings this process did or loaded, by key
+
+
+_state = _State()
+# Called on this thread whenever a lowering was served from the cache (jit_capture marks the compilation).
+HIT_LISTENERS: list[Callable[[], None]] = []
+
+
+def counts() -> Counts:
+    return _state.counts
+
+
+def unavailable() -> str | None:
+    """None once installed; else why this JAX lowers every module as before."""
+    return _state.unavailable if not _state.installed else None
+
+
+def install() -> bool:
+    """Put the cache in front of JAX's lowering; False where this JAX lacks what it needs."""
+    if _state.installed:
+        return True
+    try:
+        from jax._src import cache_key
+        from jax._src.interpreters import mlir, pxla
+    except ImportError as exc:
+        _state.unavailable = f"JAX has no {exc.name}"
+        return False
+    lower = getattr(pxla, "_cached_lowering_to_hlo", None)
+    hash_computation = getattr(cache_key, "_hash_computation", None)
+    if lower is None or hash_computation is None or not hasattr(mlir, "_lowerings"):
+        _state.unavailable = "this JAX lowers through other functions"
+        return False
+    from jax._src import source_info_util
+
+    # JAX writes the stack of the lowering's caller into the module (operations that lowering rules
+    # trace, the module's own name): this wrapper is not the program's, so it is not in that stack.
+    if __file__ not in source_info_util._exclude_paths:
+        source_info_util.register_exclusion(__file__)
+    pxla._cached_lowering_to_hlo = functools.partial(_lower, lower)
+    cache_key._hash_computation = functools.partial(_hash, hash_computation)
+    _state.installed = True
+    return True
+
+
+def _directory() -> str | None:
+    import jax
+
+    return jax.config.jax_compilation_cache_dir or None
+
+
+def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+    """JAX's ``_cached_lowering_to_hlo``, whose arguments differ between versions (and whose names
+    its C++ cache hides): the program comes first, the backend is the one client among them, the
+    module's name is made of the strings (``jit_f``, or ``jit`` and ``f`` before JAX 0.6)."""
+    directory = _directory()
+    if directory is None or not args:
+        return original(*args, **kwargs)
+    started = time.thread_time()
+    try:
+        key = _key(args, kwargs)
+    except Uncacheable as why:
+        _refused(str(why))
+        return original(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - an object the key cannot read: JAX lowers it, as always
+        _refused(f"{type(exc).__name__} while keying")
+        return original(*args, **kwargs)
+    finally:
+        _state.counts.key_s += time.thread_time() - started
+    cached = _state.in_process.get(key)
+    if cached is not None:
+        return cached
+    name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
+    path = os.path.join(directory, _entry_name(name, key))
+    started = time.thread_time()
+    result = _load(path, key)
+    _state.counts.load_s += time.thread_time() - started
+    if result is not None:
+        _state.counts.hits += 1
+        _state.in_process[key] = result
+        _tell_listeners()
+        return result
+    _state.counts.misses += 1
+    result = original(*args, **kwargs)
+    _state.in_process[key] = result  # as JAX's own cache would: the same lowering, the same module
+    layout = _layout(result)
+    if layout is not None:
+        from jax._src.interpreters import mlir
+
+        _remember(_Entry(result[0], path, key, layout, mlir.module_to_bytecode(result[0])))
+    return result
+
+
+def _remember(entry: _Entry) -> None:
+    with _state.lock:
+        known = _state.entries.get(id(entry.module))
+        if known is not None and known.module is entry.module:
+            known.also.append((entry.path, entry.key))
+            return
+        if len(_state.entries) >= PENDING_LIMIT:
+            _state.entries.pop(next(iter(_state.entries)))
+        _state.entries[id(entry.module)] = entry
+
+
+def _tell_listeners() -> None:
+    for listener in HIT_LISTENERS:
+        try:
+            listener()
+        except Exception:  # noqa: BLE001 - a listener's failure is not the lowering's
+            log.debug("a lowered-module listener failed", exc_info=True)
+
+
+def _refused(why: str) -> None:
+    counts = _state.counts
+    counts.refused += 1
+    reason = why.split(" (")[0]
+    counts.refusals[reason] = counts.refusals.get(reason, 0) + 1
+    log.debug("lowering not cached: %s", why)
+
+
+def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    from jax._src.lib import xla_client
+
+    writer = KeyWriter(locations=not lowering_key.eager_operation(args[0]))
+    if not isinstance(args[0], writer.jaxpr_types):
+        raise Uncacheable("not a traced program")
+    if writer.locations:  # where it is lowered from: operations lowering rules make are located there
+        from jax._src import source_info_util
+
+        writer.put("lowered from")
+        writer.location(source_info_util.current())
+    backends = [arg for arg in args if isinstance(arg, xla_client.Client)]
+    if len(backends) != 1:
+        raise Uncacheable("no backend")
+    writer.put(*lowering_key.environment(backends[0]))
+    writer.put("configuration", lowering_key.configuration())
+    for index, value in enumerate(args):
+        writer.put("argument", index)
+        if value is not backends[0]:
+            writer.value(value)
+    for name in sorted(kwargs):
+        writer.put("argument", name)
+        writer.value(kwargs[name])
+    return writer.hexdigest()
+
+
+def _entry_name(module_name: str, key: str) -> str:
+    return f"{UNSAFE_NAME.sub('_', module_name)[:80]}-{key}{ENTRY_SUFFIX}"
+
+
+# --- what the lowering returns besides the module --------------------------------
+# JAX versions return (module, keepalive, host_callbacks, unordered_effects, ordered_effects, [nreps,]
+# tuple_args, shape_poly_state). An entry records the rest by kind, and only when it is empty or plain.
+
+def _layout(result: tuple[Any, ...]) -> list[Any] | None:
+    layout: list[Any] = []
+    for item in result[1:]:
+        if isinstance(item, bool):
+            layout.append(["bool", item])
+        elif isinstance(item, int):
+            layout.append(["int", item])
+        elif item is None:
+            layout.append(["none"])
+        elif isinstance(item, (list, tuple)) and not item:
+            layout.append([type(item).__name__])
+        elif type(item).__name__ == "ShapePolyLoweringState":
+            if item.uses_dim_vars or getattr(item, "has_platform_index_argument", False) or item.dim_vars:
+                return None
+            layout.append(["shape_poly"])
+        else:
+            return None  # host callbacks, kept-alive objects, effects: lowered every time
+    return layout
+
+
+def _rebuild(layout: list[Any]) -> list[Any] | None:
+    from jax._src.interpreters import mlir
+
+    items: list[Any] = []
+    for entry in layout:
+        kind = entry[0] if isinstance(entry, list) and entry else None
+        if kind == "bool" and len(entry) == 2 and isinstance(entry[1], bool):
+            items.append(entry[1])
+        elif kind == "int" and len(entry) == 2 and type(entry[1]) is int:
+            items.append(entry[1])
+        elif kind == "none":
+            items.append(None)
+        elif kind in ("list", "tuple"):
+            items.append([] if kind == "list" else ())
+        elif kind == "shape_poly":  # none of its dimension variables, no platform index: one platform
+            items.append(mlir.ShapePolyLoweringState((), None))
+        else:
+            return None
+    return items
+
+
+# --- entries on disk -------------------------------------------------------------
+
+def _load(path: str, key: str) -> tuple[Any, ...] | None:
+    """The result JAX's lowering would return, from the entry at ``path``; None without a usable one."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_ENTRY_BYTES + 1)
+    except OSError:
+        return None
+    try:
+        header, module_bytes, key_bytes = _parse(data, key)
+        layout = header["result"]
+        rest = _rebuild(layout)
+        if rest is None:
+            raise ValueError("an unknown result layout")
+        from jax._src.interpreters import mlir
+        from jax._src.lib.mlir import ir
+
+        if not module_bytes.startswith(MLIR_BYTECODE):
+            raise ValueError("not MLIR bytecode")
+        context = mlir.make_ir_context()
+        module = ir.Module.parse(module_bytes, context=context)
+        if not ir.StringAttr(module.operation.attributes["sym_name"]).value:
+            raise ValueError("a module without a name")
+    except Exception as exc:  # noqa: BLE001 - a bad entry costs a lowering, never the run
+        _state.counts.bad_entries += 1
+        log.debug("lowered module entry %s unusable: %s", os.path.basename(path), exc)
+        return None
+    _remember(_Entry(module, path, key, layout, module_bytes, key_bytes))
+    return (module, *rest)
+
+
+def _parse(data: bytes, key: str) -> tuple[dict[str, Any], bytes, dict[bool, bytes]]:
+    if len(data) > MAX_ENTRY_BYTES or not data.startswith(MAGIC):
+        raise ValueError("not an entry")
+    end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER_BYTES)
+    if end < 0:
+        raise ValueError("no header")
+    header = json.loads(data[len(MAGIC):end])
+    if not isinstance(header, dict) or header.get("key") != key or not isinstance(header.get("result"), list):
+        raise ValueError("another key")
+    sizes = header.get("sizes")
+    if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes) or len(sizes) != 3:
+        raise ValueError("bad sizes")
+    module_size, without_locations, with_locations = sizes
+    body = data[end + 1:]
+    if len(body) != module_size + without_locations + with_locations or module_size == 0:
+        raise ValueError("truncated")
+    module_bytes = body[:module_size]
+    key_bytes: dict[bool, bytes] = {}
+    if without_locations:
+        key_bytes[False] = body[module_size:module_size + without_locations]
+    if with_locations:
+        key_bytes[True] = body[module_size + without_locations:]
+    return header, module_bytes, key_bytes
+
+
+def _write(entry: _Entry) -> None:
+    parts = [entry.key_bytes.get(False, b""), entry.key_bytes.get(True, b"")]
+    for path, key in [(entry.path, entry.key), *entry.also]:
+        header = json.dumps({"key": key, "result": entry.layout,
+                             "sizes": [len(entry.module_bytes), *map(len, parts)]}).encode()
+        partial = f"{path}+{os.getpid()}"  # a name the session's save leaves behind (mounts.ENTRY_NAME)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # JAX makes its folder at its first entry
+            with open(partial, "wb") as f:
+                f.write(b"".join([MAGIC, header, b"\n", entry.module_bytes, *parts]))
+            os.replace(partial, path)
+        except OSError as exc:  # a read-only or full cache: this run lowered, the next one will too
+            log.debug("lowered module not kept: %s", exc)
+            try:
+                os.unlink(partial)
+            except OSError:
+                pass
+            return
+        _state.counts.stored += 1
+
+
+# --- the persistent cache's key --------------------------------------------------
+
+class _Recorder:
+    """A hash object that keeps what it is fed."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.data = io.BytesIO()
+
+    def update(self, data: bytes) -> None:
+        self.data.write(data)
+        self.inner.update(data)
+
+
+def _hash(original: Callable[..., None], hash_obj: Any, module: Any, *args: Any, **kwargs: Any) -> None:
+    """JAX's hashing of a module into its persistent cache's key: from the entry when it holds the bytes,
+    else as JAX does it, and then the bytes go into the entry."""
+    from jax._src import config
+
+    with _state.lock:
+        entry = _state.entries.pop(id(module), None)
+    if entry is None or entry.module is not module:
+        original(hash_obj, module, *args, **kwargs)
+        return
+    with_locations = bool(config.compilation_cache_include_metadata_in_key.value)
+    known = entry.key_bytes.get(with_locations)
+    if known is not None:
+        hash_obj.update(known)
+        return
+    recorder = _Recorder(hash_obj)
+    original(recorder, module, *args, **kwargs)
+    entry.key_bytes[with_locations] = recorder.data.getvalue()
+    started = time.perf_counter()
+    _write(entry)
+    log.debug("kept lowered module %s in %.1f ms", os.path.basename(entry.path), (time.perf_counter() - started) * 1e3)

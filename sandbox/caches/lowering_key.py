@@ -1,0 +1,508 @@
+"""The key of a lowered module: everything JAX reads when it lowers a traced program to MLIR.
+
+``lowered_modules`` stores the module JAX lowered under this key, so that the
+next run asking for the same lowering loads it instead of lowering again. A
+key that leaves out anything the lowering depends on would hand a run another
+program's module, so the key is built to err the other way: what it cannot
+describe exactly makes the lowering ``Uncacheable`` and JAX lowers it as usual.
+
+What goes in, for one call of ``pxla._cached_lowering_to_hlo`` (its arguments
+differ between JAX versions; each is described by ``KeyWriter.value``):
+
+- the traced program, equation by equation: the primitive and every parameter
+  (nested programs included), the abstract values, literals and constants by
+  their bytes, effects, each equation's context (compute type, mesh, XLA
+  metadata), the debug info (function, argument and result names);
+- each equation's source location, as JAX writes it into the module (the user
+  frames of its traceback and its name stack), except for an eager operation:
+  JAX's persistent cache ignores locations unless a program's IR is shown, and
+  nobody is shown an eager operation's module;
+- the shardings (their meshes with device ids), layouts, donations, devices,
+  the backend (platform and version), JAX's and jaxlib's versions, every JAX
+  configuration value (thread-local ones as they are in effect) and
+  ``XLA_FLAGS``.
+
+Refused: any primitive whose lowering rule (or anything its rule closes over)
+is not installed code, such as a rule the program registered itself (it may
+differ from run to run under the same name); callables in parameters, except
+the derivative rules of custom_jvp/custom_vjp, which lowering never calls;
+constants over ``MAX_CONSTANT_BYTES``; objects only described by an address.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Iterable
+from typing import Any
+
+KEY_VERSION = "1"
+MAX_CONSTANT_BYTES = 1 << 20  # per lowering: beyond this hashing costs what lowering does
+MAX_NODES = 500_000
+# Configuration that does not change what a program lowers to: the cache's own settings (its folder
+# differs between the trusted fill and a run), logging, and Inspect's explanations.
+CONFIG_NOT_IN_KEY = ("jax_compilation_cache", "jax_persistent_cache", "jax_explain_cache_misses",
+                     "jax_log_compiles", "jax_logging_level", "jax_debug_log_modules", "jax_raise_persistent_cache")
+# Parameters holding the derivative rules of these primitives: lowering inlines their program only.
+DERIVATIVE_RULES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
+BUILTIN_VALUES = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
+EAGER_SOURCE = f"{os.sep}jax{os.sep}_src{os.sep}dispatch.py:"
+
+
+class Uncacheable(Exception):
+    """This lowering depends on something the key cannot hold: JAX lowers it as usual."""
+
+
+@functools.cache
+def _installed_roots() -> tuple[str, ...]:
+    """Where installed code lives: read-only in a sandbox, the same from run to run."""
+    import jax
+
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(jax.__file__))}
+    return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
+
+
+@functools.lru_cache(maxsize=4096)
+def _installed_file(filename: str) -> bool:
+    if filename.startswith("<frozen "):
+        return True
+    return os.path.realpath(filename).startswith(_installed_roots())
+
+
+# Descriptions of immutable objects met before (abstract values, shardings, meshes, equation contexts):
+# the same few are met in every lowering. Each holds its object, so its id is not reused.
+_described: dict[int, tuple[Any, str]] = {}
+_rules_checked: dict[int, tuple[Any, bool]] = {}  # lowering rules, each held: whether it is installed code
+DESCRIBED_LIMIT = 8192
+
+
+class KeyWriter:
+    """One key: ``value`` feeds it any object, ``hexdigest`` ends it."""
+
+    def __init__(self, locations: bool) -> None:
+        self.parts: list[str] = []
+        self.locations = locations
+        self._nodes = MAX_NODES
+        self._constant_bytes = MAX_CONSTANT_BYTES
+        self._opaque_callables = False
+        self._open: set[int] = set()
+        from jax._src import core
+
+        self._core = core
+        # JAX 0.12 folded ClosedJaxpr (a program and its constants) into Jaxpr.
+        self.jaxpr_types = tuple(t for t in (core.Jaxpr, getattr(core, "ClosedJaxpr", None)) if t is not None)
+
+        self._immutable = _immutable_types()
+
+    def hexdigest(self) -> str:
+        text = "\x1e".join(self.parts).encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(text, digest_size=20).hexdigest()
+
+    def put(self, *parts: object) -> None:
+        self.parts.append("\x1f".join(map(str, parts)))
+
+    # --- any value -------------------------------------------------------
+
+    def value(self, x: Any) -> None:
+        self._nodes -= 1
+        if self._nodes < 0:
+            raise Uncacheable("too large to key")
+        kind = type(x)
+        if x is None or kind in (bool, int, float, complex, str, bytes):
+            self.put(kind.__name__, repr(x))
+        elif kind in (tuple, list):
+            self.put(kind.__name__, len(x))
+            for item in x:
+                self.value(item)
+        elif kind is dict:
+            self.put("dict", len(x))
+            for key in sorted(x, key=repr):
+                self.value(key)
+                self.value(x[key])
+        elif kind in (set, frozenset):
+            self._unordered(x)
+        else:
+            self._object(x)
+
+    def _unordered(self, items: Iterable[Any]) -> None:
+        if not items:
+            self.put("set")
+            return
+        digests = []
+        for item in items:
+            inner = KeyWriter(self.locations)
+            inner._nodes, inner._opaque_callables = self._nodes, self._opaque_callables
+            inner.value(item)
+            self._nodes = inner._nodes
+            digests.append(inner.hexdigest())
+        self.put("set", *sorted(digests))
+
+    def _object(self, x: Any) -> None:
+        import numpy as np
+
+        core = self._core
+        if isinstance(x, enum.Enum):
+            self.put("enum", type(x).__qualname__, x.name)
+        elif isinstance(x, np.dtype):
+            self.put("dtype", str(x))
+        elif isinstance(x, (np.ndarray, np.generic)):
+            self.array(x)
+        elif isinstance(x, self.jaxpr_types):
+            self.jaxpr(x)
+        elif isinstance(x, core.Primitive):
+            self.primitive(x)
+        elif isinstance(x, self._immutable):
+            self._immutable_object(x)
+        elif id(x) in self._open:
+            raise Uncacheable("a cycle")
+        else:
+            self._open.add(id(x))
+            try:
+                self._structure(x)
+            finally:
+                self._open.discard(id(x))
+
+    def _immutable_object(self, x: Any) -> None:
+        known = _described.get(id(x))
+        if known is None or known[0] is not x:
+            inner = KeyWriter(self.locations)
+            inner._nodes = self._nodes
+            inner._structure(x)
+            self._nodes = inner._nodes
+            if len(_described) >= DESCRIBED_LIMIT:
+                _described.clear()
+            known = _described[id(x)] = (x, "\x1d".join(inner.parts))
+        self.parts.append(known[1])
+
+    def _structure(self, x: Any) -> None:
+        import jax
+        import numpy as np
+        from jax._src.lib import xla_client
+
+        if isinstance(x, jax.Array):
+            if not getattr(x, "is_fully_addressable", True) or x.nbytes > self._constant_bytes:
+                raise Uncacheable("a large or distributed constant")
+            self.array(np.asarray(x))
+        elif isinstance(x, xla_client.Device):
+            self.put("device", x.platform, x.id)
+        elif isinstance(x, jax.sharding.Sharding):
+            self.sharding(x)
+        elif isinstance(x, BUILTIN_VALUES):  # a NamedTuple, a str enum, a tuple with attributes ...
+            base = next(base for base in BUILTIN_VALUES if isinstance(x, base))
+            self.put("subclass", type(x).__module__, type(x).__qualname__)
+            self.value(base(x))
+            self.attributes(x, described=True)
+        elif isinstance(x, (types.FunctionType, types.MethodType, types.BuiltinFunctionType,
+                            functools.partial, types.ModuleType, type)) or callable(x):
+            if self._opaque_callables:
+                self.put("callable")
+            else:
+                self.function(x)
+        else:
+            self.attributes(x)
+
+    def function(self, fn: Any) -> None:
+        """Installed code by what it is and holds (a PRNG implementation's functions, say); the program's
+        own functions are refused: the same name may do something else in the next run."""
+        if isinstance(fn, functools.partial):
+            self.put("partial")
+            self.value(fn.func)
+            self.value(list(fn.args))
+            self.value(dict(fn.keywords))
+        elif isinstance(fn, types.MethodType):
+            self.put("method")
+            self.value(fn.__func__)
+            self.value(fn.__self__)
+        elif isinstance(fn, types.FunctionType):
+            code = fn.__code__
+            if not _installed_file(code.co_filename):
+                raise Uncacheable(f"a callable parameter ({fn.__qualname__})")
+            self.put("function", fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno,
+                     hashlib.blake2b(code.co_code, digest_size=12).hexdigest())
+            self.value(list(fn.__defaults__ or ()))
+            self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)])
+        elif isinstance(fn, (types.BuiltinFunctionType, type, types.ModuleType)):
+            module = fn.__name__ if isinstance(fn, types.ModuleType) else getattr(fn, "__module__", None)
+            if not _installed_file(getattr(sys.modules.get(module or ""), "__file__", None) or "<frozen builtin>"):
+                raise Uncacheable(f"a callable parameter ({getattr(fn, '__qualname__', fn)})")
+            self.put("builtin", module, getattr(fn, "__qualname__", getattr(fn, "__name__", "")))
+        else:
+            self.attributes(fn)  # an object with __call__: by its class and state
+
+    def attributes(self, x: Any, described: bool = False) -> None:
+        """An object by its type and attributes (dataclasses, slotted and plain objects alike);
+        ``described``: its value is in the key already, so an object without attributes adds nothing."""
+        kind = type(x)
+        names: list[str] = []
+        for cls in kind.__mro__:
+            slots = cls.__dict__.get("__slots__", ())
+            names += [slots] if isinstance(slots, str) else [s for s in slots if s not in ("__weakref__", "__dict__")]
+        state = getattr(x, "__dict__", None)
+        if state is not None:
+            names += sorted(state)
+        if not names and described:
+            return
+        if not names and state is not None:  # a sentinel (JAX's ``no_default``, say): all it holds is its type
+            self.put("sentinel", kind.__module__, kind.__qualname__)
+            return
+        if not names:
+            text = repr(x)
+            if " at 0x" in text or "object at" in text:
+                raise Uncacheable(f"{kind.__qualname__} is known only by its address")
+            self.put("repr", kind.__module__, kind.__qualname__, text)
+            return
+        self.put("object", kind.__module__, kind.__qualname__, len(names))
+        for name in names:
+            self.put(name)
+            self.value(getattr(x, name, "<unset>"))
+
+    # --- arrays, shardings, primitives -----------------------------------
+
+    def array(self, x: Any) -> None:
+        import numpy as np
+
+        x = np.asarray(x)
+        if x.dtype == object:
+            self.put("objects", x.shape)
+            for item in x.flat:
+                self.value(item)
+            return
+        self._constant_bytes -= x.nbytes
+        if self._constant_bytes < 0:
+            raise Uncacheable("large constants")
+        self.put("array", x.dtype.str, x.shape, hashlib.blake2b(np.ascontiguousarray(x).tobytes(),
+                                                                digest_size=20).hexdigest())
+
+    def sharding(self, x: Any) -> None:
+        """Its description, memory kind and devices in order (a mesh's order decides the HLO sharding)."""
+        text = repr(x)
+        if " at 0x" in text:
+            raise Uncacheable("a sharding known only by its address")
+        try:
+            devices = tuple((d.platform, d.id) for d in x._device_assignment)
+        except Exception:  # noqa: BLE001 - an abstract mesh has no devices
+            devices = ()
+        self.put("sharding", type(x).__qualname__, text, getattr(x, "memory_kind", None), devices)
+        mesh = getattr(x, "mesh", None)
+        if mesh is not None:
+            try:
+                ids = mesh.device_ids.tolist()
+            except Exception:  # noqa: BLE001 - an abstract mesh has no devices
+                ids = None
+            self.put("mesh", repr(mesh), ids)
+
+    def primitive(self, prim: Any) -> None:
+        self.put("primitive", prim.name, type(prim).__module__, type(prim).__qualname__)
+        rules = _lowering_rules(prim)
+        if not rules:
+            raise Uncacheable(f"{prim.name} has no lowering rule")
+        for rule in rules:
+            checked = _rules_checked.get(id(rule))
+            if checked is None or checked[0] is not rule:
+                checked = _rules_checked[id(rule)] = (rule, _installed_callable(rule, 6))
+            if not checked[1]:
+                raise Uncacheable(f"the lowering rule of {prim.name} is the program's own")
+
+    # --- the traced program ------------------------------------------------
+
+    def jaxpr(self, program: Any) -> None:
+        """A traced program: a Jaxpr, or a ClosedJaxpr (before JAX 0.12), with its constants."""
+        core = self._core
+        jaxpr = getattr(program, "jaxpr", program)
+        numbers: dict[int, int] = {}
+
+        def variables(group: Iterable[Any], defining: bool) -> None:
+            for var in group:
+                if isinstance(var, core.Literal):
+                    self.put("literal")
+                    self.value(var.val)
+                    self.value(var.aval)
+                elif type(var).__name__ == "DropVar":
+                    self.put("drop")
+                    self.value(var.aval)
+                else:
+                    number = numbers.setdefault(id(var), len(numbers))
+                    self.put("var", number)
+                    if defining:
+                        self.value(var.aval)
+
+        self.put("jaxpr", len(jaxpr.constvars), len(jaxpr.invars), len(jaxpr.eqns))
+        variables(jaxpr.constvars, True)
+        variables(jaxpr.invars, True)
+        for eqn in jaxpr.eqns:
+            self.primitive(eqn.primitive)
+            opaque, self._opaque_callables = self._opaque_callables, eqn.primitive.name in DERIVATIVE_RULES
+            try:
+                self.value(dict(eqn.params))
+            finally:
+                self._opaque_callables = opaque
+            variables(eqn.invars, False)
+            variables(eqn.outvars, True)
+            self.value(set(eqn.effects))
+            self.value(getattr(eqn, "ctx", None))
+            if self.locations:
+                self.location(eqn.source_info)
+        variables(jaxpr.outvars, False)
+        self.value(set(jaxpr.effects))
+        self.debug_info(getattr(jaxpr, "debug_info", None), len(jaxpr.invars), len(jaxpr.outvars))
+        self.put("high", getattr(jaxpr, "is_high", False))
+        self.value(list(getattr(program, "consts", ())))
+
+    def debug_info(self, info: Any, inputs: int, outputs: int) -> None:
+        """The names lowering gives the module's function, arguments and results."""
+        if info is None:
+            self.put("no debug info")
+            return
+        arg_names = info.safe_arg_names(inputs) if hasattr(info, "safe_arg_names") else info.arg_names
+        result_paths = (info.safe_result_paths(outputs) if hasattr(info, "safe_result_paths")
+                        else info.result_paths)
+        self.put("debug_info", getattr(info, "traced_for", ""), getattr(info, "func_src_info", ""))
+        self.value(tuple(arg_names or ()))
+        self.value(tuple(result_paths or ()))
+
+    def location(self, source_info: Any) -> None:
+        """What JAX writes into the module for an equation: its name stack and the user frames of its
+        traceback (all of them: more than JAX keeps only makes the key stricter)."""
+        self.put("at", str(source_info.name_stack))
+        for frame in _user_frames(source_info):
+            self.put(*frame)
+
+
+def eager_operation(jaxpr: Any) -> bool:
+    """Whether JAX made this program to run one primitive eagerly (``jnp.sin(x)`` outside any jit)."""
+    debug_info = getattr(jaxpr, "debug_info", None) or getattr(jaxpr, "_debug_info", None)
+    source = getattr(debug_info, "func_src_info", None) or ""
+    return EAGER_SOURCE in source
+
+
+@functools.cache
+def _frames_of_source_info() -> bool:
+    """JAX before 0.5 takes a SourceInfo where later JAX takes its traceback."""
+    import inspect
+
+    from jax._src import source_info_util
+
+    return "source_info" in inspect.signature(source_info_util.user_frames).parameters
+
+
+def _user_frames(source_info: Any) -> Iterable[Any]:
+    from jax._src import source_info_util
+
+    return source_info_util.user_frames(source_info if _frames_of_source_info() else source_info.traceback)
+
+
+def _lowering_rules(prim: Any) -> list[Any]:
+    from jax._src.interpreters import mlir
+
+    entries = [mlir._lowerings.get(prim)]
+    entries += [rules.get(prim) for rules in mlir._platform_specific_lowerings.values()]
+    return [getattr(entry, "rule", entry) for entry in entries if entry is not None]
+
+
+def _installed_callable(fn: Any, depth: int) -> bool:
+    """Whether ``fn``, and every function it closes over or binds, is installed code."""
+    if depth <= 0:
+        return False
+    if isinstance(fn, functools.partial):
+        return _installed_callable(fn.func, depth - 1) and all(
+            _installed_callable(arg, depth - 1) for arg in (*fn.args, *fn.keywords.values()) if callable(arg))
+    if isinstance(fn, types.MethodType):
+        return _installed_callable(fn.__func__, depth - 1)
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType):
+        if not _installed_file(code.co_filename):
+            return False
+        cells = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+        return all(_installed_callable(inner, depth - 1) for inner in cells if callable(inner))
+    if isinstance(fn, (types.BuiltinFunctionType, type)):
+        return _installed_file(getattr(sys.modules.get(getattr(fn, "__module__", "") or ""), "__file__", "") or
+                               "<frozen builtin>")
+    call = next((vars(cls)["__call__"] for cls in type(fn).__mro__ if "__call__" in vars(cls)), None)
+    return call is not None and _installed_callable(call, depth - 1)
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+@functools.cache
+def _immutable_types() -> tuple[type, ...]:
+    import jax
+    from jax._src import core, mesh
+    from jax._src.interpreters import mlir
+
+    found = [core.AbstractValue, jax.sharding.Sharding, jax.sharding.PartitionSpec, mlir.LoweringParameters]
+    found += [getattr(mesh, name) for name in ("Mesh", "AbstractMesh") if hasattr(mesh, name)]
+    found += [core.JaxprEqnContext] if hasattr(core, "JaxprEqnContext") else []
+    try:
+        from jax._src.sharding_impls import UnspecifiedValue
+
+        found.append(UnspecifiedValue)
+    except ImportError:
+        pass
+    return tuple(found)
+
+
+_config_holders: list[tuple[str, Any]] = []
+_last_configuration: tuple[tuple[Any, ...], str] | None = None
+
+
+def configuration() -> str:
+    """Every JAX configuration value in effect on this thread, but those that do not change lowering."""
+    global _last_configuration
+    import jax
+
+    if not _config_holders:
+        _config_holders.extend((name, holder) for name, holder in sorted(jax.config._value_holders.items())
+                               if not name.startswith(CONFIG_NOT_IN_KEY))
+    values = []
+    for _, holder in _config_holders:
+        try:
+            values.append(holder.value)
+        except Exception:  # noqa: BLE001 - a holder that cannot say: keyed by its name alone
+            values.append("<unknown>")
+    current = tuple(values)
+    if _last_configuration is not None and _last_configuration[0] == current:
+        return _last_configuration[1]
+    text = repr([(name, value) for (name, _), value in zip(_config_holders, current, strict=True)])
+    if " at 0x" in text:
+        raise Uncacheable("a configuration value known only by its address")
+    _last_configuration = (current, text)
+    return text
+
+
+def environment(backend: Any) -> tuple[str, ...]:
+    import jax
+    import jaxlib
+
+    return (KEY_VERSION, jax.__version__, jaxlib.__version__, backend.platform,
+            getattr(backend, "platform_version", ""), os.environ.get("XLA_FLAGS", ""),
+            os.environ.get("LIBTPU_INIT_ARGS", ""))
+
+
+def prepare() -> None:
+    """What every key needs and no run changes, done once before any run exists (in the zygote, whose
+    forks inherit it): where installed code lives, which lowering rules JAX registered are installed
+    code, the configuration's holders. Starts no backend."""
+    from jax._src.interpreters import mlir
+
+    _installed_roots()
+    _frames_of_source_info()
+    _immutable_types()
+    rules = list(mlir._lowerings.values())
+    for table in mlir._platform_specific_lowerings.values():
+        rules += table.values()
+    for entry in rules:
+        rule = getattr(entry, "rule", entry)
+        if id(rule) not in _rules_checked:
+            _rules_checked[id(rule)] = (rule, _installed_callable(rule, 6))
+    configuration()
