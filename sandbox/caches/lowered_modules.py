@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -90,12 +91,16 @@ class _State:
         self.counts = Counts()
         self.lock = threading.Lock()
         self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
+        self.hashed: dict[int, _Entry] = {}  # by id(module): the same, once hashed (their entries are known)
         self.in_process: dict[str, tuple[Any, ...]] = {}  # lowerings this process did or loaded, by key
 
 
 _state = _State()
 # Called on this thread whenever a lowering was served from the cache (jit_capture marks the compilation).
 HIT_LISTENERS: list[Callable[[], None]] = []
+# Whether Inspect is capturing a call on this thread (jit_capture): its modules are shown, locations and all.
+SHOWN: list[Callable[[], bool]] = []
+DISPATCH = "_pjit_call_impl_python"  # in the stack of a jitted call's lowering, not of ``jit(f).lower()``
 
 
 def counts() -> Counts:
@@ -188,9 +193,19 @@ def _remember(entry: _Entry) -> None:
         if known is not None and known.module is entry.module:
             known.also.append((entry.path, entry.key))
             return
-        if len(_state.entries) >= PENDING_LIMIT:
-            _state.entries.pop(next(iter(_state.entries)))
-        _state.entries[id(entry.module)] = entry
+        hashed = _state.hashed.get(id(entry.module))
+        if hashed is None or hashed.module is not entry.module:
+            _bounded(_state.entries)[id(entry.module)] = entry
+            return
+    # JAX's own cache handed a module it already hashed to another of our keys (``jit(f).lower()`` from
+    # another line, JAX before 0.6): JAX will not hash it again, so its entry is written under this key now.
+    _write(_Entry(entry.module, entry.path, entry.key, hashed.layout, hashed.module_bytes, hashed.key_bytes))
+
+
+def _bounded(entries: dict[int, _Entry]) -> dict[int, _Entry]:
+    if len(entries) >= PENDING_LIMIT:
+        entries.pop(next(iter(entries)))
+    return entries
 
 
 def _tell_listeners() -> None:
@@ -212,7 +227,7 @@ def _refused(why: str) -> None:
 def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     from jax._src.lib import xla_client
 
-    writer = KeyWriter(locations=not lowering_key.eager_operation(args[0]))
+    writer = KeyWriter(locations=not (lowering_key.eager_operation(args[0]) or _unshown_jax_call(args[0])))
     if not isinstance(args[0], writer.jaxpr_types):
         raise Uncacheable("not a traced program")
     if writer.locations:  # where it is lowered from: operations lowering rules make are located there
@@ -233,6 +248,22 @@ def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         writer.put("argument", name)
         writer.value(kwargs[name])
     return writer.hexdigest()
+
+
+def _unshown_jax_call(program: Any) -> bool:
+    """A call of one of JAX's own jitted functions (``jnp.cos(x)`` outside any jit, JAX 0.5 on) that
+    Inspect does not capture and no ``lower()`` asked for: like an eager operation, nobody is shown its
+    module, and JAX's persistent cache ignores its locations too, so it is keyed without them."""
+    if not lowering_key.jax_function(program) or any(shown() for shown in SHOWN):
+        return False
+    frame = sys._getframe(3)  # _key, _lower, then JAX
+    for _ in range(8):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == DISPATCH:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _entry_name(module_name: str, key: str) -> str:
@@ -383,6 +414,8 @@ def _hash(original: Callable[..., None], hash_obj: Any, module: Any, *args: Any,
 
     with _state.lock:
         entry = _state.entries.pop(id(module), None)
+        if entry is not None and entry.module is module:
+            _bounded(_state.hashed)[id(module)] = entry
     if entry is None or entry.module is not module:
         original(hash_obj, module, *args, **kwargs)
         return

@@ -50,7 +50,8 @@ CONFIG_NOT_IN_KEY = ("jax_compilation_cache", "jax_persistent_cache", "jax_expla
 # Parameters holding the derivative rules of these primitives: lowering inlines their program only.
 DERIVATIVE_RULES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 BUILTIN_VALUES = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
-EAGER_SOURCE = f"{os.sep}jax{os.sep}_src{os.sep}dispatch.py:"
+JAX_SOURCE = f"{os.sep}jax{os.sep}_src{os.sep}"
+EAGER_SOURCE = f"{JAX_SOURCE}dispatch.py:"
 
 
 class Uncacheable(Exception):
@@ -375,9 +376,23 @@ class KeyWriter:
 
 def eager_operation(jaxpr: Any) -> bool:
     """Whether JAX made this program to run one primitive eagerly (``jnp.sin(x)`` outside any jit)."""
-    debug_info = getattr(jaxpr, "debug_info", None) or getattr(jaxpr, "_debug_info", None)
-    source = getattr(debug_info, "func_src_info", None) or ""
-    return EAGER_SOURCE in source
+    return EAGER_SOURCE in _function_source(jaxpr)
+
+
+def _function_source(program: Any) -> str:
+    """``f at file:line`` of the traced function (a ClosedJaxpr before JAX 0.7 holds it in its Jaxpr)."""
+    for holder in (program, getattr(program, "jaxpr", None)):
+        debug_info = getattr(holder, "debug_info", None) or getattr(holder, "_debug_info", None)
+        source = getattr(debug_info, "func_src_info", None)
+        if source:
+            return str(source)
+    return ""
+
+
+def jax_function(jaxpr: Any) -> bool:
+    """Whether the traced function is one of JAX's own (``jnp.cos``, ``random.normal``'s helpers are jitted)."""
+    filename = _function_source(jaxpr).rpartition(" at ")[2].rpartition(":")[0]
+    return JAX_SOURCE in filename and _installed_file(filename)
 
 
 @functools.cache

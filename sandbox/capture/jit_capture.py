@@ -210,6 +210,10 @@ def _on_lowered_module_cached() -> None:
         stack[-1].lowered_module_cached = True
 
 
+def _capturing_a_call() -> bool:
+    return bool(getattr(_state.local, "frames", None))
+
+
 class _ExplainFilter(logging.Filter):
     """Keeps JAX's cache-miss explanations for the frame, off stderr."""
 
@@ -607,6 +611,7 @@ def install(run: wp.SandboxRun) -> None:
         jax.monitoring.register_event_duration_secs_listener(_on_duration)
         jax.monitoring.register_event_listener(_on_event)
         lowered_modules.HIT_LISTENERS.append(_on_lowered_module_cached)
+        lowered_modules.SHOWN.append(_capturing_a_call)
         for name in EXPLAIN_LOGGERS:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True

@@ -72,12 +72,24 @@ def test_a_function_called_from_another_line_gets_that_lines_locations(tmp_path:
     assert called["texts"] == plain_called["texts"] != first["texts"]
 
 
-def test_an_eager_operation_hits_wherever_it_is_written(tmp_path: Path) -> None:
+EAGER = """import jax, jax.numpy as jnp
+{gap}x = jnp.arange(6.0)
+print(float(jnp.cos(x).sum()))
+TEXTS["cos"] = jax.jit(jnp.cos).lower(x).compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
+"""
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES, ids=lambda r: r or "venv")
+def test_an_eager_operation_hits_wherever_it_is_written(tmp_path: Path, runtime: str | None) -> None:
     # JAX's persistent cache ignores an eager operation's locations too; nobody is shown its module.
-    code = "import jax.numpy as jnp\n{gap}x = jnp.arange(6.0)\nprint(float(jnp.cos(x).sum()))\n"
-    first, moved = run_programs(tmp_path / "cache", [code.format(gap=""), code.format(gap="\n\n# moved\n")])
-    assert first["counts"]["misses"] >= 2
-    assert moved["counts"]["misses"] == 0 and moved["out"] == first["out"]
+    # jnp.cos is itself a jitted function of JAX's own from JAX 0.5 on: called, it is keyed as an eager
+    # operation; lowered for the program to read, its module names the lines of this edit.
+    first, moved, plain_moved = run_programs(tmp_path / "cache", [
+        EAGER.format(gap=""), EAGER.format(gap="\n\n# moved\n"), {"code": EAGER.format(gap="\n\n# moved\n"),
+                                                                     "cached": False}], runtime)
+    assert first["counts"]["misses"] >= 3
+    assert moved["counts"]["misses"] == 1 and moved["out"] == first["out"]  # the lower() alone
+    assert moved["texts"] == plain_moved["texts"] != first["texts"]
 
 
 KEYED = """
