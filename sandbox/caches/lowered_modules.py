@@ -91,8 +91,9 @@ class _State:
         self.counts = Counts()
         self.lock = threading.Lock()
         self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
-        self.hashed: dict[int, _Entry] = {}  # by id(module): the same, once hashed (their entries are known)
-        self.in_process: dict[str, tuple[Any, ...]] = {}  # lowerings this process did or loaded, by key
+        # Lowerings this process did or loaded, as JAX's own in-memory cache holds them: by the program
+        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``).
+        self.in_process: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
 
 
 _state = _State()
@@ -154,7 +155,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         return original(*args, **kwargs)
     started = time.thread_time()
     try:
-        key = _key(args, kwargs)
+        key, within = _key(args, kwargs)
     except Uncacheable as why:
         _refused(str(why))
         return original(*args, **kwargs)
@@ -163,9 +164,9 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         return original(*args, **kwargs)
     finally:
         _state.counts.key_s += time.thread_time() - started
-    cached = _state.in_process.get(key)
-    if cached is not None:
-        return cached
+    cached = _state.in_process.get((id(args[0]), within))
+    if cached is not None and cached[0] is args[0]:
+        return cached[1]
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
     path = os.path.join(directory, _entry_name(name, key))
     started = time.thread_time()
@@ -173,12 +174,12 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     _state.counts.load_s += time.thread_time() - started
     if result is not None:
         _state.counts.hits += 1
-        _state.in_process[key] = result
+        _state.in_process[id(args[0]), within] = (args[0], result)
         _tell_listeners()
         return result
     _state.counts.misses += 1
     result = original(*args, **kwargs)
-    _state.in_process[key] = result  # as JAX's own cache would: the same lowering, the same module
+    _state.in_process[id(args[0]), within] = (args[0], result)
     layout = _layout(result)
     if layout is not None:
         from jax._src.interpreters import mlir
@@ -193,19 +194,9 @@ def _remember(entry: _Entry) -> None:
         if known is not None and known.module is entry.module:
             known.also.append((entry.path, entry.key))
             return
-        hashed = _state.hashed.get(id(entry.module))
-        if hashed is None or hashed.module is not entry.module:
-            _bounded(_state.entries)[id(entry.module)] = entry
-            return
-    # JAX's own cache handed a module it already hashed to another of our keys (``jit(f).lower()`` from
-    # another line, JAX before 0.6): JAX will not hash it again, so its entry is written under this key now.
-    _write(_Entry(entry.module, entry.path, entry.key, hashed.layout, hashed.module_bytes, hashed.key_bytes))
-
-
-def _bounded(entries: dict[int, _Entry]) -> dict[int, _Entry]:
-    if len(entries) >= PENDING_LIMIT:
-        entries.pop(next(iter(entries)))
-    return entries
+        if len(_state.entries) >= PENDING_LIMIT:
+            _state.entries.pop(next(iter(_state.entries)))
+        _state.entries[id(entry.module)] = entry
 
 
 def _tell_listeners() -> None:
@@ -224,17 +215,13 @@ def _refused(why: str) -> None:
     log.debug("lowering not cached: %s", why)
 
 
-def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
+    """The entry's key, and the key of the lowering within this process (all but its caller)."""
     from jax._src.lib import xla_client
 
     writer = KeyWriter(locations=not (lowering_key.eager_operation(args[0]) or _unshown_jax_call(args[0])))
     if not isinstance(args[0], writer.jaxpr_types):
         raise Uncacheable("not a traced program")
-    if writer.locations:  # where it is lowered from: operations lowering rules make are located there
-        from jax._src import source_info_util
-
-        writer.put("lowered from")
-        writer.location(source_info_util.current())
     backends = [arg for arg in args if isinstance(arg, xla_client.Client)]
     if len(backends) != 1:
         raise Uncacheable("no backend")
@@ -247,7 +234,16 @@ def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     for name in sorted(kwargs):
         writer.put("argument", name)
         writer.value(kwargs[name])
-    return writer.hexdigest()
+    within = writer.hexdigest()
+    if not writer.locations:
+        return within, within
+    from jax._src import source_info_util
+
+    # Where it is lowered from: operations lowering rules make are located there.
+    caller = KeyWriter(locations=True)
+    caller.put("lowered", within)
+    caller.location(source_info_util.current())
+    return caller.hexdigest(), within
 
 
 def _unshown_jax_call(program: Any) -> bool:
@@ -414,8 +410,6 @@ def _hash(original: Callable[..., None], hash_obj: Any, module: Any, *args: Any,
 
     with _state.lock:
         entry = _state.entries.pop(id(module), None)
-        if entry is not None and entry.module is module:
-            _bounded(_state.hashed)[id(module)] = entry
     if entry is None or entry.module is not module:
         original(hash_obj, module, *args, **kwargs)
         return
