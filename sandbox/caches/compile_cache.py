@@ -5,6 +5,9 @@ Layout under ``--compile-cache-dir`` (one per host, shared by its workers)::
     shared/<environment>/     filled by trusted code (``fill``), read-only in every sandbox
     sessions/<name>/entries/  one browser session's compiled executables
 
+Both hold JAX's entries (``<module>-<hash>-cache``) and, beside them, the
+modules JAX lowered (``<module>-<key>-lowered``, ``lowered_modules.py``).
+
 ``<environment>`` names the JAX and jaxlib versions, the backend and the
 device count, so an upgrade starts a new shared cache instead of loading
 stale executables (JAX's own cache key also covers versions and XLA flags).

@@ -23,7 +23,8 @@ files and of what they cost the host. So nothing a program writes reaches
 another session, and nothing reaches the host disk except through that copy.
 
 What a session's saved entries are: code the session's own runs wrote, which
-JAX loads and executes. A run that reads them may compute what an earlier run
+JAX loads and executes (its executables, and the lowered modules it compiles
+or looks up instead of lowering, ``lowered_modules.py``). A run that reads them may compute what an earlier run
 of its session planted; the worker decides beforehand whether a run reads
 them (only when there are some) and reports it with the run's result, so
 that such a result is never served to another session

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import websockets
 
+from jaxplay.sandbox.caches import compile_cache
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.settings import Settings
 from tests.conftest import done_of, output_text
@@ -200,3 +202,53 @@ def test_what_a_run_leaves_on_the_host_is_bounded_and_only_regular_files_it_wrot
     assert output_text(events).startswith("no swap"), output_text(events)  # its layer is out of its reach
     notices = [e["message"] for e in events if e["type"] == "notice"]
     assert any("were not kept in your session's compile cache" in n and "512 files" in n for n in notices), notices
+
+
+CRAFT_LOWERED = """
+import json, os, jax, jax.numpy as jnp
+def evil(x):
+    return x * 100.0 - 7.0
+jax.jit(evil)(jnp.arange(4.0)).block_until_ready()  # its module and executable, in this session's cache
+cache = "/var/cache/jaxplay/jax"
+names = os.listdir(cache)
+magic, header, body = open(os.path.join(cache, next(
+    n for n in names if n.startswith("jit_evil") and n.endswith("-lowered"))), "rb").read().split(b"\\n", 2)
+crafted = json.loads(header)
+honest = [n for n in names if n.startswith("jit_honest") and n.endswith("-lowered")]
+for name in honest:  # the honest lowering's key, the evil function's module: the write stays in this run's layer
+    crafted["key"] = json.loads(open(os.path.join(cache, name), "rb").read().split(b"\\n", 2)[1])["key"]
+    open(os.path.join(cache, name), "wb").write(b"\\n".join([magic, json.dumps(crafted).encode(), body]))
+print("crafted", len(honest))
+"""
+
+
+@pytest.mark.attack("compile cache")
+def test_a_crafted_lowered_module_poisons_its_own_session_and_no_other(live):
+    """A session's lowered modules are code its runs wrote, as its executables are: one crafted to hand
+    the honest function another function's module changes that session's results, and nobody else's."""
+    shared = (Settings().compile_cache_dir.expanduser().resolve() / "shared" /
+              compile_cache.environment_name(Settings(), "cpu"))
+    deadline = time.monotonic() + 300
+    while not (shared / compile_cache.FILLED_STAMP).exists() and time.monotonic() < deadline:
+        time.sleep(2)  # the fill runs at worker start, at the lowest priority
+    shared_before = {p: p.read_bytes() for p in shared.glob("*-lowered")}
+    assert shared_before, "the trusted fill keeps the gallery's lowered modules in the shared cache"
+    a = cookie(live)
+    program = HONEST.format(tag=uuid.uuid4().hex)
+    assert output_text(run_in(live, a, program)) == HONEST_OUTPUT
+    crafted = run_in(live, a, CRAFT_LOWERED)
+    assert output_text(crafted) == "crafted 1\n", crafted[-3:]
+    own = run_in(live, a, program)
+    assert output_text(own) == POISONED_OUTPUT, own[-3:]  # the session poisoned itself
+    (compiled,) = [e for e in own if e["type"] == "compiled"]
+    assert compiled["lowered_module_cached"] and "jit_evil" in compiled["stablehlo"]
+    assert done_of(own).get("read_session_cache") is True  # so its result is never another session's
+    b = cookie(live)
+    assert output_text(run_in(live, b, program, fresh=False)) == HONEST_OUTPUT  # not through the result cache
+    for _ in range(3):  # nor on any slot
+        assert output_text(run_in(live, b, program)) == HONEST_OUTPUT
+    assert output_text(run_in(live, None, program)) == HONEST_OUTPUT
+    saved = [p for p in session_entries(live, a).iterdir() if p.name.startswith("jit_honest") and
+             p.name.endswith("-lowered")]
+    assert saved and all(b"jit_evil" in p.read_bytes() for p in saved)  # the crafted entry: A's folder alone
+    assert {p: p.read_bytes() for p in shared.glob("*-lowered")} == shared_before
