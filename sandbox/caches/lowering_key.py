@@ -14,9 +14,11 @@ differ between JAX versions; each is described by ``KeyWriter.value``):
   their bytes, effects, each equation's context (compute type, mesh, XLA
   metadata), the debug info (function, argument and result names);
 - each equation's source location, as JAX writes it into the module (the user
-  frames of its traceback and its name stack), except for an eager operation:
-  JAX's persistent cache ignores locations unless a program's IR is shown, and
-  nobody is shown an eager operation's module;
+  frames of its traceback and its name stack), and the stack the lowering is
+  called from, except for an eager operation (and a call of one of JAX's own
+  jitted functions, ``jnp.cos(x)``, outside Inspect and ``lower()``): JAX's
+  persistent cache ignores locations unless a program's IR is shown, and
+  nobody is shown such a module;
 - the shardings (their meshes with device ids), layouts, donations, devices,
   the backend (platform and version), JAX's and jaxlib's versions, every JAX
   configuration value (thread-local ones as they are in effect) and
