@@ -30,6 +30,7 @@ kept-alive Python objects, no effects, no shape polymorphism.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import json
@@ -39,7 +40,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +103,20 @@ HIT_LISTENERS: list[Callable[[], None]] = []
 # Whether Inspect is capturing a call on this thread (jit_capture): its modules are shown, locations and all.
 SHOWN: list[Callable[[], bool]] = []
 DISPATCH = "_pjit_call_impl_python"  # in the stack of a jitted call's lowering, not of ``jit(f).lower()``
+
+
+_thread = threading.local()
+
+
+@contextlib.contextmanager
+def in_process_only() -> Iterator[None]:
+    """Lowerings on this thread serve this process but write no entry: a spare's warm-up writes
+    nothing into the layer its run's session keeps."""
+    _thread.in_process_only = True
+    try:
+        yield
+    finally:
+        _thread.in_process_only = False
 
 
 def counts() -> Counts:
@@ -181,7 +196,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     result = original(*args, **kwargs)
     _state.in_process[id(args[0]), within] = (args[0], result)
     layout = _layout(result)
-    if layout is not None:
+    if layout is not None and not getattr(_thread, "in_process_only", False):
         from jax._src.interpreters import mlir
 
         _remember(_Entry(result[0], path, key, layout, mlir.module_to_bytecode(result[0])))

@@ -145,8 +145,11 @@ def _warm_when_idle() -> None:
     _name_this_thread(WARM_THREAD_NAME)
     if run_arrived.wait(IDLE_BEFORE_WARMING_S):
         return
+    from jaxplay.sandbox.caches import lowered_modules
+
     try:
-        common_operations(stop=run_arrived)
+        with lowered_modules.in_process_only():  # the session's cache holds what its runs lowered
+            common_operations(stop=run_arrived)
     except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
         pass
 

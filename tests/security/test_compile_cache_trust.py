@@ -41,9 +41,9 @@ def evil(x):
     return x * 100.0 - 7.0
 jax.jit(evil)(jnp.arange(4.0)).block_until_ready()
 cache = "/var/cache/jaxplay/jax"
-evil_entry = next(n for n in os.listdir(cache) if n.startswith("jit_evil"))
+evil_entry = next(n for n in os.listdir(cache) if n.startswith("jit_evil") and n.endswith("-cache"))
 crafted = open(os.path.join(cache, evil_entry), "rb").read()
-honest = [n for n in os.listdir(cache) if n.startswith("jit_honest")]
+honest = [n for n in os.listdir(cache) if n.startswith("jit_honest") and n.endswith("-cache")]  # its executable
 for name in honest:  # the session's own saved entry, seen through the overlay: the write stays in this run's layer
     open(os.path.join(cache, name), "wb").write(crafted)
 print("crafted", len(honest))
