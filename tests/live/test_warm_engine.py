@@ -100,7 +100,7 @@ async def _session_runs(live, codes: list[str], cookie: str | None) -> list[list
 LIST_CACHE = """
 import os
 entries = sorted(os.listdir("/var/cache/jaxplay/jax"))
-print(len([e for e in entries if e.startswith("jit_my_marker_fn")]))
+print(len([e for e in entries if e.startswith("jit_my_marker_fn") and e.endswith("-cache")]))  # its executable
 """
 COMPILE = """
 import jax, jax.numpy as jnp
