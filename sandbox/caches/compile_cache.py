@@ -56,8 +56,9 @@ GALLERY = jaxplay.IMPORT_ROOT / "frontend" / "src" / "examples"  # a checkout's;
 # Bumped when the keys of entries change: a host's earlier fill is then left behind, not trusted.
 # 2: keys no longer depend on the cache's path (sandbox/engine/warmup.py); 3: the functions Inspect
 # shows are keyed with their source locations (sandbox/capture/jit_capture.py); 4: lowered modules are
-# kept beside the executables (sandbox/caches/lowered_modules.py), and locations leave our frames out.
-KEYS_VERSION = "4"
+# kept beside the executables (sandbox/caches/lowered_modules.py), and locations leave our frames out;
+# 5: eager operations and JAX's own functions keyed without locations, nor the paths of installed code.
+KEYS_VERSION = "5"
 
 
 def environment_name(settings: Settings, backend: str) -> str:

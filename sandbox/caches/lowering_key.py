@@ -42,7 +42,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-KEY_VERSION = "1"
+KEY_VERSION = "2"
 MAX_CONSTANT_BYTES = 1 << 20  # per lowering: beyond this hashing costs what lowering does
 MAX_NODES = 500_000
 # Configuration that does not change what a program lowers to: the cache's own settings (its folder
@@ -364,7 +364,7 @@ class KeyWriter:
         arg_names = info.safe_arg_names(inputs) if hasattr(info, "safe_arg_names") else info.arg_names
         result_paths = (info.safe_result_paths(outputs) if hasattr(info, "safe_result_paths")
                         else info.result_paths)
-        self.put("debug_info", getattr(info, "traced_for", ""), getattr(info, "func_src_info", ""))
+        self.put("debug_info", getattr(info, "traced_for", ""), _portable(getattr(info, "func_src_info", "") or ""))
         self.value(tuple(arg_names or ()))
         self.value(tuple(result_paths or ()))
 
@@ -374,6 +374,18 @@ class KeyWriter:
         self.put("at", str(source_info.name_stack))
         for frame in _user_frames(source_info):
             self.put(*frame)
+
+
+def _portable(func_src_info: str) -> str:
+    """``f at file:line`` with an installed file named from its installed root: the sandbox sees the
+    installed code at other paths than the trusted fill does, and lowering writes the function's file
+    nowhere into the module (only JAX's warnings name it)."""
+    name, at, place = func_src_info.rpartition(" at ")
+    if not at or not _installed_file(place.rpartition(":")[0]):
+        return func_src_info
+    real = os.path.realpath(place.rpartition(":")[0])
+    root = max((r for r in _installed_roots() if real.startswith(r)), key=len, default="")
+    return f"{name} at <installed>/{real[len(root):]}:{place.rpartition(':')[2]}"
 
 
 def eager_operation(jaxpr: Any) -> bool:
