@@ -74,6 +74,8 @@ def _installed_roots() -> tuple[str, ...]:
 def _installed_file(filename: str) -> bool:
     if filename.startswith("<frozen "):
         return True
+    if filename.startswith("<") or not os.path.isabs(filename):  # the program's ``<playground>``, ``exec``'s text
+        return False
     return os.path.realpath(filename).startswith(_installed_roots())
 
 
@@ -246,8 +248,9 @@ class KeyWriter:
             slots = cls.__dict__.get("__slots__", ())
             names += [slots] if isinstance(slots, str) else [s for s in slots if s not in ("__weakref__", "__dict__")]
         state = getattr(x, "__dict__", None)
-        if state is not None:
-            names += sorted(state)
+        if state is not None:  # less what a cached property computed from the rest (present once asked for)
+            names += sorted(name for name in state if not isinstance(getattr(kind, name, None),
+                                                                     functools.cached_property))
         if not names and described:
             return
         if not names and state is not None:  # a sentinel (JAX's ``no_default``, say): all it holds is its type
