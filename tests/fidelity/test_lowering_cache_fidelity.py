@@ -1,0 +1,79 @@
+"""A re-run served by the lowered-module cache behaves as the same program does in plain Python.
+
+Each run is a fresh fork of a process that imported JAX, as in the sandbox
+(tests/lowering_harness.py); only the cache folder carries over between runs,
+as a browser session's saved entries do. Each case compares a cached re-run
+with the same program run without any cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.lowering_harness import run_programs
+
+UNUSED_DONATION = """
+import warnings, jax, jax.numpy as jnp
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    total = jax.jit(lambda x: x.sum(), donate_argnums=0)(jnp.ones(8))
+print(float(total))
+TEXTS["warnings"] = [str(w.message).split(".")[0] for w in caught]
+"""
+
+
+def test_a_warning_jax_gives_while_lowering_is_given_again_on_a_rerun(tmp_path: Path) -> None:
+    # JAX warns of unused donations while it lowers: a re-run that loads the module must warn too.
+    plain, first, again = run_programs(tmp_path / "cache", [{"code": UNUSED_DONATION, "cached": False},
+                                                            UNUSED_DONATION, UNUSED_DONATION])
+    assert plain["texts"]["warnings"] == ["Some donated buffers were not usable: float32[8]"]
+    assert first["texts"] == plain["texts"]
+    assert again["texts"] == plain["texts"], again["counts"]
+
+
+SWAPPED_RULE = """
+import jax, jax.numpy as jnp
+from jax import lax
+from jax.interpreters import mlir
+cosine = mlir._lowerings[lax.cos_p]
+mlir.register_lowering(lax.sin_p, getattr(cosine, "rule", cosine))  # JAX's own rule, of another primitive
+print(float(jnp.sin(jnp.float32(0.0))), float(jax.jit(jnp.sin)(jnp.float32(0.0))))
+"""
+HONEST_SINE = """
+import jax, jax.numpy as jnp
+print(float(jnp.sin(jnp.float32(0.0))), float(jax.jit(jnp.sin)(jnp.float32(0.0))))
+"""
+
+
+def test_a_rule_a_run_registered_for_a_primitive_does_not_outlive_the_run(tmp_path: Path) -> None:
+    # The swapped rule is installed code, so "is the rule installed" says yes: the key must still tell
+    # JAX's sine from a sine lowered by the cosine's rule, or the session's later runs compute cosines.
+    swapped, honest, plain = run_programs(tmp_path / "cache", [SWAPPED_RULE, HONEST_SINE,
+                                                                {"code": HONEST_SINE, "cached": False}])
+    assert swapped["out"] == "1.0 1.0\n"  # what plain Python prints for the swap
+    assert plain["out"] == "0.0 0.0\n"
+    assert honest["out"] == plain["out"], honest["counts"]
+
+
+DISTINCT_JITS = """
+import gc, jax, jax.numpy as jnp
+x = jnp.ones((32, 32))
+def resident_mib():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 >> 20
+jax.jit(lambda v: v * 0.5)(x).block_until_ready()
+before = resident_mib()
+for i in range(150):
+    f = jax.jit(lambda v, i=i: jnp.tanh(v @ v + i))
+    f(x).block_until_ready()
+    del f
+gc.collect()
+TEXTS["grew_mib"] = resident_mib() - before
+"""
+
+
+def test_lowerings_of_functions_the_program_dropped_are_freed_as_jax_frees_them(tmp_path: Path) -> None:
+    # JAX's own in-memory caches hold a lowering only while its function lives; each lowered module
+    # keeps an MLIR context (over a MiB), so holding them all runs a jit-in-a-loop program out of memory.
+    plain, cached = run_programs(tmp_path / "cache", [{"code": DISTINCT_JITS, "cached": False}, DISTINCT_JITS])
+    assert cached["counts"]["misses"] >= 150
+    assert cached["texts"]["grew_mib"] <= plain["texts"]["grew_mib"] + 48, (plain["texts"], cached["texts"])
