@@ -40,6 +40,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +94,9 @@ class _State:
         self.lock = threading.Lock()
         self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
         # Lowerings this process did or loaded, as JAX's own in-memory cache holds them: by the program
-        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``).
-        self.in_process: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
+        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``), and only
+        # while the program lives (each module holds an MLIR context: a jit in a loop would fill memory).
+        self.in_process: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
 
 
 _state = _State()
@@ -180,7 +182,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     finally:
         _state.counts.key_s += time.thread_time() - started
     cached = _state.in_process.get((id(args[0]), within))
-    if cached is not None and cached[0] is args[0]:
+    if cached is not None and cached[0]() is args[0]:
         return cached[1]
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
     path = os.path.join(directory, _entry_name(name, key))
@@ -189,18 +191,24 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     _state.counts.load_s += time.thread_time() - started
     if result is not None:
         _state.counts.hits += 1
-        _state.in_process[id(args[0]), within] = (args[0], result)
+        _keep_in_process(args[0], within, result)
         _tell_listeners()
         return result
     _state.counts.misses += 1
     result = original(*args, **kwargs)
-    _state.in_process[id(args[0]), within] = (args[0], result)
+    _keep_in_process(args[0], within, result)
     layout = _layout(result)
     if layout is not None and not getattr(_thread, "in_process_only", False):
         from jax._src.interpreters import mlir
 
         _remember(_Entry(result[0], path, key, layout, mlir.module_to_bytecode(result[0])))
     return result
+
+
+def _keep_in_process(program: Any, within: str, result: tuple[Any, ...]) -> None:
+    key = (id(program), within)
+    _state.in_process[key] = (weakref.ref(program), result)
+    weakref.finalize(program, _state.in_process.pop, key, None)  # runs before the id can be reused
 
 
 def _remember(entry: _Entry) -> None:
