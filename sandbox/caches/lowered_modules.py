@@ -40,6 +40,7 @@ import re
 import sys
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -195,14 +196,29 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         _tell_listeners()
         return result
     _state.counts.misses += 1
-    result = original(*args, **kwargs)
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")  # every warning, even one this run's filters hide: the next may not
+        result = original(*args, **kwargs)
+    _warn_again(given)
     _keep_in_process(args[0], within, result)
     layout = _layout(result)
-    if layout is not None and not getattr(_thread, "in_process_only", False):
+    # A lowering that warned (an unused donation, say) is done again in every run, as it warns there too.
+    if layout is not None and not given and not getattr(_thread, "in_process_only", False):
         from jax._src.interpreters import mlir
 
         _remember(_Entry(result[0], path, key, layout, mlir.module_to_bytecode(result[0])))
     return result
+
+
+def _warn_again(given: list[warnings.WarningMessage]) -> None:
+    """The lowering's warnings, through the program's own filters, as if JAX had just given them."""
+    for warning in given:
+        module = next((m for m in list(sys.modules.values())
+                       if getattr(m, "__file__", None) == warning.filename), None)
+        registry = vars(module).setdefault("__warningregistry__", {}) if module is not None else None
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                               module=getattr(module, "__name__", None), registry=registry,
+                               source=warning.source)
 
 
 def _keep_in_process(program: Any, within: str, result: tuple[Any, ...]) -> None:

@@ -31,6 +31,13 @@ def test_a_warning_jax_gives_while_lowering_is_given_again_on_a_rerun(tmp_path: 
     assert again["texts"] == plain["texts"], again["counts"]
 
 
+def test_a_lowering_warning_a_run_ignored_is_given_to_the_next_run(tmp_path: Path) -> None:
+    ignored = UNUSED_DONATION.replace('simplefilter("always")', 'simplefilter("ignore")')
+    quiet, next_run = run_programs(tmp_path / "cache", [ignored, UNUSED_DONATION])
+    assert quiet["texts"]["warnings"] == []
+    assert next_run["texts"]["warnings"] == ["Some donated buffers were not usable: float32[8]"]
+
+
 SWAPPED_RULE = """
 import jax, jax.numpy as jnp
 from jax import lax
