@@ -152,6 +152,7 @@ def install() -> bool:
     # trace, the module's own name): this wrapper is not the program's, so it is not in that stack.
     if __file__ not in source_info_util._exclude_paths:
         source_info_util.register_exclusion(__file__)
+    lowering_key.remember_registered_rules()
     pxla._cached_lowering_to_hlo = functools.partial(_lower, lower)
     cache_key._hash_computation = functools.partial(_hash, hash_computation)
     _state.installed = True
