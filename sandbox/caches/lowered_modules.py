@@ -25,7 +25,8 @@ one makes JAX lower as usual, a crafted one can only change that session's
 own results, which are never served to another session.
 
 Only modules that hold nothing but the module are kept: no host callbacks, no
-kept-alive Python objects, no effects, no shape polymorphism.
+kept-alive Python objects, no effects, no shape polymorphism; and no lowering
+during which JAX warned (an unused donation), so every run warns as it would.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ differ between JAX versions; each is described by ``KeyWriter.value``):
 
 Refused: any primitive whose lowering rule (or anything its rule closes over)
 is not installed code, such as a rule the program registered itself (it may
-differ from run to run under the same name); callables in parameters, except
+differ from run to run under the same name), or is not the rule it had when
+the cache was installed (JAX's own rule of another primitive, registered by the
+program); callables in parameters, except
 the derivative rules of custom_jvp/custom_vjp, which lowering never calls;
 constants over ``MAX_CONSTANT_BYTES``; objects only described by an address.
 """
