@@ -25,7 +25,8 @@ one makes JAX lower as usual, a crafted one can only change that session's
 own results, which are never served to another session.
 
 Only modules that hold nothing but the module are kept: no host callbacks, no
-kept-alive Python objects, no effects, no shape polymorphism.
+kept-alive Python objects, no effects, no shape polymorphism; and no lowering
+during which JAX warned (an unused donation), so every run warns as it would.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ import re
 import sys
 import threading
 import time
+import warnings
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +96,9 @@ class _State:
         self.lock = threading.Lock()
         self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
         # Lowerings this process did or loaded, as JAX's own in-memory cache holds them: by the program
-        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``).
-        self.in_process: dict[tuple[int, str], tuple[Any, tuple[Any, ...]]] = {}
+        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``), and only
+        # while the program lives (each module holds an MLIR context: a jit in a loop would fill memory).
+        self.in_process: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
 
 
 _state = _State()
@@ -149,6 +153,7 @@ def install() -> bool:
     # trace, the module's own name): this wrapper is not the program's, so it is not in that stack.
     if __file__ not in source_info_util._exclude_paths:
         source_info_util.register_exclusion(__file__)
+    lowering_key.remember_registered_rules()
     pxla._cached_lowering_to_hlo = functools.partial(_lower, lower)
     cache_key._hash_computation = functools.partial(_hash, hash_computation)
     _state.installed = True
@@ -180,7 +185,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     finally:
         _state.counts.key_s += time.thread_time() - started
     cached = _state.in_process.get((id(args[0]), within))
-    if cached is not None and cached[0] is args[0]:
+    if cached is not None and cached[0]() is args[0]:
         return cached[1]
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
     path = os.path.join(directory, _entry_name(name, key))
@@ -189,18 +194,39 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     _state.counts.load_s += time.thread_time() - started
     if result is not None:
         _state.counts.hits += 1
-        _state.in_process[id(args[0]), within] = (args[0], result)
+        _keep_in_process(args[0], within, result)
         _tell_listeners()
         return result
     _state.counts.misses += 1
-    result = original(*args, **kwargs)
-    _state.in_process[id(args[0]), within] = (args[0], result)
+    with warnings.catch_warnings(record=True) as given:
+        warnings.simplefilter("always")  # every warning, even one this run's filters hide: the next may not
+        result = original(*args, **kwargs)
+    _warn_again(given)
+    _keep_in_process(args[0], within, result)
     layout = _layout(result)
-    if layout is not None and not getattr(_thread, "in_process_only", False):
+    # A lowering that warned (an unused donation, say) is done again in every run, as it warns there too.
+    if layout is not None and not given and not getattr(_thread, "in_process_only", False):
         from jax._src.interpreters import mlir
 
         _remember(_Entry(result[0], path, key, layout, mlir.module_to_bytecode(result[0])))
     return result
+
+
+def _warn_again(given: list[warnings.WarningMessage]) -> None:
+    """The lowering's warnings, through the program's own filters, as if JAX had just given them."""
+    for warning in given:
+        module = next((m for m in list(sys.modules.values())
+                       if getattr(m, "__file__", None) == warning.filename), None)
+        registry = vars(module).setdefault("__warningregistry__", {}) if module is not None else None
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
+                               module=getattr(module, "__name__", None), registry=registry,
+                               source=warning.source)
+
+
+def _keep_in_process(program: Any, within: str, result: tuple[Any, ...]) -> None:
+    key = (id(program), within)
+    _state.in_process[key] = (weakref.ref(program), result)
+    weakref.finalize(program, _state.in_process.pop, key, None)  # runs before the id can be reused
 
 
 def _remember(entry: _Entry) -> None:

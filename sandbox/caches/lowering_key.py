@@ -26,7 +26,9 @@ differ between JAX versions; each is described by ``KeyWriter.value``):
 
 Refused: any primitive whose lowering rule (or anything its rule closes over)
 is not installed code, such as a rule the program registered itself (it may
-differ from run to run under the same name); callables in parameters, except
+differ from run to run under the same name), or is not the rule it had when
+the cache was installed (JAX's own rule of another primitive, registered by the
+program); callables in parameters, except
 the derivative rules of custom_jvp/custom_vjp, which lowering never calls;
 constants over ``MAX_CONSTANT_BYTES``; objects only described by an address.
 """
@@ -83,6 +85,9 @@ def _installed_file(filename: str) -> bool:
 # the same few are met in every lowering. Each holds its object, so its id is not reused.
 _described: dict[int, tuple[Any, str]] = {}
 _rules_checked: dict[int, tuple[Any, bool]] = {}  # lowering rules, each held: whether it is installed code
+# Each primitive's rules when the cache was installed, before any run (primitives held): a rule a program
+# registers later for one of them lowers it otherwise than its key says, even JAX's own rule of another.
+_rules_at_install: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 DESCRIBED_LIMIT = 8192
 
 
@@ -307,6 +312,10 @@ class KeyWriter:
         rules = _lowering_rules(prim)
         if not rules:
             raise Uncacheable(f"{prim.name} has no lowering rule")
+        at_install = _rules_at_install.get(id(prim))
+        if at_install is not None and at_install[0] is prim and (
+                len(rules) != len(at_install[1]) or any(a is not b for a, b in zip(rules, at_install[1], strict=True))):
+            raise Uncacheable(f"the lowering rule of {prim.name} was registered by the program")
         for rule in rules:
             checked = _rules_checked.get(id(rule))
             if checked is None or checked[0] is not rule:
@@ -434,6 +443,16 @@ def _lowering_rules(prim: Any) -> list[Any]:
     entries = [mlir._lowerings.get(prim)]
     entries += [rules.get(prim) for rules in mlir._platform_specific_lowerings.values()]
     return [getattr(entry, "rule", entry) for entry in entries if entry is not None]
+
+
+def remember_registered_rules() -> None:
+    """Every primitive's lowering rules as JAX registered them: called when the cache is installed,
+    before any program runs."""
+    from jax._src.interpreters import mlir
+
+    primitives = {*mlir._lowerings, *(p for table in mlir._platform_specific_lowerings.values() for p in table)}
+    for prim in primitives:
+        _rules_at_install.setdefault(id(prim), (prim, tuple(_lowering_rules(prim))))
 
 
 def _installed_callable(fn: Any, depth: int) -> bool:
