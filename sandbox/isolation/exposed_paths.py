@@ -40,9 +40,9 @@ def own_entries() -> list[Path]:
 # jaxplay's requirements that user code and the runner import...
 SANDBOX_REQUIREMENTS = frozenset({"jax", "jaxlib", "numpy", "treescope", "matplotlib"})
 # ...and those only the server, the worker agent (outside the sandbox) or the tests use: the
-# metrics library, the PostgreSQL driver and the Redis client stay out of every run's reach.
+# metrics library, the PostgreSQL driver, the Redis client and the MCP SDK stay out of every run's reach.
 HOST_ONLY_REQUIREMENTS = frozenset({"starlette", "uvicorn", "websockets", "jinja2", "prometheus-client",
-                                    "psycopg", "redis"})
+                                    "psycopg", "redis", "mcp"})
 # Extras of jaxplay whose libraries a run may import.
 SANDBOX_EXTRAS = frozenset({"worker-libs"})
 DISTRIBUTION = "jaxplay"
