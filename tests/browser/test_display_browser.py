@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import Page
 
-from tests.browser.helpers import PageAt, output_text, run_ok
+from tests.browser.helpers import PageAt, output_text, replace_code, run_ok, wait_for_status
 
 pytestmark = [pytest.mark.live, pytest.mark.browser]
 
@@ -59,10 +59,16 @@ def test_a_result_frame_starts_loading_the_moment_it_is_placed_and_later_ones_wh
           }
         }).observe(document.body, { subtree: true, childList: true });
     }""")
-    # Seven values, then enough lines that the Output (following the end) has scrolled far past them all.
-    run_ok(page, "import jax.numpy as jnp\nfrom playground import display\n"
-                 "for i in range(7):\n    display(jnp.arange(4.0) + i)\n"
-                 "print('\\n' * 600)\n")
+    # Lines first; once they are shown the reader scrolls back to the top, so the Output stops following
+    # the end, and the seven values arrive far below the view. (Placed at a followed end instead, a
+    # value is legitimately in view for the frames until more lines arrive.)
+    replace_code(page, "import time\nimport jax.numpy as jnp\nfrom playground import display\n"
+                       "print('\\n' * 600)\ntime.sleep(4)\n"
+                       "for i in range(7):\n    display(jnp.arange(4.0) + i)\n")
+    page.click("[data-testid=run]")
+    page.wait_for_function("() => document.querySelector('[data-testid=output-log]').scrollHeight > 5000")
+    page.evaluate("() => { const log = document.querySelector('[data-testid=output-log]'); log.scrollTop = 0; }")
+    assert wait_for_status(page, "ok", "error") == "ok", output_text(page)
     frames = page.locator(FRAME)
     assert frames.count() == 7
     modes = frames.evaluate_all("fs => fs.map(f => f.dataset.fill)")
@@ -71,6 +77,7 @@ def test_a_result_frame_starts_loading_the_moment_it_is_placed_and_later_ones_wh
     assert page.evaluate("window.placedWithoutDocument").count("at-once") == 0
     assert wait_for_frame_sized(page, 0) > 0
     # The later ones, far from the view, wait until they come near it.
+    assert page.evaluate("() => document.querySelector('[data-testid=output-log]').scrollTop") == 0
     far = frames.nth(6)
     assert far.evaluate("f => f.hasAttribute('srcdoc')") is False
     far.scroll_into_view_if_needed()

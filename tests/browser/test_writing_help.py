@@ -12,9 +12,11 @@ pytestmark = [pytest.mark.live, pytest.mark.browser]
 
 
 def index_loaded(page: Page) -> None:
-    """Uses the editor (a click), which loads the help and its index, and waits for the index."""
+    """Uses the editor (a click), which loads the help's code and its index, and waits for both: the
+    index can arrive before the help's own chunk is mounted, and typing then gets plain word completion."""
     page.click(".cm-content")
     page.wait_for_function("window.jaxplay.apiIndex.data !== null", timeout=120_000)
+    page.wait_for_selector(".cm-editor[data-api-help=mounted]", state="attached", timeout=60_000)
 
 
 def type_at_end(page: Page, text: str) -> None:
@@ -28,7 +30,8 @@ def test_completion_after_a_module_alias_offers_that_jaxs_names(page_at: PageAt)
     index_loaded(page)
     replace_code(page, "import jax.numpy as jnp\nfrom jax import random\n")
     type_at_end(page, "jnp.arg")
-    page.wait_for_selector(".cm-tooltip-autocomplete")
+    # The list can open on an earlier prefix ("jnp") and update as the keys arrive: wait for this one's.
+    page.wait_for_selector(".cm-tooltip-autocomplete li:has-text('argsort')")
     labels = page.eval_on_selector_all(".cm-tooltip-autocomplete li .cm-completionLabel", "ls => ls.map(l => l.textContent)")
     assert "argmax" in labels and "argsort" in labels
     page.keyboard.press("Escape")

@@ -23,6 +23,8 @@ export function lazyApiHelp(index: ApiIndex): Extension {
       started = true;
       void import("./api_help").then(({ apiHelp }) => {
         view.dispatch({ effects: slot.reconfigure(apiHelp(index)) });
+        // Said on the editor, so a tool (or a test) can tell help is in place, not just its index.
+        view.dom.dataset.apiHelp = "mounted";
       });
     };
     const stop = () => TRIGGERS.forEach((type) => view.dom.removeEventListener(type, start));
