@@ -188,6 +188,24 @@ async def collect_many(ws: Any, run_ids: list[str], timeout: float = 90.0) -> di
     return events
 
 
+async def flood_then_one(server: Any, flood: int) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]], bool]:
+    """One browser sends ``flood`` fresh runs of 0.4 s each, another sends one run once the flood's first
+    has ended (so the server has a measured duration to estimate waits from). Returns the other's events,
+    the flood's events by run id, and whether the flood was still running when the other's run ended."""
+    async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as flooding, \
+            websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as other:
+        ids = [f"f{i}" for i in range(flood)]
+        for i, run_id in enumerate(ids):
+            await flooding.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
+                                            "code": f"import time\ntime.sleep(0.4)\nprint({i})"}))
+        first = await collect(flooding, ids[0], 240)
+        flood_events = asyncio.create_task(collect_many(flooding, ids[1:], 240))
+        await other.send(json.dumps({"type": "run", "id": "mine", "code": "print('mine')", "fresh": True}))
+        mine = await collect(other, "mine", 240)
+        flood_still_running = not flood_events.done()
+        return mine, {ids[0]: first, **await flood_events}, flood_still_running
+
+
 def output_text(events: list[dict[str, Any]], kind: str = "stdout") -> str:
     return "".join(e["text"] for e in events if e["type"] == kind)
 

@@ -132,6 +132,9 @@ def test_a_completions_docs_sit_beside_or_under_the_list_never_over_its_rows(pag
     replace_code(page, "import jax.numpy as jnp\n")
     type_at_end(page, "jnp.ar")
     page.wait_for_selector(".cm-tooltip-autocomplete li:has-text('argmax')")
+    # CodeMirror ignores keys that move its selection just after the list opens (its interaction delay):
+    # an ArrowDown then moves the cursor instead, which closes the list.
+    page.wait_for_timeout(200)
     page.keyboard.press("ArrowDown")  # a selected option with docs shows them
     info = page.wait_for_selector(".cm-completionInfo")
     box = info.bounding_box()

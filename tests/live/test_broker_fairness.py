@@ -22,7 +22,7 @@ import pytest
 import websockets
 
 from tests.live.faults import readiness, replica, wait_until
-from tests.live_server import collect, collect_many
+from tests.live_server import collect_many, flood_then_one
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.live
@@ -42,21 +42,7 @@ def test_a_flood_from_one_browser_lets_another_start_after_at_most_one_of_its_ru
         server.wait_ready()
         wait_until(lambda: readiness(server)[0] == 200, 30, "ready")
 
-        async def scenario():
-            async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as flood, \
-                    websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as other:
-                ids = [f"f{i}" for i in range(FLOOD)]
-                for i, run_id in enumerate(ids):
-                    await flood.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
-                                                 "code": f"import time\ntime.sleep(0.4)\nprint({i})"}))
-                first = await collect(flood, ids[0], 240)
-                flood_events = asyncio.create_task(collect_many(flood, ids[1:], 240))
-                await other.send(json.dumps({"type": "run", "id": "mine", "code": "print('mine')", "fresh": True}))
-                mine = await collect(other, "mine", 240)
-                flood_still_running = not flood_events.done()
-                return mine, {ids[0]: first, **await flood_events}, flood_still_running
-
-        mine, flood_events, flood_still_running = asyncio.run(scenario())
+        mine, flood_events, flood_still_running = asyncio.run(flood_then_one(server, FLOOD))
         assert mine[-1]["status"] == "ok" and all(e[-1]["status"] == "ok" for e in flood_events.values())
         assert flood_still_running, "the other browser's run waited for the whole flood"
     finally:

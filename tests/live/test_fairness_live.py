@@ -8,7 +8,7 @@ import json
 
 import websockets
 
-from tests.live_server import collect, collect_many, running_server
+from tests.live_server import collect, collect_many, flood_then_one, running_server
 
 FLOOD = 12
 
@@ -16,23 +16,7 @@ FLOOD = 12
 def test_a_flood_from_one_client_lets_another_start_after_at_most_one_of_its_runs():
     args = ["--max-runs-per-connection", str(FLOOD), "--max-runs-per-client", str(FLOOD), "--slots", "1"]
     with running_server(args) as server:
-        async def scenario():
-            async with websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as flood, \
-                    websockets.connect(server.ws_url, additional_headers=server.browser_headers()) as other:
-                # Fresh programs (not answered from the cache), each long enough to queue behind the others.
-                ids = [f"f{i}" for i in range(FLOOD)]
-                for i, run_id in enumerate(ids):
-                    await flood.send(json.dumps({"type": "run", "id": run_id, "fresh": True,
-                                                 "code": f"import time\ntime.sleep(0.4)\nprint({i})"}))
-                # Once a flood run has finished, the server has a measured duration to estimate waits from.
-                first = await collect(flood, ids[0], 240)
-                flood_events = asyncio.create_task(collect_many(flood, ids[1:], 240))
-                await other.send(json.dumps({"type": "run", "id": "mine", "code": "print('mine')", "fresh": True}))
-                mine = await collect(other, "mine", 240)
-                flood_still_running = not flood_events.done()
-                return mine, {ids[0]: first, **await flood_events}, flood_still_running
-
-        mine, flood_events, flood_still_running = asyncio.run(scenario())
+        mine, flood_events, flood_still_running = asyncio.run(flood_then_one(server, FLOOD))
         assert flood_still_running  # the other client's run did not wait for the flood to drain
         assert mine[-1]["status"] == "ok"
         queued = [e for e in mine if e["type"] == "queued"]
