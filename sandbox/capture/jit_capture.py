@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import linecache
 import logging
 import os
 import statistics
@@ -57,6 +56,8 @@ from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.caches import lowered_modules
 from jaxplay.sandbox.capture import (
     jit_artifacts,
+    jit_call_frames,
+    jit_functions,
     jit_libraries,
     jit_render,
     memory_view,
@@ -64,21 +65,11 @@ from jaxplay.sandbox.capture import (
     pass_pipeline,
     roofline,
 )
+from jaxplay.sandbox.capture.jit_functions import FunctionRecord
 from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
 from jaxplay.sandbox.output import events
 
-USER_FILENAME = "<playground>"
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
-PHASE_EVENTS = {
-    "/jax/core/compile/jaxpr_trace_duration": "trace",
-    "/jax/core/compile/jaxpr_to_mlir_module_duration": "lower",
-    "/jax/core/compile/backend_compile_duration": "compile",
-}
-PERSISTENT_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
-# Records jax logs at WARNING only because we turned on jax_explain_cache_misses.
-EXPLAIN_LOGGERS = ("jax._src.interpreters.partial_eval", "jax._src.compiler", "jax._src.compilation_cache",
-                   "jax._src.pjit")  # the last: where JAX before 0.5 explains tracing misses
-EXPLAIN_PREFIXES = ("TRACING CACHE MISS", "PERSISTENT COMPILATION CACHE MISS", "Not writing persistent cache entry")
 FN_TIMING_INTERVAL_S = 1.0
 MAX_TIMING_SAMPLES = 100_000
 MAX_SAMPLES_PER_COMPILATION = 10_000
@@ -86,63 +77,6 @@ READY_DRAIN_S = 5.0
 _ready = ReadyWatcher()
 
 logger = logging.getLogger("jaxplay.sandbox.inspect")
-
-
-class CallFrame:
-    """What JAX reported while one top-level jitted call ran on this thread."""
-
-    __slots__ = ("phases_ms", "explanations", "persistent_cache_hit", "lowered_module_cached", "record",
-                 "compiling_sent")
-
-    def __init__(self, record: FunctionRecord | None = None) -> None:
-        self.phases_ms: dict[str, float] = {}
-        self.explanations: list[str] = []
-        self.persistent_cache_hit = False
-        self.lowered_module_cached = False
-        self.record = record
-        self.compiling_sent = False
-
-
-class FunctionRecord:
-    """One user function (one code object): its compilations and call times."""
-
-    def __init__(self, fn_id: int, fn: str, line: int | None, module: str | None, transformed: bool = False) -> None:
-        self.fn_id, self.fn, self.line, self.module = fn_id, fn, line, module
-        self.transformed = transformed  # made by a JAX transformation (``grad(layer)``): JAX made the object
-        self.compiles: list[tuple[str, list[dict[str, str]]]] = []  # (key, arguments)
-        self.calls = 0
-        self.total_s = 0.0
-        self.samples: list[float] = []
-        self.first_call_ms: float | None = None
-        self.first_call_pending = False
-        self.traced_calls = 0
-        self.compile_calls = 0
-        self.changed = False
-        # Which compilation a call ran, for the roofline: by the call's argument signature once the
-        # function has more than one compilation (one compilation: every call ran it).
-        self.keys_by_signature: dict[Any, str] = {}
-        self.samples_by_key: dict[str, list[float]] = {}
-
-    def key_of_call(self, args: tuple, kwargs: dict) -> str | None:
-        if len(self.compiles) == 1:
-            return self.compiles[0][0]
-        if not self.compiles:
-            return None
-        return self.keys_by_signature.get(roofline.call_signature(args, kwargs))
-
-    def timing(self) -> dict[str, Any]:
-        ms = [s * 1e3 for s in self.samples]
-        return {
-            "fn_id": self.fn_id, "fn": self.fn, "line": self.line, "calls": self.calls,
-            "total_ms": round(self.total_s * 1e3, 4),
-            "median_ms": round(statistics.median(ms), 4) if ms else None,
-            "min_ms": round(min(ms), 4) if ms else None,
-            "max_ms": round(max(ms), 4) if ms else None,
-            "first_call_ms": None if self.first_call_ms is None else round(self.first_call_ms, 4),
-            "traced_calls": self.traced_calls,
-            "compile_calls": self.compile_calls,
-            "sampled_calls": len(ms),
-        }
 
 
 class _State:
@@ -164,142 +98,11 @@ class _State:
 _state = _State()
 _renderer = jit_render.Renderer(COMPILED_HOOKS)
 _roofline = roofline.RooflineCollector()
-
-
-def _frames() -> list[CallFrame]:
-    stack = getattr(_state.local, "frames", None)
-    if stack is None:
-        stack = _state.local.frames = []
-    return stack
-
-
-def _on_duration(event: str, duration_s: float, **_: Any) -> None:
-    phase = PHASE_EVENTS.get(event)
-    if phase is None:
-        return
-    stack = getattr(_state.local, "frames", None)
-    if stack:
-        frame = stack[-1]
-        frame.phases_ms[phase] = frame.phases_ms.get(phase, 0.0) + duration_s * 1e3
-        if phase == "trace" and not frame.compiling_sent:
-            _announce_compiling(frame)
-
-
-def _announce_compiling(frame: CallFrame) -> None:
-    """Traced: lowering and XLA's compile come next, and may take seconds. The page says so meanwhile."""
-    frame.compiling_sent = True
-    record = frame.record
-    if record is None:
-        return
-    events.emit({"type": "compiling", "fn_id": record.fn_id, "fn": record.fn, "line": record.line,
-                 "compile_index": len(record.compiles) + 1})
-
-
-def _on_event(event: str, **_: Any) -> None:
-    if event == PERSISTENT_CACHE_HIT_EVENT:
-        stack = getattr(_state.local, "frames", None)
-        if stack:
-            stack[-1].persistent_cache_hit = True
-
-
-def _on_lowered_module_cached() -> None:
-    """The module came from the lowered-module cache (sandbox/caches/lowered_modules.py): nothing lowered."""
-    stack = getattr(_state.local, "frames", None)
-    if stack:
-        stack[-1].lowered_module_cached = True
-
-
-def _capturing_a_call() -> bool:
-    return bool(getattr(_state.local, "frames", None))
-
-
-class _ExplainFilter(logging.Filter):
-    """Keeps JAX's cache-miss explanations for the frame, off stderr."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not _state.capturing or not isinstance(record.msg, str) or not record.msg.startswith(EXPLAIN_PREFIXES):
-            return True
-        stack = getattr(_state.local, "frames", None)
-        if stack and record.msg.startswith("TRACING CACHE MISS"):
-            stack[-1].explanations.append(record.getMessage())
-        return False
-
-
-_explain_filter = _ExplainFilter()
-
-
-def _source_of(fun: Any) -> tuple[Any, str, int | None, str | None, bool]:
-    """(identity, name, def line in user code, module, whether JAX transformed it) of a function.
-
-    A function JAX transformed (``jax.grad(layer)``) is named for it, ``grad(layer)``, and is a
-    function of its own: what compiles is the derivative, not ``layer``.
-    """
-    target = fun
-    transforms: list[str] = []
-    for _ in range(20):  # unwrap functools.partial and functools.wraps chains
-        if isinstance(target, functools.partial):
-            target = target.func
-        elif getattr(target, "__wrapped__", None) is not None:
-            transform = _jax_transformation(target)
-            if transform is not None:
-                transforms.append(transform)
-            target = target.__wrapped__
-        else:
-            break
-    name = (getattr(target, "__qualname__", None) if transforms else None) or getattr(fun, "__qualname__", None)
-    name = name or getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
-    for transform in reversed(transforms):
-        name = f"{transform}({name})"
-    code = getattr(target, "__code__", None)
-    line = None
-    if isinstance(code, types.CodeType) and code.co_filename == USER_FILENAME:
-        line = code.co_firstlineno
-        # co_firstlineno is the first decorator's line; the def is what to jump to.
-        while linecache.getline(USER_FILENAME, line).lstrip().startswith("@"):
-            line += 1
-    identity = code if isinstance(code, types.CodeType) else ("object", id(target))
-    if transforms:
-        identity = (tuple(transforms), identity)
-    return identity, str(name), line, getattr(target, "__module__", None), bool(transforms)
-
-
-# JAX's own wrappers that are no transformation: the public function's error-filtering shell.
-_JAX_PLUMBING = frozenset({"api_boundary", "wraps"})
-
-
-def _jax_transformation(wrapper: Any) -> str | None:
-    """``grad`` for the function ``jax.grad(f)`` returned, ``jacfwd`` for ``jax.jacfwd(f)``'s; None for
-    anything JAX did not make. JAX names the function it returns after ``f`` (``wraps``), so the
-    transformation is read from where its code lives: ``grad.<locals>.grad_f``, inside JAX, either
-    the wrapper itself or the function its error-filtering shell holds."""
-    code = getattr(wrapper, "__code__", None)
-    if not isinstance(code, types.CodeType) or not _is_jax_source(code.co_filename):
-        return None
-    held = [cell.cell_contents for cell in (getattr(wrapper, "__closure__", None) or ()) if _cell_filled(cell)]
-    for candidate in (wrapper, *held):
-        inner = getattr(candidate, "__code__", None)
-        if not isinstance(inner, types.CodeType) or not _is_jax_source(inner.co_filename):
-            continue
-        outer, nested, _ = getattr(inner, "co_qualname", inner.co_name).partition(".<locals>.")
-        if nested and outer not in _JAX_PLUMBING and outer.isidentifier():
-            return outer.lstrip("_")  # jax.shard_map's work is done in _shard_map: name the public one
-    return None
-
-
-def _is_jax_source(filename: str) -> bool:
-    return f"{os.sep}jax{os.sep}" in filename
-
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
+_explain_filter = jit_call_frames.ExplainFilter(lambda: _state.capturing)
 
 
 def _record_for(fun: Any) -> FunctionRecord:
-    identity, name, line, module, transformed = _source_of(fun)
+    identity, name, line, module, transformed = jit_functions.source_of(fun)
     with _state.lock:
         record = _state.records.get(identity)
         if record is None:
@@ -346,8 +149,8 @@ class CapturedJit:
         if not _trace_state_clean():
             record.traced_calls += 1
             return self._jitted(*args, **kwargs)
-        frame = CallFrame(record)
-        stack = _frames()
+        frame = jit_call_frames.CallFrame(record)
+        stack = jit_call_frames.stack()
         stack.append(frame)
         start = time.perf_counter()
         try:
@@ -373,7 +176,7 @@ class CapturedJit:
         return out
 
     def _ran_out_of_memory(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
-                           frame: CallFrame, exc: Exception, args: tuple, kwargs: dict) -> None:
+                           frame: jit_call_frames.CallFrame, exc: Exception, args: tuple, kwargs: dict) -> None:
         """The call raised an out-of-memory error: note which compilation (the error event links to it)."""
         compiled = "compile" in frame.phases_ms or frame.persistent_cache_hit
         failure = oom_link.Failure(record.fn, record.line, "compile" if frame.phases_ms and not compiled else "execute")
@@ -405,7 +208,7 @@ class CapturedJit:
             emit_fn_timing(final=False)
 
     def _queue_compilation(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
-                           frame: CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> str:
+                           frame: jit_call_frames.CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> str:
         """Queue this call's compilation for its ``compiled`` event; return its key."""
         # Cache hits only: the user's call just traced, lowered and compiled these.
         traced = self._jitted.trace(*args, **kwargs)
@@ -431,7 +234,7 @@ class CapturedJit:
         phases = {name: round(frame.phases_ms.get(name, 0.0), 3) for name in ("trace", "lower", "compile")}
         phases["execute"] = round(max(0.0, elapsed_s * 1e3 - sum(phases.values())), 3)
         reason = None
-        explanation = _explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
+        explanation = jit_call_frames.explanation_of(frame.explanations, getattr(self._jitted, "__name__", None))
         if user_call is not None and (previous is None or not user_call.jax_explains):
             # The library's wrapper is one function to JAX: its first compilation of each of the
             # user's functions would read as "seen another function defined on the same line".
@@ -489,21 +292,6 @@ def _locations_in_cache_key() -> contextlib.AbstractContextManager[Any]:
     hitting whatever lines they came from.
     """
     return contextlib.nullcontext()
-
-
-def _explanation_of(explanations: list[str], name: str | None) -> str | None:
-    """This function's own cache-miss explanation among those logged in its call.
-
-    JAX explains a miss when it happens, outermost first; functions traced
-    inside (loop bodies, branches) log theirs after it.
-    """
-    if not explanations:
-        return None
-    if name:
-        for text in explanations:
-            if f"\n    {name} id=" in text or f"  for {name} defined at" in text:
-                return text
-    return explanations[0]
 
 
 def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, key: str | None, elapsed_s: float) -> None:
@@ -620,11 +408,11 @@ def install(run: wp.SandboxRun) -> None:
         if path not in source_info_util._exclude_paths:
             source_info_util.register_exclusion(path)
     if not _state.listeners_registered:
-        jax.monitoring.register_event_duration_secs_listener(_on_duration)
-        jax.monitoring.register_event_listener(_on_event)
-        lowered_modules.HIT_LISTENERS.append(_on_lowered_module_cached)
-        lowered_modules.SHOWN.append(_capturing_a_call)
-        for name in EXPLAIN_LOGGERS:
+        jax.monitoring.register_event_duration_secs_listener(jit_call_frames.on_duration)
+        jax.monitoring.register_event_listener(jit_call_frames.on_event)
+        lowered_modules.HIT_LISTENERS.append(jit_call_frames.on_lowered_module_cached)
+        lowered_modules.SHOWN.append(jit_call_frames.capturing_a_call)
+        for name in jit_call_frames.EXPLAIN_LOGGERS:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True
     jax.config.update("jax_explain_cache_misses", True)
