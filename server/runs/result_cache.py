@@ -68,7 +68,8 @@ from jaxplay.server.storage.interface import Storage, StorageError, Transaction,
 
 log = logging.getLogger("jaxplay.cache")
 
-KEY_FORMAT = "jaxplay-result-v3"  # v2: the runtime joined the key; v3: shared only once verified
+KEY_FORMAT = "jaxplay-result-v4"  # v2: the runtime joined the key; v3: shared only once verified;
+# v4: text under a measured name is compared (an earlier digest would read as a divergence)
 NONDETERMINISTIC = "nondeterministic"
 # Events that describe this server's queue, not the program: never recorded.
 NOT_RECORDED = frozenset({"queued"})

@@ -63,12 +63,32 @@ class Verdict(enum.Enum):
     DIVERGED = "diverged"  # two runs differed: never shared
 
 
-def _unmeasured(value: Any) -> Any:
+# A roofline's verdict: derived from measured figures, so it may flip between runs near the ridge.
+MEASURED_WORDS = frozenset({"compute", "memory"})
+FIGURES = str.maketrans("", "", "0123456789")
+
+
+def _is_measured(key: str) -> bool:
+    return key in MEASURED_KEYS or key.endswith(MEASURED_SUFFIXES)
+
+
+def _is_figure(key: str, value: Any) -> bool:
+    """A value the sandbox measures is a number (or none), or a roofline's verdict; never a text or a
+    structure, which the program could write on its event channel under a measured name."""
+    return value is None or isinstance(value, bool | int | float) or (key == "bound" and value in MEASURED_WORDS)
+
+
+def _unmeasured(value: Any, measured: bool = False) -> Any:
+    """``value`` less its measured figures (every number under a measured name). Text under a measured
+    name (the peak's ``how`` and ``measured_at``) is compared without its digits: a measurement's words stay the same, its figures not,
+    and a program's own text there must agree like any other."""
     if isinstance(value, dict):
-        return {k: _unmeasured(v) for k, v in value.items()
-                if k not in MEASURED_KEYS and not k.endswith(MEASURED_SUFFIXES)}
+        return {k: _unmeasured(v, measured or _is_measured(k)) for k, v in value.items()
+                if not ((measured or _is_measured(k)) and _is_figure(k, v))}
     if isinstance(value, list):
-        return [_unmeasured(v) for v in value]
+        return [_unmeasured(v, measured) for v in value if not (measured and _is_figure("", v))]
+    if measured and isinstance(value, str):
+        return value.translate(FIGURES)
     return value
 
 

@@ -51,6 +51,27 @@ def test_what_two_runs_must_agree_on_leaves_out_only_what_the_sandbox_measured()
     assert content_digest([RECORDED[0], {"type": "stdout", "text": "ab\n"}, compiled, roofline], "error") != base
 
 
+def test_text_a_program_writes_under_a_measured_name_is_compared():
+    """A run writes its own events (its event channel is the program's): under a measured name it may put
+    text, not a figure. A recalibrated peak differs only in its figures, and still agrees."""
+    peak = {"flops_per_s": 1e11, "bytes_per_s": 2e10, "device_kind": "cpu", "measured_at": "2026-11-27T16:00:01Z",
+            "how": "float32 matmul 1024x1024 (2.15e+09 FLOP), the best of 5 samples of 12 and 40 calls"}
+    roofline = {"type": "roofline", "peak": peak, "functions": [], "left_out": 0}
+    base = content_digest([RECORDED[0], roofline, {"type": "timing", "label": "f", "mean_ms": 1.5}], "ok")
+    recalibrated = {**peak, "flops_per_s": 9e10, "measured_at": "2026-11-28T22:10:00Z",
+                    "how": "float32 matmul 1024x1024 (2.15e+09 FLOP), the best of 5 samples of 11 and 38 calls"}
+    assert content_digest([RECORDED[0], {**roofline, "peak": recalibrated},
+                           {"type": "timing", "label": "f", "mean_ms": 0.9}], "ok") == base
+    assert content_digest([RECORDED[0], {**roofline, "peak": {**peak, "how": "run af48cb"}},
+                           {"type": "timing", "label": "f", "mean_ms": 1.5}], "ok") != base
+    assert content_digest([RECORDED[0], roofline, {"type": "timing", "label": "f", "mean_ms": "run af48cb"}],
+                          "ok") != base
+    assert content_digest([RECORDED[0], {**roofline, "functions": [{"fn": "f", "bound": "run af48cb"}]},
+                           {"type": "timing", "label": "f", "mean_ms": 1.5}], "ok") != \
+        content_digest([RECORDED[0], {**roofline, "functions": [{"fn": "f", "bound": "memory"}]},
+                        {"type": "timing", "label": "f", "mean_ms": 1.5}], "ok")
+
+
 def test_a_result_answers_its_own_session_until_a_later_run_agrees(harness: Harness):
     async def scenario():
         await harness.execute("print(1)", session=A)
