@@ -1,0 +1,74 @@
+"""Host state a run reads by routes the result cache's second-run rule does not see, and that still agree.
+
+The rule (docs/sharing.md, "Who a cached result answers") shares a result once a
+second run agreed, offsets each run's monotonic and boot-time clocks, and has the
+kernel watch the host's slowly changing files (sandbox/capture/host_state_reads.py).
+Each program below reads the same kind of host state by a system call or a file
+that no watch covers, and prints something that two runs a moment apart agree
+on: the result is replayed to other browser sessions, although a run later (or
+on another host) would show something else. They state what should hold and fail
+today (strict xfail): no small fix covers a system call that JAX itself makes
+(XLA asks ``sysinfo`` for the host's memory), so each needs the kernel's word,
+as the file watch gives for ``/proc/loadavg``.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.conftest import done_of, output_text
+
+LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+SYSINFO = LIBC + """
+class Sysinfo(ctypes.Structure):
+    _fields_ = [("uptime", ctypes.c_long), ("loads", ctypes.c_ulong * 3), ("rest", ctypes.c_char * 256)]
+info = Sysinfo()
+libc.sysinfo(ctypes.byref(info))
+"""
+UNSEEN_ROUTES = {
+    # The figures of the watched /proc/loadavg, through a system call: no file is opened.
+    "the load average through sysinfo": SYSINFO + "print('busy' if info.loads[0] / 65536 > 1000 else 'calm')",
+    # times() counts clock ticks since the host booted: the run's time namespace does not offset it.
+    "the host's uptime through times": LIBC + "libc.times.restype = ctypes.c_long\n"
+                                              "print('up a minute' if libc.times(None) > 6000 else 'just booted')",
+    # The free space of the host's disk under a read-only bind (statfs), not the run's own tmpfs.
+    "the host disk's free space through statfs": "import shutil\nprint(shutil.disk_usage('/usr').free > 0)",
+    # Host-wide counters in /proc/stat (not watched: every process reads it to count processors).
+    "the host's fork count in /proc/stat": "print([int(line.split()[1]) > 1 for line in open('/proc/stat')"
+                                           " if line.startswith('processes')])",
+    # The host's identity for this boot (watched: .../random/uuid; not: boot_id).
+    "the host's boot id": "print(open('/proc/sys/kernel/random/boot_id').read())",
+}
+
+
+@pytest.mark.attack("result cache")
+@pytest.mark.xfail(strict=True, reason="host state read by a system call, or a file no watch covers, agrees between "
+                                       "two runs a moment apart and is shared (reported, not fixed)")
+@pytest.mark.parametrize("route", sorted(UNSEEN_ROUTES))
+def test_host_state_read_by_an_unwatched_route_is_never_replayed_to_another_session(live, route):
+    code = f"# {uuid.uuid4().hex}\n{UNSEEN_ROUTES[route]}"
+    runs = [live.run(code) for _ in range(3)]
+    for events in runs:
+        assert done_of(events)["status"] == "ok", events[-3:]
+    assert output_text(runs[0]).strip()
+    assert [done_of(events).get("cached") for events in runs] == [None, None, None], output_text(runs[2])
+
+
+@pytest.mark.attack("result cache")
+def test_times_reads_the_hosts_boot_clock_not_the_runs_offset_one(live):
+    """What makes the route above agree: the run's boot-time clock is offset by 12 days or more, but the
+    tick count times() returns is the host's own (the kernel does not apply time namespaces to it)."""
+    code = LIBC + """
+libc.times.restype = ctypes.c_long
+class Timespec(ctypes.Structure):
+    _fields_ = [("seconds", ctypes.c_long), ("nanoseconds", ctypes.c_long)]
+boot = Timespec()
+libc.clock_gettime(7, ctypes.byref(boot))  # CLOCK_BOOTTIME, offset in the run's time namespace
+print(boot.seconds - libc.times(None) // 100)
+"""
+    events = live.run(code)
+    assert done_of(events)["status"] == "ok", events[-3:]
+    offset_s = int(output_text(events))
+    assert offset_s >= (1 << 20) - 2, offset_s  # the run's own offset: times() is not in its namespace
