@@ -115,6 +115,11 @@ async def judge(tx: Transaction, shared_key: str, digest: str, started_at: float
     """Record a run of ``shared_key``'s program that began at ``started_at`` and ended at ``ended_at``
     (unix times) with content ``digest``, and say what it makes of the program."""
     now = time.time()
+    # Lock the program's rows before reading them: another replica's transaction that marks it diverged
+    # holds them until it commits, and the reads below then see its mark (PostgreSQL reads committed rows
+    # as of each statement), instead of sharing the program again beside it. SQLite has one writer anyway.
+    await tx.execute("UPDATE result_cache SET last_used = last_used WHERE key = ?", (shared_key,))
+    await tx.execute("UPDATE result_candidates SET last_seen = last_seen WHERE key = ?", (shared_key,))
     shared = await tx.fetch_one("SELECT digest FROM result_cache WHERE key = ?", (shared_key,))
     if shared is not None:  # shared already: a fresh run must still agree
         if shared["digest"] == digest:

@@ -8,11 +8,14 @@ tests/security/test_result_cache_trust.py.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from jaxplay import browser_protocol as bp
 from jaxplay.server.clients.identity import ADDRESS_CLIENT_PREFIX
-from jaxplay.server.runs.result_verification import content_digest
+from jaxplay.server.runs.result_verification import Verdict, content_digest, judge
+from jaxplay.server.storage.factory import open_storage
 from tests.unit.test_storage_result_cache import RECORDED, Harness, entries
 
 A, B, C = "a" * 32, "b" * 32, "c" * 32
@@ -163,3 +166,56 @@ def test_runs_that_overlapped_in_time_do_not_verify_each_other(harness: Harness)
 def harness(database_url, tmp_path):
     return Harness(database_url, tmp_path)
 
+
+
+@pytest.mark.parametrize("shared_before", [True, False], ids=["shared", "candidate"])
+def test_a_run_judged_while_another_replica_marks_the_program_diverged_does_not_share_it(postgres, tmp_path,
+                                                                                         shared_before):
+    """Two replicas judge runs of one program at once: one run differs (its transaction withdraws the
+    program and marks it diverged), the other agrees with what the first saw. Before, the agreeing run read
+    the old state, waited on the withdrawal's row lock, and then stored the program as shared again, beside
+    its divergence mark: shared though two runs had differed."""
+    url = postgres.new_database()
+    diverging, agreeing = open_storage(url, tmp_path / "a"), open_storage(url, tmp_path / "b")
+    key, agreed, differed = "k" * 64, "d1", "d2"
+
+    async def store_shared(tx) -> None:
+        await tx.execute("INSERT INTO result_cache (key, size, elapsed_ms, cached_at, last_used, recorded, worker, "
+                         "digest, program) VALUES (?, 1, 1.0, '', 0, ?, 'w', ?, ?)", (key, b"x", agreed, key))
+
+    async def scenario() -> tuple[Verdict, bool]:
+        await diverging.open()
+        await agreeing.open()
+        try:
+            if shared_before:
+                await diverging.transaction(store_shared, durable=True)
+            else:
+                await diverging.transaction(lambda tx: judge(tx, key, agreed, 1.0, 2.0), durable=True)
+            judged, release = asyncio.Event(), asyncio.Event()
+
+            async def differ(tx) -> None:
+                assert await judge(tx, key, differed, 3.0, 4.0) is Verdict.DIVERGED
+                judged.set()
+                await release.wait()  # holds its transaction open while the other replica judges
+
+            async def agree(tx) -> Verdict:
+                verdict = await judge(tx, key, agreed, 3.0, 4.0)
+                if verdict is Verdict.VERIFIED:
+                    await store_shared(tx)
+                return verdict
+
+            withdrawal = asyncio.ensure_future(diverging.transaction(differ, durable=True))
+            await judged.wait()
+            verification = asyncio.ensure_future(agreeing.transaction(agree, durable=True))
+            await asyncio.sleep(0.5)
+            release.set()
+            await withdrawal
+            verdict = await verification
+            shared = await agreeing.fetch_one("SELECT key FROM result_cache WHERE key = ?", (key,))
+            return verdict, shared is not None
+        finally:
+            await diverging.close()
+            await agreeing.close()
+
+    verdict, shared = asyncio.run(scenario())
+    assert (verdict, shared) == (Verdict.DIVERGED, False)
