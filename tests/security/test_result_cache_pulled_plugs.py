@@ -9,7 +9,9 @@ after the first ended, and no request is answered with a server error.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -22,10 +24,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
+import websockets
 
 from tests.conftest import done_of, output_text
-from tests.live_server import LiveServer
+from tests.live_server import LiveServer, collect
 
 DETERMINISTIC = "import jax.numpy as jnp\nprint(jnp.arange(4.0) * 3)\n"
 
@@ -117,3 +121,41 @@ def test_a_full_database_disk_during_verification_shares_nothing_unverified_and_
             assert live.process.poll() is None  # still serving
         finally:
             live.stop()
+
+
+def worker_processes(live: LiveServer) -> list[psutil.Process]:
+    return [child for child in psutil.Process(live.process.pid).children(recursive=True)
+            if "worker" in child.cmdline() and "jaxplay.cli" in child.cmdline()]
+
+
+@pytest.mark.attack("result cache")
+def test_a_worker_stopped_during_the_second_run_shares_only_what_that_run_showed(live):
+    """SIGSTOP the worker while the verifying run is in flight, then SIGCONT: the run ends as it ends, and
+    a third session is answered from the cache only with what two runs showed, never with half a run."""
+    code = f"# {uuid.uuid4().hex}\nprint(sum(i * i for i in range(20_000_000)))\n"
+    first = live.run(code)
+    assert not cached(first)
+    workers = worker_processes(live)
+    assert workers
+
+    async def stopped_during(run_id: str) -> list[dict]:
+        async with websockets.connect(live.ws_url, additional_headers=live.browser_headers()) as ws:
+            await ws.send(json.dumps({"type": "run", "id": run_id, "code": code}))
+            while json.loads(await ws.recv()).get("type") != "started":
+                pass
+            for worker in workers:
+                worker.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(5)
+            for worker in workers:
+                worker.send_signal(signal.SIGCONT)
+            return await collect(ws, run_id, 120)
+
+    second = asyncio.run(stopped_during("stopped"))
+    third = live.run(code)
+    assert done_of(third)["status"] == "ok"
+    if done_of(second)["status"] == "ok":
+        assert output_text(second) == output_text(first)
+        assert cached(third) and output_text(third) == output_text(first)
+    else:  # a second run that did not end ok verifies nothing: the third ran
+        assert not cached(third)
+    assert all(status < 500 for status in statuses(live).values())
