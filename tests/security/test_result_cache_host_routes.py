@@ -38,6 +38,9 @@ UNSEEN_ROUTES = {
     # Host-wide counters in /proc/stat (not watched: every process reads it to count processors).
     "the host's fork count in /proc/stat": "print([int(line.split()[1]) > 1 for line in open('/proc/stat')"
                                            " if line.startswith('processes')])",
+    # The run's own CPU time, from its main thread's file: /proc/<pid>/stat is watched, .../task/<pid>/stat not.
+    "the run's CPU time through /proc/self/task": "import os\nfields = open(f'/proc/self/task/{os.getpid()}/stat')"
+                                                  ".read().rsplit(')', 1)[1].split()\nprint(int(fields[11]) < 10**9)",
     # The host's identity for this boot (watched: .../random/uuid; not: boot_id).
     "the host's boot id": "print(open('/proc/sys/kernel/random/boot_id').read())",
 }
