@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from tests.conftest import done_of, output_text
+from tests.live.faults import metric, wait_until
 
 LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 ROUTES = {
@@ -73,6 +74,15 @@ def three_sessions(live, code: str) -> list[list[dict]]:
     return [live.run(code) for _ in range(3)]
 
 
+def run_until_stored(live, code: str) -> list[dict]:
+    """``code`` run by a new browser session, once its cache entry is written: the server writes it after
+    the run's ``done``, and a next run that starts sooner is judged against nothing yet."""
+    before = metric(live, "jaxplay_result_cache_entries") or 0
+    events = live.run(code)
+    wait_until(lambda: (metric(live, "jaxplay_result_cache_entries") or 0) > before, 30, "the run's entry written")
+    return events
+
+
 @pytest.mark.attack("result cache")
 @pytest.mark.parametrize("route", sorted(ROUTES))
 def test_what_a_run_read_of_the_clock_randomness_or_host_is_never_replayed_to_another_session(live, route):
@@ -87,7 +97,8 @@ def test_what_a_run_read_of_the_clock_randomness_or_host_is_never_replayed_to_an
 @pytest.mark.attack("result cache")
 def test_a_deterministic_program_is_replayed_once_a_later_run_agreed(live):
     code = f"# {uuid.uuid4().hex}\n{DETERMINISTIC}"
-    first, second, third = three_sessions(live, code)
+    first, second = run_until_stored(live, code), run_until_stored(live, code)
+    third = live.run(code)
     assert [done_of(events).get("cached") for events in (first, second)] == [None, None]  # each ran
     assert done_of(third).get("cached") is True  # the second agreed with the first: shared
     assert output_text(third) == output_text(first) == "[0.        1.6829419 1.8185948]\n"
