@@ -235,7 +235,7 @@ class KeyWriter:
             self.put("function", fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno,
                      hashlib.blake2b(code.co_code, digest_size=12).hexdigest())
             self.value(list(fn.__defaults__ or ()))
-            self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)])
+            self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if cell_filled(cell)])
         elif isinstance(fn, (types.BuiltinFunctionType, type, types.ModuleType)):
             module = fn.__name__ if isinstance(fn, types.ModuleType) else getattr(fn, "__module__", None)
             if not _installed_file(getattr(sys.modules.get(module or ""), "__file__", None) or "<frozen builtin>"):
@@ -468,7 +468,7 @@ def _installed_callable(fn: Any, depth: int) -> bool:
     if isinstance(code, types.CodeType):
         if not _installed_file(code.co_filename):
             return False
-        cells = [cell.cell_contents for cell in (fn.__closure__ or ()) if _filled(cell)]
+        cells = [cell.cell_contents for cell in (fn.__closure__ or ()) if cell_filled(cell)]
         return all(_installed_callable(inner, depth - 1) for inner in cells if callable(inner))
     if isinstance(fn, (types.BuiltinFunctionType, type)):
         return _installed_file(getattr(sys.modules.get(getattr(fn, "__module__", "") or ""), "__file__", "") or
@@ -477,7 +477,8 @@ def _installed_callable(fn: Any, depth: int) -> bool:
     return call is not None and _installed_callable(call, depth - 1)
 
 
-def _filled(cell: Any) -> bool:
+def cell_filled(cell: Any) -> bool:
+    """Whether a closure cell holds a value (a cell of a name not yet assigned raises on reading)."""
     try:
         cell.cell_contents  # noqa: B018 - an empty cell raises
     except ValueError:

@@ -16,6 +16,7 @@ import statistics
 import types
 from typing import Any
 
+from jaxplay.sandbox.caches.lowering_key import cell_filled
 from jaxplay.sandbox.capture import roofline
 
 USER_FILENAME = "<playground>"
@@ -110,7 +111,7 @@ def _jax_transformation(wrapper: Any) -> str | None:
     code = getattr(wrapper, "__code__", None)
     if not isinstance(code, types.CodeType) or not _is_jax_source(code.co_filename):
         return None
-    held = [cell.cell_contents for cell in (getattr(wrapper, "__closure__", None) or ()) if _cell_filled(cell)]
+    held = [cell.cell_contents for cell in (getattr(wrapper, "__closure__", None) or ()) if cell_filled(cell)]
     for candidate in (wrapper, *held):
         inner = getattr(candidate, "__code__", None)
         if not isinstance(inner, types.CodeType) or not _is_jax_source(inner.co_filename):
@@ -123,11 +124,3 @@ def _jax_transformation(wrapper: Any) -> str | None:
 
 def _is_jax_source(filename: str) -> bool:
     return f"{os.sep}jax{os.sep}" in filename
-
-
-def _cell_filled(cell: Any) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
