@@ -103,6 +103,9 @@ def test_a_link_reopens_on_its_version_and_one_click_runs_it_on_the_newest(open_
     newest = server.get_json("/api/backends")["backends"][0]["runtimes"][0]["name"]
     assert fresh.inner_text("[data-testid=link-runtime-action]") == f"Run on JAX {newest} (newest)"
     fresh.click("[data-testid=link-runtime-action]")
+    # The status still reads the first run's "ok" until the new run is sent: wait for the new run's output.
+    fresh.wait_for_function("v => document.querySelector('[data-testid=output-log]').innerText.trim() === v",
+                            arg=newest, timeout=120_000)
     assert wait_for_status(fresh, "ok", timeout_ms=120_000) == "ok"
     assert output_text(fresh).strip() == newest and fresh.input_value("[data-testid=runtime]") == newest
     fresh.screenshot(path="/tmp/jaxplay-runtime-link.png")

@@ -90,6 +90,19 @@ def metric(server: LiveServer, name: str, **labels: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
+def cache_entries(server: LiveServer) -> float:
+    return metric(server, "jaxplay_result_cache_entries") or 0
+
+
+def run_until_stored(server: LiveServer, code: str) -> list[dict]:
+    """``code`` run by a new browser session, once the server has written what the run made of the result
+    cache: it writes after the run's ``done``, and a next run that starts sooner is judged against nothing."""
+    before = cache_entries(server)
+    events = server.run(code)
+    wait_until(lambda: cache_entries(server) > before, 30, "the run's cache entry written")
+    return events
+
+
 def metric_total(server: LiveServer, name: str, **labels: str) -> float:
     """The sum of every sample of ``name`` whose labels include ``labels`` (0 when there is none)."""
     from prometheus_client.parser import text_string_to_metric_families

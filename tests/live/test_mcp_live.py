@@ -13,7 +13,7 @@ import httpx2
 import pytest
 import websockets
 
-from tests.live.faults import metric, metric_total, wait_until
+from tests.live.faults import cache_entries, metric_total, run_until_stored, wait_until
 from tests.live_server import PROJECT_ROOT, LiveServer, collect, done_of, output_text, running_server
 from tests.mcp_client import call, call_tool, issue_token, mcp_session, tokens_command
 from tests.runtimes_server import runtimes_server
@@ -290,7 +290,7 @@ def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rule
     wait_until(lambda: cache_entries(server) > entries, 20, "the assistant's run recorded")  # by the writer thread
     # A result answers other people once a second, independent run agreed (server/runs/result_verification.py):
     # a browser's run of the same program is that second run, and then it answers anyone.
-    second = server.run(deterministic)
+    second = run_until_stored(server, deterministic)  # its verdict is written after its done
     assert done_of(second).get("cached") is None and output_text(second) == first["stdout"]
     from_browser = server.run(deterministic)
     assert done_of(from_browser).get("cached") is True and output_text(from_browser) == first["stdout"]
@@ -301,7 +301,9 @@ def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rule
     wait_until(lambda: cache_entries(server) > entries, 20, "the browser's run recorded")
     # The second run, from a new assistant (a run that read its client's own compile cache verifies nothing).
     verifier = issue_token(server.log_path.parent, "cache-verifier")
+    entries = cache_entries(server)
     assert structured(call(server.http_url, verifier, "run", code=browser_first))["cached"] is False
+    wait_until(lambda: cache_entries(server) > entries, 20, "the verifying run's verdict recorded")
     other = issue_token(server.log_path.parent, "cache-reader")  # another assistant: answered from the cache
     assert structured(call(server.http_url, other, "run", code=browser_first))["cached"] is True
     fresh = structured(call(server.http_url, other, "run", code=browser_first, flags={"fresh": True}))
@@ -310,10 +312,6 @@ def test_mcp_and_browser_runs_share_the_result_cache_only_where_the_browser_rule
     clock = "import time\nprint(time.time())  # mcp-cache-3\n"  # reads the clock: never answered again
     assert not structured(call(server.http_url, token, "run", code=clock))["cached"]
     assert not done_of(server.run(clock)).get("cached")
-
-
-def cache_entries(server: LiveServer) -> float:
-    return metric(server, "jaxplay_result_cache_entries") or 0.0
 
 
 def test_a_tokens_own_compile_cache_answers_that_token_alone(server: LiveServer, token: str) -> None:

@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from tests.live.faults import run_until_stored
 from tests.live.test_rooms_live import create_room, join
 from tests.live_server import LiveServer, done_of
 
@@ -29,7 +30,7 @@ def test_a_server_on_postgres_shares_caches_and_is_ready(postgres, tmp_path):
         first.wait_ready()
         assert first.get_json("/readyz")["checks"]["storage"] == "writable"
         for _ in range(2):  # a second browser's run agrees with the first: the result answers anyone
-            assert done_of(first.run("print(40 + 2)"))["status"] == "ok"
+            assert done_of(run_until_stored(first, "print(40 + 2)"))["status"] == "ok"
         snippet = share(first, "print('kept in postgres')")
         room = create_room(first, program="print('a room in postgres')", deck=[snippet["id"]])
     finally:

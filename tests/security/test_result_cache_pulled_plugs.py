@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -29,6 +28,7 @@ import pytest
 import websockets
 
 from tests.conftest import done_of, output_text
+from tests.live.faults import cache_entries, run_until_stored, wait_until
 from tests.live_server import LiveServer, collect
 
 DETERMINISTIC = "import jax.numpy as jnp\nprint(jnp.arange(4.0) * 3)\n"
@@ -56,8 +56,7 @@ def test_a_server_killed_between_the_two_runs_shares_nothing_until_a_later_run_a
     first = LiveServer(tmp_path)
     try:
         first.wait_ready()
-        assert not cached(first.run(code))  # the candidate, its browser session's own
-        time.sleep(1.0)  # its write (not durable: a crash may lose it, which shares less, never more)
+        assert not cached(run_until_stored(first, code))  # the candidate, its browser session's own
     finally:
         os.killpg(first.process.pid, signal.SIGKILL)
         first.process.wait()
@@ -65,7 +64,8 @@ def test_a_server_killed_between_the_two_runs_shares_nothing_until_a_later_run_a
     again = LiveServer(tmp_path)
     try:
         again.wait_ready()
-        second, third = again.run(code), again.run(code)
+        second = run_until_stored(again, code)  # its verdict is written after its done
+        third = again.run(code)
         assert not cached(second), output_text(second)  # a candidate alone answers no other session
         assert cached(third)  # the second run began after the first ended, across the restart, and agreed
         assert output_text(third) == output_text(second)
@@ -102,10 +102,10 @@ def test_a_full_database_disk_during_verification_shares_nothing_unverified_and_
         try:
             live.wait_ready()
             verified_before = f"# {uuid.uuid4().hex}\n{DETERMINISTIC}"
-            assert [cached(live.run(verified_before)) for _ in range(3)] == [False, False, True]
+            shared = [cached(run_until_stored(live, verified_before)) for _ in range(2)]
+            assert shared + [cached(live.run(verified_before))] == [False, False, True]
             judged_on_a_full_disk = f"# {uuid.uuid4().hex}\n{DETERMINISTIC}"
-            assert not cached(live.run(judged_on_a_full_disk))  # its candidate, before the disk fills
-            time.sleep(1.0)
+            assert not cached(run_until_stored(live, judged_on_a_full_disk))  # its candidate, before the disk fills
             fill(disk)
             assert shutil.disk_usage(disk).free < 8192
             runs = [live.run(judged_on_a_full_disk) for _ in range(3)]
@@ -133,7 +133,7 @@ def test_a_worker_stopped_during_the_second_run_shares_only_what_that_run_showed
     """SIGSTOP the worker while the verifying run is in flight, then SIGCONT: the run ends as it ends, and
     a third session is answered from the cache only with what two runs showed, never with half a run."""
     code = f"# {uuid.uuid4().hex}\nprint(sum(i * i for i in range(20_000_000)))\n"
-    first = live.run(code)
+    first = run_until_stored(live, code)
     assert not cached(first)
     workers = worker_processes(live)
     assert workers
@@ -150,7 +150,10 @@ def test_a_worker_stopped_during_the_second_run_shares_only_what_that_run_showed
                 worker.send_signal(signal.SIGCONT)
             return await collect(ws, run_id, 120)
 
+    before = cache_entries(live)
     second = asyncio.run(stopped_during("stopped"))
+    if done_of(second)["status"] == "ok":  # its verdict is written after its done
+        wait_until(lambda: cache_entries(live) > before, 30, "the second run's verdict written")
     third = live.run(code)
     assert done_of(third)["status"] == "ok"
     if done_of(second)["status"] == "ok":

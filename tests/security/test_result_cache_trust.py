@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 from tests.conftest import done_of, output_text
-from tests.live.faults import metric, wait_until
+from tests.live.faults import run_until_stored
 
 LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
 ROUTES = {
@@ -73,14 +73,6 @@ def three_sessions(live, code: str) -> list[list[dict]]:
     """``code`` run by three browser sessions, one after another."""
     return [live.run(code) for _ in range(3)]
 
-
-def run_until_stored(live, code: str) -> list[dict]:
-    """``code`` run by a new browser session, once its cache entry is written: the server writes it after
-    the run's ``done``, and a next run that starts sooner is judged against nothing yet."""
-    before = metric(live, "jaxplay_result_cache_entries") or 0
-    events = live.run(code)
-    wait_until(lambda: (metric(live, "jaxplay_result_cache_entries") or 0) > before, 30, "the run's entry written")
-    return events
 
 
 @pytest.mark.attack("result cache")

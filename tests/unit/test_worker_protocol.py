@@ -17,7 +17,7 @@ from jaxplay import run_events
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.output.event_channel import RUN_EVENT_BUDGETS
-from jaxplay.server.runs import broker_jobs
+from jaxplay.server.runs import broker_jobs, result_cache
 from jaxplay.server.runs.broker_keys import hello_of, public_hello
 from jaxplay.server.runs.result_cache import cache_key
 from jaxplay.server.runs.run import Run
@@ -111,9 +111,15 @@ def test_a_frame_whose_nested_fields_are_wrong_is_refused_naming_the_field(frame
         wp.decode(json.dumps(frame))
 
 
-def test_the_result_cache_keys_are_what_they_were():
-    """The key hashes the options' JSON, as before they were typed. (Format v3: entries kept before a result
-    had to be verified by a second run answer no one, on purpose.)"""
+def test_the_result_cache_keys_are_what_they_were(monkeypatch):
+    """The key hashes the options' JSON, as before they were typed. Format v4 (text under a measured name is
+    compared since) changes every key and nothing else: under v3's name the keys are v3's, so entries kept
+    before answer no one, on purpose, and the options' JSON is unchanged."""
+    assert cache_key("print(1)", "cpu", ENV, wp.RunOptions()) == \
+        "51f525ee419d4f74b7e8254085eeba5c7891d23b15541e7a63dd374e28360122"
+    assert cache_key("print(1)", "cpu", ENV, wp.RunOptions(inspect=False, profile=True), "s" * 32) == \
+        "2a137eb1a3ca19b55acc2bde05f668d156d78f74e9447ed89dadc385665cbe57"
+    monkeypatch.setattr(result_cache, "KEY_FORMAT", "jaxplay-result-v3")
     assert cache_key("print(1)", "cpu", ENV, wp.RunOptions()) == \
         "93f2365c078417f632444d1d6a1c28f5a05e8187a05b2d97622a8e4b9ca5fbbe"
     assert cache_key("print(1)", "cpu", ENV, wp.RunOptions(inspect=False, profile=True), "s" * 32) == \
