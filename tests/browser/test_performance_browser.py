@@ -68,12 +68,11 @@ def test_a_profile_draws_a_linked_timeline_and_offers_its_trace(page_at: PageAt)
     assert "training" in timeline.locator(".timeline-head").inner_text()
     tracks = timeline.locator(".timeline-track-name").all_inner_texts()
     assert tracks[0] == "python: your program" and len(tracks) >= 2
-    # The canvas has drawn slices: some pixels are not blank.
-    painted = page.eval_on_selector(
-        "[data-testid=timeline-canvas]",
-        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
-        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }")
-    assert painted > 100
+    # The canvas draws its slices (on an animation frame once it is laid out): some pixels are not blank.
+    page.wait_for_function(
+        "() => { const c = document.querySelector('[data-testid=timeline-canvas]');"
+        " const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n > 100; }", timeout=30_000)
     # Pointing at the program's track names its own function; clicking it offers its line.
     canvas = timeline.locator("[data-testid=timeline-canvas]")
     width = canvas.bounding_box()["width"]
