@@ -124,8 +124,14 @@ def test_a_full_database_disk_during_verification_shares_nothing_unverified_and_
 
 
 def worker_processes(live: LiveServer) -> list[psutil.Process]:
-    return [child for child in psutil.Process(live.process.pid).children(recursive=True)
-            if "worker" in child.cmdline() and "jaxplay.cli" in child.cmdline()]
+    def is_worker(process: psutil.Process) -> bool:
+        try:
+            command = process.cmdline()
+        except psutil.Error:  # gone, or a zombie not yet reaped (a run's process just ended)
+            return False
+        return "worker" in command and "jaxplay.cli" in command
+
+    return [child for child in psutil.Process(live.process.pid).children(recursive=True) if is_worker(child)]
 
 
 @pytest.mark.attack("result cache")
