@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import pytest
 from playwright.sync_api import Page
@@ -79,13 +80,18 @@ def test_a_profile_draws_a_linked_timeline_and_offers_its_trace(page_at: PageAt)
     # train's slice lies somewhere in the program's track, most often its top row; one fresh-clone run found
     # a dispatch there and nothing along it, so the first three rows (16 px each) are searched.
     spots = [{"x": width * f / 40, "y": y} for y in (8, 24, 40) for f in range(1, 40)]
-    named = []
-    for spot in spots:
-        canvas.hover(position=spot)
-        named.append(page.inner_text(".timeline-tooltip") if page.is_visible(".timeline-tooltip") else "")
-        if "train (line 9)" in named[-1]:
+    named: list[str] = []
+    deadline = time.monotonic() + 30
+    while True:  # a loaded machine has found no slice along a whole first pass: look again, for a while
+        for spot in spots:
+            canvas.hover(position=spot)
+            named.append(page.inner_text(".timeline-tooltip") if page.is_visible(".timeline-tooltip") else "")
+            if "train (line 9)" in named[-1]:
+                break
+        if "train (line 9)" in named[-1] or time.monotonic() > deadline:
             break
-    assert "train (line 9)" in named[-1], named
+        page.wait_for_timeout(500)
+    assert "train (line 9)" in named[-1], named[-len(spots):]
     canvas.click(position=spot)
     timeline.locator("[data-testid=timeline-details] button.timeline-line").click()
     assert cursor_line(page) == 9
