@@ -5,6 +5,8 @@ Measures on this machine, in one process:
   - first run of code never seen before (a fresh browser session, a constant changed so its
     functions compile anew; the common operations come from the shared cache);
   - re-runs from the same session (its private compile cache and lowered modules);
+  - both again at a person's pace, each 3 s after the last run: a spare left idle that long has run
+    the default example silently (sandbox/engine/warmup.py), so its operations are resident;
   - a fresh ``python`` process running the same file (no sandbox);
   - a warm in-process re-exec of the same code (what a notebook user sees on a re-run);
 - ``print(1)``, as a person presses Run (0.5 s apart) and back-to-back (each run sent the
@@ -150,6 +152,8 @@ class Figures:
     print1_back_to_back: list[float] = field(default_factory=list)
     firsts: list[float] = field(default_factory=list)
     reruns: list[float] = field(default_factory=list)
+    paced_firsts: list[float] = field(default_factory=list)  # each after a person's pause
+    paced_reruns: list[float] = field(default_factory=list)
     burst: list[float] = field(default_factory=list)
     rates: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)  # per snippet of a burst: the server's whole tree
@@ -158,6 +162,7 @@ class Figures:
 
 
 _first_runs = itertools.count(1)
+PERSON_PAUSE_S = 3.0  # between runs at a person's pace: reading the output, editing, pressing Run
 
 LOWERING_PROBE = """
 from jaxplay.sandbox.caches import lowered_modules
@@ -185,6 +190,12 @@ def measure_round(server: LiveServer, cookie: str, runs: int, burst_count: int, 
         code = DEFAULT.replace("0.3 *", f"0.3{next(_first_runs)}{uuid.uuid4().int % 10**6} *")
         figures.firsts += asyncio.run(timed_runs(server, [code], session_cookie(server), runtime=runtime))
     figures.reruns += asyncio.run(timed_runs(server, [DEFAULT] * runs, cookie, runtime=runtime))
+    for _ in range(max(1, runs // 6)):  # as a person runs it: after reading the last output, editing
+        time.sleep(PERSON_PAUSE_S)
+        code = DEFAULT.replace("0.3 *", f"0.3{next(_first_runs)}{uuid.uuid4().int % 10**6} *")
+        figures.paced_firsts += asyncio.run(timed_runs(server, [code], session_cookie(server), runtime=runtime))
+        time.sleep(PERSON_PAUSE_S)
+        figures.paced_reruns += asyncio.run(timed_runs(server, [DEFAULT], cookie, runtime=runtime))
     if burst_count:
         tree_cpu.settle(server.process.pid)
         total_before, sandboxes_before = tree_cpu.tree_cpu_s(server.process.pid)
@@ -203,6 +214,9 @@ def report(figures: Figures, burst_count: int, plain: Plain) -> None:
     print(line("print(1), playground, back-to-back", figures.print1_back_to_back))
     print(line("default example, first run (new session, new code)", figures.firsts))
     print(line("default example, re-run in the same session", figures.reruns))
+    if figures.paced_firsts:
+        print(line(f"default example, first run, {PERSON_PAUSE_S:.0f} s after the last run", figures.paced_firsts))
+        print(line(f"default example, re-run, {PERSON_PAUSE_S:.0f} s after the last run", figures.paced_reruns))
     print(line("default example, fresh python process", plain.fresh))
     print(line("default example, warm in-process re-exec", plain.warm))
     rerun, first = percentile(figures.reruns, 0.5), percentile(figures.firsts, 0.5)
@@ -245,7 +259,8 @@ def compare(checkouts: list[Path], rounds: int, runs: int, burst_count: int, run
     print("--- ratios to this checkout's p50 (this / other)")
     for checkout, measured in list(figures.items())[1:]:
         ratios = [f"{name} {percentile(getattr(first, name), 0.5) / percentile(getattr(measured, name), 0.5):.2f}x"
-                  for name in ("print1", "print1_back_to_back", "firsts", "reruns", "burst")
+                  for name in ("print1", "print1_back_to_back", "firsts", "reruns", "paced_firsts", "paced_reruns",
+                               "burst")
                   if getattr(measured, name)]
         if first.burst and measured.burst:
             ratios.append(f"burst p95 {percentile(first.burst, 0.95) / percentile(measured.burst, 0.95):.2f}x")

@@ -40,19 +40,13 @@ def fill_main() -> None:
         warmup.common_operations()
         programs = sorted(examples.glob("*.py")) + sorted((examples / "gallery").glob("*.py"))
         for path in programs:
-            code = without_sleeps(path.read_text(encoding="utf-8"))
+            code = warmup.without_sleeps(path.read_text(encoding="utf-8"))
             # As a run executes it (Inspect on, the page's default, then off): the same keys.
             for inspect in (True, False):
                 with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                     if runner.execute(code, wp.SandboxRun(options=wp.JobOptions(inspect=inspect))) != 0:
                         print(f"fill: {path.name} failed (inspect {inspect})", file=sys.stderr)
         (shared / FILLED_STAMP).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-
-
-def without_sleeps(code: str) -> str:
-    """``time.sleep(`` made a call of the same length that returns at once: every column stays, so
-    the source locations (part of a jitted function's cache key) are those of the run."""
-    return code.replace("time.sleep(", "bool".ljust(len("time.sleep")) + "(")
 
 
 if __name__ == "__main__":  # a JAX runtime's Python (sandbox/runtimes/launch.py)

@@ -382,7 +382,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
     message, fds = zp.receive(sock)
     sock.close()
-    warmup.run_arrived.set()
+    warmup.end_warming()
     if message is None:
         return 0
     _restore_priority(os.getpid())

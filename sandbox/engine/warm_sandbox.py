@@ -44,8 +44,8 @@ from typing import Any
 
 from jaxplay import worker_protocol as wp
 from jaxplay.browser_protocol import RunStatus
-from jaxplay.sandbox.caches.compile_cache import CompileCaches
-from jaxplay.sandbox.engine import jax_config, libraries, run_outcome
+from jaxplay.sandbox.caches.compile_cache import GALLERY, CompileCaches
+from jaxplay.sandbox.engine import jax_config, libraries, run_outcome, warmup
 from jaxplay.sandbox.engine import zygote_protocol as zp
 from jaxplay.sandbox.engine.host_state_watch import HostStateWatch
 from jaxplay.sandbox.engine.peak_cache import HostPeak
@@ -171,11 +171,13 @@ class WarmSandbox:
         env.update(gpu.gpu_environment(self.gpus, self.settings))
         env.update(numerical_library_settings(os.environ))  # a run computes what plain Python computes here
         env[libraries.LISTED_VARIABLE] = ",".join(libraries.listed_distributions())
+        env[warmup.PROGRAM_VARIABLE] = warmup.program_from_examples(GALLERY)
         return env
 
     def fill_environment(self) -> dict[str, str]:
         """The shared compile cache's fill process: the runs' settings, so its entries match theirs."""
         env = self.zygote_environment()
+        del env[warmup.PROGRAM_VARIABLE]  # the fill runs every example itself
         return {**env, "PYTHONPATH": str(bwrap.IMPORT_ROOT), "HOME": str(self.settings.compile_cache_dir)}
 
     async def close(self) -> None:

@@ -7,9 +7,14 @@ starts only after ``prepare`` has returned and the code has been handed over.
 
 from __future__ import annotations
 
+import ast
 import logging
+import os
+import sys
 import threading
+import time
 import warnings
+from pathlib import Path
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
 
@@ -106,10 +111,94 @@ def common_operations(stop: threading.Event | None = None) -> None:
         jax.block_until_ready(operation())
 
 
+# The program a spare runs once its common operations are warm: the page's default example, the
+# program nearly every new visitor runs first. The worker reads it from its own checkout (trusted)
+# and passes it here; the zygote takes it out of the environment before any run exists.
+PROGRAM_VARIABLE = "JAXPLAY_WARM_PROGRAM"
+PROGRAM_FILENAME = "<jaxplay-warm>"
+_program: list[str] = []
+
+
+def program_from_examples(examples: Path) -> str:
+    """The default example as a spare runs it (sleeps made instant), or "" where there is none (an
+    installed worker ships no examples: its spares warm the common operations only)."""
+    try:
+        return without_sleeps((examples / "default.py").read_text(encoding="utf-8"))
+    except OSError:
+        return ""
+
+
+def without_sleeps(code: str) -> str:
+    """``time.sleep(`` made a call of the same length that returns at once: every column stays, so
+    the source locations (part of a jitted function's cache key) are those of the run."""
+    return code.replace("time.sleep(", "bool".ljust(len("time.sleep")) + "(")
+
+
+def take_program_from_environment() -> None:
+    """In the zygote: keep the worker's warm program and take it out of the environment runs will see."""
+    _program[:] = [os.environ.pop(PROGRAM_VARIABLE, "")]
+
+
+class _RunArrived(BaseException):
+    """Raised inside the warm program when a run arrives: the program stops at its next call."""
+
+
+def run_program(stop: threading.Event, program: str | None = None) -> None:
+    """Run the warm program with its prints silenced, so every eager operation and JAX helper it uses
+    is compiled (or loaded from the shared cache) and resident before a run needs it. A run that
+    arrives stops it at its next Python call, not at its next statement: the run must not share the
+    interpreter with a warming loop."""
+    if program is None:
+        program = _program[0] if _program else ""
+    if not program:
+        return
+    namespace: dict[str, object] = {"__name__": "__jaxplay_warm__", "print": lambda *_, **__: None}
+
+    def stop_at_next_call(frame: object, event: str, arg: object) -> None:
+        if stop.is_set():
+            raise _RunArrived
+        return None  # no line events: only calls are watched
+
+    sys.settrace(stop_at_next_call)
+    try:
+        for statement in ast.parse(program, PROGRAM_FILENAME).body:
+            if stop.is_set():
+                return
+            exec(compile(ast.Module([statement], []), PROGRAM_FILENAME, "exec"), namespace)
+    except _RunArrived:
+        return
+    finally:
+        sys.settrace(None)
+
+
 # A spare warms only once it has sat idle this long: in a burst, runs take spares the moment
 # they are ready, and warming then would only take CPU from the runs.
 IDLE_BEFORE_WARMING_S = 0.3
+# The warm program (~0.3 s of CPU) waits longer: a run 0.5 s after the last must not find it half done,
+# while a person who reads the output and edits before pressing Run again finds it done.
+IDLE_BEFORE_PROGRAM_S = 1.5
 run_arrived = threading.Event()
+# While warming, the interpreter hands the GIL over at this interval instead of Python's 5 ms: a run's
+# code arriving (its thread waits in recvmsg) starts within it, not after the warming thread's slice.
+WARMING_SWITCH_INTERVAL_S = 0.0002
+_switching = threading.Lock()
+_plain_switch_interval = sys.getswitchinterval()
+
+
+def end_warming() -> None:
+    """In the run's thread, once its code has arrived: warming stops at its next call, and the GIL's
+    switch interval is Python's again before the program starts."""
+    with _switching:
+        run_arrived.set()
+        sys.setswitchinterval(_plain_switch_interval)
+
+
+def _switch_often_while_warming() -> bool:
+    with _switching:
+        if run_arrived.is_set():
+            return False
+        sys.setswitchinterval(WARMING_SWITCH_INTERVAL_S)
+        return True
 
 
 def prepare(initialize_backend: bool) -> threading.Thread | None:
@@ -143,13 +232,16 @@ def _warm_when_idle() -> None:
     # Named so that the run's priority, restored when its code arrives, is not restored here: an
     # operation still warming then finishes at the spare's low priority instead of beside the run.
     _name_this_thread(WARM_THREAD_NAME)
-    if run_arrived.wait(IDLE_BEFORE_WARMING_S):
+    idle_since = time.monotonic()
+    if run_arrived.wait(IDLE_BEFORE_WARMING_S) or not _switch_often_while_warming():
         return
     from jaxplay.sandbox.caches import lowered_modules
 
     try:
         with lowered_modules.in_process_only():  # the session's cache holds what its runs lowered
             common_operations(stop=run_arrived)
+            if not run_arrived.wait(max(0.0, IDLE_BEFORE_PROGRAM_S - (time.monotonic() - idle_since))):
+                run_program(stop=run_arrived)
     except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
         pass
 

@@ -59,6 +59,7 @@ def preload() -> dict[str, str]:
     from jaxplay.sandbox.engine import libraries, runner, warmup  # noqa: F401
 
     libraries.take_list_from_environment()
+    warmup.take_program_from_environment()
 
     for name in capture.CAPTURE_MODULES:  # importing is ~20 ms a run otherwise; installing is per run
         importlib.import_module(name)

@@ -196,3 +196,31 @@ def test_killing_the_prepared_spares_loses_nothing(live):
     for _ in range(4):
         events = live.run("import jax.numpy as jnp; print(float(jnp.ones(2).sum()))")
         assert output_text(events).strip() == "2.0", (events[-1].get("message"), output_text(events, "stderr"))
+
+
+WARM_OPERATIONS_PROBE = """
+import os, sys, threading
+import jax
+from jax import monitoring
+seen = []
+monitoring.register_event_listener(lambda name, *_, **__: seen.append(name))
+monitoring.register_event_duration_secs_listener(lambda name, *_, **__: seen.append(name))
+kx, kn = jax.random.split(jax.random.key(0))
+x = jax.random.normal(kx, (128, 3))
+print(sorted({name for name in seen if "compil" in name or "cache" in name}))
+print(sys.getswitchinterval(), sys.gettrace(), os.environ.get("JAXPLAY_WARM_PROGRAM"))
+"""
+
+
+def test_a_spare_left_idle_has_the_default_examples_operations_resident_and_nothing_else_of_it(live):
+    # Past the idle time both seats' spares have run the default example, silently: its eager random
+    # operations are in memory (no compile, no cache read), and the run's interpreter is plain Python's.
+    from jaxplay.sandbox.engine import warmup
+
+    asyncio.run(_session_runs(live, ["print(0)"], None))
+    time.sleep(warmup.IDLE_BEFORE_PROGRAM_S + 3)
+    out = asyncio.run(_session_runs(live, [WARM_OPERATIONS_PROBE], live.session_cookie()))[0]
+    assert done_of(out)["status"] == "ok", out
+    resident, interpreter = output_text(out).splitlines()
+    assert resident == "[]"
+    assert interpreter == plain_python(WARM_OPERATIONS_PROBE).splitlines()[1] == "0.005 None None"

@@ -1,10 +1,16 @@
-"""A spare's warming gives way to the run: it stops between operations once the run has come."""
+"""A spare's warming gives way to the run: it stops between operations, and its program at its next
+call, once the run has come; what it runs stays out of the run's output, environment and interpreter."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
+from pathlib import Path
 
 import jax
+import pytest
 
 from jaxplay.sandbox.engine import warmup
 
@@ -27,3 +33,52 @@ def test_warming_stops_between_operations_once_the_run_has_come(monkeypatch):
     monkeypatch.setattr(jax, "block_until_ready", lambda value: warmed.append(value) or value)
     warmup.common_operations(stop=stop)
     assert len(warmed) == 4  # undisturbed, every operation warms
+
+
+def test_the_warm_program_stops_at_its_next_call_once_the_run_has_come():
+    stop = threading.Event()
+    ended: list[object] = []
+    endless = "def step():\n    return 1\n\nwhile True:\n    step()\n"
+
+    def warm() -> None:
+        warmup.run_program(stop, endless)
+        ended.append(sys.gettrace())  # the watch on calls is gone with the program
+
+    thread = threading.Thread(target=warm)
+    thread.start()
+    time.sleep(0.2)
+    assert thread.is_alive()
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive() and ended == [None]
+
+
+def test_the_warm_program_prints_nothing_and_runs_jax(capsys):
+    warmup.run_program(threading.Event(), "import jax.numpy as jnp\nprint('warm', jnp.ones(3).sum())\n")
+    assert capsys.readouterr() == ("", "")
+
+
+def test_the_warm_program_is_the_default_example_with_instant_sleeps(tmp_path):
+    examples = Path(__file__).resolve().parents[2] / "frontend" / "src" / "examples"
+    program = warmup.program_from_examples(examples)
+    assert "jax.jit" in program and "time.sleep(" not in program
+    assert len(program) == len((examples / "default.py").read_text(encoding="utf-8"))  # every column kept
+    assert warmup.program_from_examples(tmp_path) == ""  # an installed worker ships no examples
+
+
+def test_the_zygote_takes_the_warm_program_out_of_the_runs_environment(monkeypatch):
+    monkeypatch.setenv(warmup.PROGRAM_VARIABLE, "print(1)")
+    monkeypatch.setattr(warmup, "_program", [])
+    warmup.take_program_from_environment()
+    assert warmup.PROGRAM_VARIABLE not in os.environ and warmup._program == ["print(1)"]
+
+
+def test_the_run_gets_pythons_own_switch_interval_back(monkeypatch):
+    monkeypatch.setattr(warmup, "run_arrived", threading.Event())
+    plain = sys.getswitchinterval()
+    assert warmup._switch_often_while_warming()
+    assert sys.getswitchinterval() == pytest.approx(warmup.WARMING_SWITCH_INTERVAL_S)
+    warmup.end_warming()
+    assert sys.getswitchinterval() == plain and warmup.run_arrived.is_set()
+    assert not warmup._switch_often_while_warming()  # a warming thread that wakes after the run stays off
+    assert sys.getswitchinterval() == plain
