@@ -15,6 +15,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
 
@@ -140,26 +141,31 @@ def take_program_from_environment() -> None:
 
 
 class _RunArrived(BaseException):
-    """Raised inside the warm program when a run arrives: the program stops at its next call."""
+    """Raised inside the warm program when a run arrives: the program stops at its next line."""
 
 
 def run_program(stop: threading.Event, program: str | None = None) -> None:
     """Run the warm program with its prints silenced, so every eager operation and JAX helper it uses
-    is compiled (or loaded from the shared cache) and resident before a run needs it. A run that
-    arrives stops it at its next Python call, not at its next statement: the run must not share the
-    interpreter with a warming loop."""
+    is compiled (or loaded from the shared cache) and resident before a run needs it.
+
+    A run that arrives stops it at the program's next line, its functions' lines included (a line does
+    one operation at most). Only the program's own lines stop it: raising anywhere else could land
+    in a finalizer, whose exception Python prints on what is by then the run's stderr."""
     if program is None:
         program = _program[0] if _program else ""
     if not program:
         return
     namespace: dict[str, object] = {"__name__": "__jaxplay_warm__", "print": lambda *_, **__: None}
 
-    def stop_at_next_call(frame: object, event: str, arg: object) -> None:
-        if stop.is_set():
+    def stop_at_a_line(frame: Any, event: str, arg: object) -> Any:
+        if event == "line" and stop.is_set():
             raise _RunArrived
-        return None  # no line events: only calls are watched
+        return stop_at_a_line
 
-    sys.settrace(stop_at_next_call)
+    def watch_the_programs_frames(frame: Any, event: str, arg: object) -> Any:
+        return stop_at_a_line if frame.f_code.co_filename == PROGRAM_FILENAME else None
+
+    sys.settrace(watch_the_programs_frames)
     try:
         for statement in ast.parse(program, PROGRAM_FILENAME).body:
             if stop.is_set():

@@ -35,22 +35,37 @@ def test_warming_stops_between_operations_once_the_run_has_come(monkeypatch):
     assert len(warmed) == 4  # undisturbed, every operation warms
 
 
-def test_the_warm_program_stops_at_its_next_call_once_the_run_has_come():
+def test_the_warm_program_stops_at_its_next_line_once_the_run_has_come():
     stop = threading.Event()
     ended: list[object] = []
     endless = "def step():\n    return 1\n\nwhile True:\n    step()\n"
 
     def warm() -> None:
         warmup.run_program(stop, endless)
-        ended.append(sys.gettrace())  # the watch on calls is gone with the program
+        ended.append(sys.gettrace())  # the watch on its lines is gone with the program
 
-    thread = threading.Thread(target=warm)
+    thread = threading.Thread(target=warm, daemon=True)
     thread.start()
     time.sleep(0.2)
     assert thread.is_alive()
     stop.set()
     thread.join(5)
     assert not thread.is_alive() and ended == [None]
+
+
+def test_a_finalizer_running_when_the_run_comes_is_not_interrupted(capsys):
+    # Objects of another file, freed by the program's loop: their __del__ runs on the warming thread
+    # all the time. Stopping inside one would print "Exception ignored" on the run's stderr.
+    churn = ('ns = {}\nexec(compile("class Freed:\\n    def __del__(self):\\n        sum(range(50))\\n", '
+             '"<elsewhere>", "exec"), ns)\nwhile True:\n    ns["Freed"]()\n')
+    stop = threading.Event()
+    thread = threading.Thread(target=warmup.run_program, args=(stop, churn), daemon=True)
+    thread.start()
+    time.sleep(0.2)
+    stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert capsys.readouterr().err == ""
 
 
 def test_the_warm_program_prints_nothing_and_runs_jax(capsys):
