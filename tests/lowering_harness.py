@@ -30,7 +30,8 @@ FORKING_RUNS = r"""
 import contextlib, dataclasses, io, json, linecache, os, sys
 import jax, jax.numpy  # as the zygote: imported, no backend
 from jaxplay.sandbox.caches import lowered_modules
-from jaxplay.sandbox.engine import runner, warmup
+from jaxplay.sandbox.capture import jit_capture
+from jaxplay.sandbox.engine import warmup
 
 lowered_modules.install()
 request = json.load(sys.stdin)
@@ -46,7 +47,7 @@ for run in request["runs"]:
             if run.get("cached", True):
                 warmup.use_persistent_cache(request["cache"])
             jax.devices()
-            runner.leave_our_frames_out_of_locations()
+            jit_capture.leave_our_frames_out_of_locations()
             code = run["code"]
             linecache.cache["<playground>"] = (len(code), None, code.splitlines(True), "<playground>")
             namespace = {"__name__": "__main__", "TEXTS": {}}

@@ -379,11 +379,25 @@ def _sandbox_directory() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def leave_our_frames_out_of_locations() -> None:
+    """The frames of this sandbox's own code (the runner, the spare, the captures, the playground helpers)
+    and of Python's runpy are not the program's: JAX leaves them out of the source locations it writes
+    into IR, as it does its own. A module's locations (and so the key of a lowered module,
+    sandbox/caches/lowering_key.py) are then what they would be in plain Python, wherever the program
+    was started from."""
+    try:
+        from jax._src import source_info_util
+    except ImportError:
+        return
+    for path in (_sandbox_directory() + os.sep, "<frozen runpy>"):
+        if path not in source_info_util._exclude_paths:
+            source_info_util.register_exclusion(path)
+
+
 def install(run: wp.SandboxRun) -> None:
     if not run.options.inspect:
         return
     import jax
-    from jax._src import source_info_util
 
     global _trace_state_clean, _locations_in_cache_key
     from jax._src import config as jax_config
@@ -402,11 +416,7 @@ def install(run: wp.SandboxRun) -> None:
         if hook not in COMPILED_HOOKS:
             COMPILED_HOOKS.append(hook)
     oom_link.clear()
-    # Our own frames (runner, capture, playground helpers) are not the user's
-    # code: keep them out of IR source locations, as JAX does with its own.
-    for path in (_sandbox_directory() + os.sep, "<frozen runpy>"):
-        if path not in source_info_util._exclude_paths:
-            source_info_util.register_exclusion(path)
+    leave_our_frames_out_of_locations()
     if not _state.listeners_registered:
         jax.monitoring.register_event_duration_secs_listener(jit_call_frames.on_duration)
         jax.monitoring.register_event_listener(jit_call_frames.on_event)

@@ -109,25 +109,11 @@ def error_event(exc: BaseException, memory_limit: str) -> dict[str, Any]:
     return error_hints.refine(event, exc)
 
 
-def leave_our_frames_out_of_locations() -> None:
-    """The frames of this sandbox's own code (this runner, the spare, the captures) and of Python's runpy
-    are not the program's: JAX leaves them out of the source locations it writes into IR, as it does its
-    own. A module's locations (and so the key of a lowered module, sandbox/caches/lowering_key.py) are
-    then what they would be in plain Python, wherever the program was started from."""
-    try:
-        from jax._src import source_info_util
-    except ImportError:
-        return
-    for path in (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep, "<frozen runpy>"):
-        if path not in source_info_util._exclude_paths:
-            source_info_util.register_exclusion(path)
-
-
 def execute(code: str, run: wp.SandboxRun) -> int:
     """Run ``code`` as ``run`` says (what it captures, its limits); return the exit status the worker reads
     (0 ok, 1 error)."""
     linecache.cache[USER_FILENAME] = (len(code), None, code.splitlines(True), USER_FILENAME)
-    leave_our_frames_out_of_locations()
+    jit_capture.leave_our_frames_out_of_locations()
     if USERLIB not in sys.path:
         sys.path.insert(0, USERLIB)
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": __builtins__, "__file__": USER_FILENAME}
