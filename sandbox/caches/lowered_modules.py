@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jaxplay.sandbox.caches import lowering_key
+from jaxplay.sandbox.caches import installed_code, lowering_key
 from jaxplay.sandbox.caches.lowering_key import KeyWriter, Uncacheable
 
 log = logging.getLogger("jaxplay.sandbox.lowering")
@@ -153,7 +153,7 @@ def install() -> bool:
     # trace, the module's own name): this wrapper is not the program's, so it is not in that stack.
     if __file__ not in source_info_util._exclude_paths:
         source_info_util.register_exclusion(__file__)
-    lowering_key.remember_registered_rules()
+    installed_code.remember_registered_rules()
     pxla._cached_lowering_to_hlo = functools.partial(_lower, lower)
     cache_key._hash_computation = functools.partial(_hash, hash_computation)
     _state.installed = True
@@ -260,7 +260,7 @@ def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
     """The entry's key, and the key of the lowering within this process (all but its caller)."""
     from jax._src.lib import xla_client
 
-    writer = KeyWriter(locations=not (lowering_key.eager_operation(args[0]) or _unshown_jax_call(args[0])))
+    writer = KeyWriter(locations=not (installed_code.eager_operation(args[0]) or _unshown_jax_call(args[0])))
     if not isinstance(args[0], writer.jaxpr_types):
         raise Uncacheable("not a traced program")
     backends = [arg for arg in args if isinstance(arg, xla_client.Client)]
@@ -291,7 +291,7 @@ def _unshown_jax_call(program: Any) -> bool:
     """A call of one of JAX's own jitted functions (``jnp.cos(x)`` outside any jit, JAX 0.5 on) that
     Inspect does not capture and no ``lower()`` asked for: like an eager operation, nobody is shown its
     module, and JAX's persistent cache ignores its locations too, so it is keyed without them."""
-    if not lowering_key.jax_function(program) or any(shown() for shown in SHOWN):
+    if not installed_code.jax_function(program) or any(shown() for shown in SHOWN):
         return False
     frame = sys._getframe(3)  # _key, _lower, then JAX
     for _ in range(8):

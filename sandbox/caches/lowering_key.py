@@ -44,6 +44,8 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
+from jaxplay.sandbox.caches import installed_code
+
 KEY_VERSION = "2"
 MAX_CONSTANT_BYTES = 1 << 20  # per lowering: beyond this hashing costs what lowering does
 MAX_NODES = 500_000
@@ -54,40 +56,17 @@ CONFIG_NOT_IN_KEY = ("jax_compilation_cache", "jax_persistent_cache", "jax_expla
 # Parameters holding the derivative rules of these primitives: lowering inlines their program only.
 DERIVATIVE_RULES = frozenset({"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"})
 BUILTIN_VALUES = (bool, int, float, complex, str, bytes, tuple, list, dict, frozenset, set)
-JAX_SOURCE = f"{os.sep}jax{os.sep}_src{os.sep}"
-EAGER_SOURCE = f"{JAX_SOURCE}dispatch.py:"
 
 
 class Uncacheable(Exception):
     """This lowering depends on something the key cannot hold: JAX lowers it as usual."""
 
 
-@functools.cache
-def _installed_roots() -> tuple[str, ...]:
-    """Where installed code lives: read-only in a sandbox, the same from run to run."""
-    import jax
-
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-             os.path.dirname(os.path.dirname(jax.__file__))}
-    return tuple(sorted(os.path.join(os.path.realpath(root), "") for root in roots))
-
-
-@functools.lru_cache(maxsize=4096)
-def _installed_file(filename: str) -> bool:
-    if filename.startswith("<frozen "):
-        return True
-    if filename.startswith("<") or not os.path.isabs(filename):  # the program's ``<playground>``, ``exec``'s text
-        return False
-    return os.path.realpath(filename).startswith(_installed_roots())
 
 
 # Descriptions of immutable objects met before (abstract values, shardings, meshes, equation contexts):
 # the same few are met in every lowering. Each holds its object, so its id is not reused.
 _described: dict[int, tuple[Any, str]] = {}
-_rules_checked: dict[int, tuple[Any, bool]] = {}  # lowering rules, each held: whether it is installed code
-# Each primitive's rules when the cache was installed, before any run (primitives held): a rule a program
-# registers later for one of them lowers it otherwise than its key says, even JAX's own rule of another.
-_rules_at_install: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 DESCRIBED_LIMIT = 8192
 
 
@@ -230,15 +209,16 @@ class KeyWriter:
             self.value(fn.__self__)
         elif isinstance(fn, types.FunctionType):
             code = fn.__code__
-            if not _installed_file(code.co_filename):
+            if not installed_code.installed_file(code.co_filename):
                 raise Uncacheable(f"a callable parameter ({fn.__qualname__})")
             self.put("function", fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno,
                      hashlib.blake2b(code.co_code, digest_size=12).hexdigest())
             self.value(list(fn.__defaults__ or ()))
-            self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if cell_filled(cell)])
+            self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if installed_code.cell_filled(cell)])
         elif isinstance(fn, (types.BuiltinFunctionType, type, types.ModuleType)):
             module = fn.__name__ if isinstance(fn, types.ModuleType) else getattr(fn, "__module__", None)
-            if not _installed_file(getattr(sys.modules.get(module or ""), "__file__", None) or "<frozen builtin>"):
+            module_file = getattr(sys.modules.get(module or ""), "__file__", None) or "<frozen builtin>"
+            if not installed_code.installed_file(module_file):
                 raise Uncacheable(f"a callable parameter ({getattr(fn, '__qualname__', fn)})")
             self.put("builtin", module, getattr(fn, "__qualname__", getattr(fn, "__name__", "")))
         else:
@@ -309,18 +289,15 @@ class KeyWriter:
 
     def primitive(self, prim: Any) -> None:
         self.put("primitive", prim.name, type(prim).__module__, type(prim).__qualname__)
-        rules = _lowering_rules(prim)
+        rules = installed_code.lowering_rules(prim)
         if not rules:
             raise Uncacheable(f"{prim.name} has no lowering rule")
-        at_install = _rules_at_install.get(id(prim))
+        at_install = installed_code.rules_at_install.get(id(prim))
         if at_install is not None and at_install[0] is prim and (
                 len(rules) != len(at_install[1]) or any(a is not b for a, b in zip(rules, at_install[1], strict=True))):
             raise Uncacheable(f"the lowering rule of {prim.name} was registered by the program")
         for rule in rules:
-            checked = _rules_checked.get(id(rule))
-            if checked is None or checked[0] is not rule:
-                checked = _rules_checked[id(rule)] = (rule, _installed_callable(rule, 6))
-            if not checked[1]:
+            if not installed_code.rule_is_installed(rule):
                 raise Uncacheable(f"the lowering rule of {prim.name} is the program's own")
 
     # --- the traced program ------------------------------------------------
@@ -376,7 +353,8 @@ class KeyWriter:
         arg_names = info.safe_arg_names(inputs) if hasattr(info, "safe_arg_names") else info.arg_names
         result_paths = (info.safe_result_paths(outputs) if hasattr(info, "safe_result_paths")
                         else info.result_paths)
-        self.put("debug_info", getattr(info, "traced_for", ""), _portable(getattr(info, "func_src_info", "") or ""))
+        source = installed_code.portable(getattr(info, "func_src_info", "") or "")
+        self.put("debug_info", getattr(info, "traced_for", ""), source)
         self.value(tuple(arg_names or ()))
         self.value(tuple(result_paths or ()))
 
@@ -388,37 +366,7 @@ class KeyWriter:
             self.put(*frame)
 
 
-def _portable(func_src_info: str) -> str:
-    """``f at file:line`` with an installed file named from its installed root: the sandbox sees the
-    installed code at other paths than the trusted fill does, and lowering writes the function's file
-    nowhere into the module (only JAX's warnings name it)."""
-    name, at, place = func_src_info.rpartition(" at ")
-    if not at or not _installed_file(place.rpartition(":")[0]):
-        return func_src_info
-    real = os.path.realpath(place.rpartition(":")[0])
-    root = max((r for r in _installed_roots() if real.startswith(r)), key=len, default="")
-    return f"{name} at <installed>/{real[len(root):]}:{place.rpartition(':')[2]}"
 
-
-def eager_operation(jaxpr: Any) -> bool:
-    """Whether JAX made this program to run one primitive eagerly (``jnp.sin(x)`` outside any jit)."""
-    return EAGER_SOURCE in _function_source(jaxpr)
-
-
-def _function_source(program: Any) -> str:
-    """``f at file:line`` of the traced function (a ClosedJaxpr before JAX 0.7 holds it in its Jaxpr)."""
-    for holder in (program, getattr(program, "jaxpr", None)):
-        debug_info = getattr(holder, "debug_info", None) or getattr(holder, "_debug_info", None)
-        source = getattr(debug_info, "func_src_info", None)
-        if source:
-            return str(source)
-    return ""
-
-
-def jax_function(jaxpr: Any) -> bool:
-    """Whether the traced function is one of JAX's own (``jnp.cos``, ``random.normal``'s helpers are jitted)."""
-    filename = _function_source(jaxpr).rpartition(" at ")[2].rpartition(":")[0]
-    return JAX_SOURCE in filename and _installed_file(filename)
 
 
 @functools.cache
@@ -435,55 +383,6 @@ def _user_frames(source_info: Any) -> Iterable[Any]:
     from jax._src import source_info_util
 
     return source_info_util.user_frames(source_info if _frames_of_source_info() else source_info.traceback)
-
-
-def _lowering_rules(prim: Any) -> list[Any]:
-    from jax._src.interpreters import mlir
-
-    entries = [mlir._lowerings.get(prim)]
-    entries += [rules.get(prim) for rules in mlir._platform_specific_lowerings.values()]
-    return [getattr(entry, "rule", entry) for entry in entries if entry is not None]
-
-
-def remember_registered_rules() -> None:
-    """Every primitive's lowering rules as JAX registered them: called when the cache is installed,
-    before any program runs."""
-    from jax._src.interpreters import mlir
-
-    primitives = {*mlir._lowerings, *(p for table in mlir._platform_specific_lowerings.values() for p in table)}
-    for prim in primitives:
-        _rules_at_install.setdefault(id(prim), (prim, tuple(_lowering_rules(prim))))
-
-
-def _installed_callable(fn: Any, depth: int) -> bool:
-    """Whether ``fn``, and every function it closes over or binds, is installed code."""
-    if depth <= 0:
-        return False
-    if isinstance(fn, functools.partial):
-        return _installed_callable(fn.func, depth - 1) and all(
-            _installed_callable(arg, depth - 1) for arg in (*fn.args, *fn.keywords.values()) if callable(arg))
-    if isinstance(fn, types.MethodType):
-        return _installed_callable(fn.__func__, depth - 1)
-    code = getattr(fn, "__code__", None)
-    if isinstance(code, types.CodeType):
-        if not _installed_file(code.co_filename):
-            return False
-        cells = [cell.cell_contents for cell in (fn.__closure__ or ()) if cell_filled(cell)]
-        return all(_installed_callable(inner, depth - 1) for inner in cells if callable(inner))
-    if isinstance(fn, (types.BuiltinFunctionType, type)):
-        return _installed_file(getattr(sys.modules.get(getattr(fn, "__module__", "") or ""), "__file__", "") or
-                               "<frozen builtin>")
-    call = next((vars(cls)["__call__"] for cls in type(fn).__mro__ if "__call__" in vars(cls)), None)
-    return call is not None and _installed_callable(call, depth - 1)
-
-
-def cell_filled(cell: Any) -> bool:
-    """Whether a closure cell holds a value (a cell of a name not yet assigned raises on reading)."""
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
 
 
 @functools.cache
@@ -547,14 +446,12 @@ def prepare() -> None:
     code, the configuration's holders. Starts no backend."""
     from jax._src.interpreters import mlir
 
-    _installed_roots()
+    installed_code.installed_roots()
     _frames_of_source_info()
     _immutable_types()
     rules = list(mlir._lowerings.values())
     for table in mlir._platform_specific_lowerings.values():
         rules += table.values()
     for entry in rules:
-        rule = getattr(entry, "rule", entry)
-        if id(rule) not in _rules_checked:
-            _rules_checked[id(rule)] = (rule, _installed_callable(rule, 6))
+        installed_code.rule_is_installed(getattr(entry, "rule", entry))
     configuration()

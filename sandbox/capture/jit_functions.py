@@ -16,7 +16,7 @@ import statistics
 import types
 from typing import Any
 
-from jaxplay.sandbox.caches.lowering_key import cell_filled
+from jaxplay.sandbox.caches.installed_code import cell_filled
 from jaxplay.sandbox.capture import roofline
 
 USER_FILENAME = "<playground>"
