@@ -175,6 +175,9 @@ def run_program(stop: threading.Event, program: str | None = None) -> None:
         return
     finally:
         sys.settrace(None)
+        # Its functions hold the namespace as their globals, a cycle that would keep its arrays alive
+        # (``jax.live_arrays()``, ``gc.get_objects()``) until some collection in the run: gone now.
+        namespace.clear()
 
 
 # A spare warms only once it has sat idle this long: in a burst, runs take spares the moment

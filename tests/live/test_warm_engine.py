@@ -224,3 +224,22 @@ def test_a_spare_left_idle_has_the_default_examples_operations_resident_and_noth
     resident, interpreter = output_text(out).splitlines()
     assert resident == "[]"
     assert interpreter == plain_python(WARM_OPERATIONS_PROBE).splitlines()[1] == "0.005 None None"
+
+
+WARM_LEFTOVERS_PROBE = """
+import gc
+import jax
+print(len(jax.live_arrays()), sum(1 for o in gc.get_objects() if isinstance(o, dict) and str(o.get("__name__")).startswith("__jaxplay")))
+"""
+
+
+def test_a_spare_that_ran_the_default_example_leaves_the_run_none_of_its_arrays(live):
+    # The warm program's arrays were kept alive by its functions' globals into the run: plain Python
+    # starts with no live array, and so must a run that finds the spare warmed.
+    from jaxplay.sandbox.engine import warmup
+
+    asyncio.run(_session_runs(live, ["print(0)"], None))
+    time.sleep(warmup.IDLE_BEFORE_PROGRAM_S + 3)
+    out = asyncio.run(_session_runs(live, [WARM_LEFTOVERS_PROBE], live.session_cookie()))[0]
+    assert done_of(out)["status"] == "ok", out
+    assert output_text(out) == plain_python(WARM_LEFTOVERS_PROBE) == "0 0\n"

@@ -97,3 +97,29 @@ def test_the_run_gets_pythons_own_switch_interval_back(monkeypatch):
     assert sys.getswitchinterval() == plain and warmup.run_arrived.is_set()
     assert not warmup._switch_often_while_warming()  # a warming thread that wakes after the run stays off
     assert sys.getswitchinterval() == plain
+
+
+def _warm_namespaces() -> int:
+    import gc
+
+    return sum(1 for o in gc.get_objects() if isinstance(o, dict) and o.get("__name__") == "__jaxplay_warm__")
+
+
+@pytest.mark.parametrize("stopped", [False, True], ids=["ran-to-the-end", "stopped-mid-way"])
+def test_nothing_the_warm_program_made_outlives_it(stopped):
+    # Its function holds the namespace as its globals: a cycle, which kept its arrays alive into the run.
+    program = "import jax.numpy as jnp\ndef f(v):\n    return v + 1\nkept = f(jnp.arange(5.0))\nmore = kept * 2\n"
+    before = {id(a) for a in jax.live_arrays()}
+    stop = threading.Event()
+    if stopped:
+        program = program.replace("more = kept * 2", "while True:\n    more = kept * 2")
+        thread = threading.Thread(target=warmup.run_program, args=(stop, program), daemon=True)
+        thread.start()
+        time.sleep(0.3)
+        stop.set()
+        thread.join(5)
+        assert not thread.is_alive()
+    else:
+        warmup.run_program(stop, program)
+    assert [a for a in jax.live_arrays() if id(a) not in before] == []
+    assert _warm_namespaces() == 0
