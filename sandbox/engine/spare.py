@@ -368,7 +368,7 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         ns.drop_all_capabilities()
         seccomp.install()  # before any thread exists, so every later thread is filtered too
     _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
-    warmup.prepare(initialize_backend=warm)
+    warming = warmup.prepare(initialize_backend=warm)
     from jaxplay.sandbox import capture
 
     capture.prepare()
@@ -382,10 +382,10 @@ def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
         address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
     message, fds = zp.receive(sock)
     sock.close()
-    warmup.end_warming()
     if message is None:
         return 0
-    _restore_priority(os.getpid())
+    _restore_priority(os.getpid())  # the warming thread's too: the program waits for it to stop
+    warmup.end_warming(warming)
     _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
     return execute(message, fds, backend_started=warm)
 
@@ -434,9 +434,6 @@ def _restore_priority(pid: int) -> None:
         return
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as comm:
-                if comm.read().strip() == warmup.WARM_THREAD_NAME:
-                    continue  # the spare's warming, which the run no longer needs
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except OSError:
             return

@@ -194,11 +194,22 @@ _switching = threading.Lock()
 _plain_switch_interval = sys.getswitchinterval()
 
 
-def end_warming() -> None:
-    """In the run's thread, once its code has arrived: warming stops at its next call, and the GIL's
-    switch interval is Python's again before the program starts."""
+# The longest a run waits for warming to stop: the warm program's current line (a few eager operations, or
+# one jit's compile, tens of ms); only a host starved of CPU makes it longer, and then the run starts beside it.
+WARMING_STOP_WAIT_S = 2.0
+
+
+def end_warming(warming: threading.Thread | None) -> None:
+    """In the run's thread, once its code has arrived (and the warming thread has the run's priority):
+    warming stops at its next operation or line, and the program starts only once it has. Warming beside
+    the program was visible in it: its compiles in the program's log (``jax_log_compiles``) and its
+    ``jax.monitoring`` listeners, its thread in ``threading.enumerate()``. The GIL's switch interval is
+    Python's again before the program starts."""
     with _switching:
         run_arrived.set()
+    if warming is not None:
+        warming.join(WARMING_STOP_WAIT_S)
+    with _switching:
         sys.setswitchinterval(_plain_switch_interval)
 
 
@@ -238,9 +249,6 @@ def forget_plugin_search() -> None:
 
 
 def _warm_when_idle() -> None:
-    # Named so that the run's priority, restored when its code arrives, is not restored here: an
-    # operation still warming then finishes at the spare's low priority instead of beside the run.
-    _name_this_thread(WARM_THREAD_NAME)
     idle_since = time.monotonic()
     if run_arrived.wait(IDLE_BEFORE_WARMING_S) or not _switch_often_while_warming():
         return
@@ -252,18 +260,6 @@ def _warm_when_idle() -> None:
             if not run_arrived.wait(max(0.0, IDLE_BEFORE_PROGRAM_S - (time.monotonic() - idle_since))):
                 run_program(stop=run_arrived)
     except Exception:  # noqa: BLE001 - warming is an optimization: the run compiles what it needs
-        pass
-
-
-WARM_THREAD_NAME = "jaxplay-warmup"  # the kernel keeps 15 bytes of a thread's name
-
-
-def _name_this_thread(name: str) -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
         pass
 
 

@@ -243,3 +243,32 @@ def test_a_spare_that_ran_the_default_example_leaves_the_run_none_of_its_arrays(
     out = asyncio.run(_session_runs(live, [WARM_LEFTOVERS_PROBE], live.session_cookie()))[0]
     assert done_of(out)["status"] == "ok", out
     assert output_text(out) == plain_python(WARM_LEFTOVERS_PROBE) == "0 0\n"
+
+
+MID_WARM_PROBE = """
+import jax
+jax.config.update("jax_log_compiles", True)
+import threading
+names = [thread.name for thread in threading.enumerate()]
+import time
+time.sleep(0.5)
+print(names)
+"""
+
+
+def test_a_run_that_arrives_while_its_spare_warms_sees_nothing_of_the_warming(live):
+    # Both seats' spares are made as two runs end; the probe then comes while a spare runs the default
+    # example (1.5 s idle and on). The warm program went on beside the program: its compiles were logged
+    # on the program's stderr, its thread was in threading.enumerate().
+    from jaxplay.sandbox.engine import warmup
+
+    async def both_seats_then_probe(delay: float) -> list[dict]:
+        await asyncio.gather(_session_runs(live, ["print(1)"], None), _session_runs(live, ["print(2)"], None))
+        await asyncio.sleep(delay)
+        return (await _session_runs(live, [MID_WARM_PROBE], None))[0]
+
+    expected = plain_python(MID_WARM_PROBE)
+    for step in range(10):
+        events = asyncio.run(both_seats_then_probe(warmup.IDLE_BEFORE_PROGRAM_S + 0.03 * step))
+        assert done_of(events)["status"] == "ok", events[-3:]
+        assert (output_text(events), output_text(events, "stderr")) == (expected, ""), step

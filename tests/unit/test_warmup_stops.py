@@ -93,7 +93,7 @@ def test_the_run_gets_pythons_own_switch_interval_back(monkeypatch):
     plain = sys.getswitchinterval()
     assert warmup._switch_often_while_warming()
     assert sys.getswitchinterval() == pytest.approx(warmup.WARMING_SWITCH_INTERVAL_S)
-    warmup.end_warming()
+    warmup.end_warming(None)
     assert sys.getswitchinterval() == plain and warmup.run_arrived.is_set()
     assert not warmup._switch_often_while_warming()  # a warming thread that wakes after the run stays off
     assert sys.getswitchinterval() == plain
@@ -123,3 +123,15 @@ def test_nothing_the_warm_program_made_outlives_it(stopped):
         warmup.run_program(stop, program)
     assert [a for a in jax.live_arrays() if id(a) not in before] == []
     assert _warm_namespaces() == 0
+
+
+def test_the_program_starts_only_once_warming_has_stopped(monkeypatch):
+    # Warming beside the program showed in it (its compiles in the program's jax_log_compiles output,
+    # its thread in threading.enumerate()): the run's thread waits for the warm program's current line.
+    monkeypatch.setattr(warmup, "run_arrived", threading.Event())
+    slow_lines = "while True:\n    total = sum(range(300_000))\n"
+    thread = threading.Thread(target=warmup.run_program, args=(warmup.run_arrived, slow_lines), daemon=True)
+    thread.start()
+    time.sleep(0.2)
+    warmup.end_warming(thread)
+    assert not thread.is_alive()
