@@ -126,8 +126,10 @@ COUNT_SHARED_HITS = """
 import jax, jax.numpy as jnp, jax.monitoring
 hits = []
 jax.monitoring.register_event_listener(lambda event, **_: hits.append(event))
-x = jnp.ones((8,), jnp.float32)  # as the trusted fill compiled it (sandbox/engine/warmup.py)
-jax.block_until_ready([x.sum(), x * 2.0])
+# As the trusted fill compiled them running the gallery (01_jit_recompilation.py), and as no spare warms
+# them (sandbox/engine/warmup.py): what a spare warmed is in its memory, and never reaches the cache.
+x = jnp.arange(4.0)
+jax.block_until_ready(x * 10)
 print(hits.count("/jax/compilation_cache/cache_hits"))
 """
 
