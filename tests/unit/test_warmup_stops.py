@@ -58,13 +58,7 @@ def test_a_finalizer_running_when_the_run_comes_is_not_interrupted(capsys):
     # all the time. Stopping inside one would print "Exception ignored" on the run's stderr.
     churn = ('ns = {}\nexec(compile("class Freed:\\n    def __del__(self):\\n        sum(range(50))\\n", '
              '"<elsewhere>", "exec"), ns)\nwhile True:\n    ns["Freed"]()\n')
-    stop = threading.Event()
-    thread = threading.Thread(target=warmup.run_program, args=(stop, churn), daemon=True)
-    thread.start()
-    time.sleep(0.2)
-    stop.set()
-    thread.join(5)
-    assert not thread.is_alive()
+    stop_while_it_runs(churn, after_s=0.2)
     assert capsys.readouterr().err == ""
 
 
@@ -110,17 +104,10 @@ def test_nothing_the_warm_program_made_outlives_it(stopped):
     # Its function holds the namespace as its globals: a cycle, which kept its arrays alive into the run.
     program = "import jax.numpy as jnp\ndef f(v):\n    return v + 1\nkept = f(jnp.arange(5.0))\nmore = kept * 2\n"
     before = {id(a) for a in jax.live_arrays()}
-    stop = threading.Event()
     if stopped:
-        program = program.replace("more = kept * 2", "while True:\n    more = kept * 2")
-        thread = threading.Thread(target=warmup.run_program, args=(stop, program), daemon=True)
-        thread.start()
-        time.sleep(0.3)
-        stop.set()
-        thread.join(5)
-        assert not thread.is_alive()
+        stop_while_it_runs(program.replace("more = kept * 2", "while True:\n    more = kept * 2"), after_s=0.3)
     else:
-        warmup.run_program(stop, program)
+        warmup.run_program(threading.Event(), program)
     assert [a for a in jax.live_arrays() if id(a) not in before] == []
     assert _warm_namespaces() == 0
 
@@ -134,4 +121,15 @@ def test_the_program_starts_only_once_warming_has_stopped(monkeypatch):
     thread.start()
     time.sleep(0.2)
     warmup.end_warming(thread)
+    assert not thread.is_alive()
+
+
+def stop_while_it_runs(program: str, after_s: float) -> None:
+    """Run the warm program on a thread, as a spare does, and stop it ``after_s`` in: it must end."""
+    stop = threading.Event()
+    thread = threading.Thread(target=warmup.run_program, args=(stop, program), daemon=True)
+    thread.start()
+    time.sleep(after_s)
+    stop.set()
+    thread.join(5)
     assert not thread.is_alive()
