@@ -366,7 +366,7 @@ class WorkerAgent:
         if refusal is not None:
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0, refusal)))
             return
-        seat = await self.seats.take(pool.warm_on)
+        seat = await self.seats.take(pool.warm_on, pool.spare_ready_on)
         if self.drain is not None and self.drain.cut_short:  # it waited for a seat while the drain ran out
             self.seats.give(seat)
             outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, self.drain.message)))

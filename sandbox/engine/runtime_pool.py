@@ -37,18 +37,26 @@ WARM_SEAT_WAIT_S = 1.0
 
 class Seats:
     """The worker's free seats. A run takes one where its runtime's sandbox already runs, when it can:
-    a runtime in use then keeps one warm sandbox instead of starting one on every seat."""
+    a runtime in use then keeps one warm sandbox instead of starting one on every seat.
+
+    Among those, the seat given back last whose spare is ready: runs that come one after another keep
+    to one seat, whose spare (forked during the run before) has not idled long enough to start warming
+    (``warmup.IDLE_BEFORE_WARMING_S``), while the other seats' spares warm once and wait. Taking the seat
+    idle longest instead made back-to-back runs alternate and meet a spare mid-warming, which the run
+    then waits for."""
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self.free = list(range(count))
+        self.free = list(range(count))  # the seat given back last is last
         self._waiting: list[asyncio.Future[None]] = []
 
-    async def take(self, warm: Callable[[int], bool]) -> int:
+    async def take(self, warm: Callable[[int], bool], spare_ready: Callable[[int], bool] = lambda _: False) -> int:
         loop = asyncio.get_running_loop()
         give_up_at = loop.time() + WARM_SEAT_WAIT_S
         while True:
-            seat = next((s for s in self.free if warm(s)), None)
+            seat = next((s for s in reversed(self.free) if warm(s) and spare_ready(s)), None)
+            if seat is None:  # no spare ready: the seat idle longest is likeliest to have one soonest
+                seat = next((s for s in self.free if warm(s)), None)
             warm_elsewhere = any(warm(s) for s in range(self.count) if s not in self.free)
             if seat is None and self.free and (not warm_elsewhere or loop.time() >= give_up_at):
                 seat = self.free[0]
@@ -119,6 +127,11 @@ class RuntimePool:
     def warm_on(self, seat: int) -> bool:
         sandbox = self.sandboxes.get(seat)
         return sandbox is not None and sandbox.alive
+
+    def spare_ready_on(self, seat: int) -> bool:
+        """Whether the seat's sandbox of this runtime has a spare its zygote has offered."""
+        sandbox = self.sandboxes.get(seat)
+        return sandbox is not None and sandbox.alive and sandbox.has_spare
 
     def taken(self) -> None:
         self.busy += 1

@@ -249,6 +249,11 @@ class WarmSandbox:
             if control.fileno() >= 0:
                 loop.remove_reader(control.fileno())
 
+    @property
+    def has_spare(self) -> bool:
+        """A spare is offered and not yet taken (it may have died since: taking it finds out)."""
+        return self._spare is not None
+
     def _offered(self, pid: int, door: socket.socket) -> None:
         if self._spare is not None:
             self._spare[1].close()  # the zygote replaced a spare that died

@@ -194,3 +194,27 @@ def test_a_run_waits_briefly_for_the_seat_where_its_runtime_is_warm_before_start
         return taken
 
     assert asyncio.run(scenario()) == [0, 0, 1]
+
+
+def test_runs_one_after_another_keep_to_the_seat_given_back_last_while_its_spare_is_ready():
+    import asyncio
+
+    from jaxplay.sandbox.engine.runtime_pool import Seats
+
+    async def scenario() -> list[int]:
+        seats, ready = Seats(3), {0, 1, 2}
+        taken = []
+        for _ in range(3):  # back-to-back: each run gives its seat back before the next comes
+            seat = await seats.take(lambda s: True, lambda s: s in ready)
+            taken.append(seat)
+            seats.give(seat)
+        ready.discard(2)  # its new spare is not offered yet: the seat with one, given back last
+        taken.append(await seats.take(lambda s: True, lambda s: s in ready))
+        seats.give(taken[-1])
+        ready.clear()  # none offered: the seat idle longest
+        taken.append(await seats.take(lambda s: True, lambda s: s in ready))
+        return taken
+
+    # Taking the seat idle longest, runs went round the seats (0, 1, 2, ...): each met a spare idle long
+    # enough to be warming, and waited for it.
+    assert asyncio.run(scenario()) == [2, 2, 2, 1, 0]
