@@ -58,13 +58,27 @@ GALLERY = jaxplay.IMPORT_ROOT / "frontend" / "src" / "examples"  # a checkout's;
 # 2: keys no longer depend on the cache's path (sandbox/engine/warmup.py); 3: the functions Inspect
 # shows are keyed with their source locations (sandbox/capture/jit_capture.py); 4: lowered modules are
 # kept beside the executables (sandbox/caches/lowered_modules.py), and locations leave our frames out;
-# 5: eager operations and JAX's own functions keyed without locations, nor the paths of installed code.
-KEYS_VERSION = "5"
+# 5: eager operations and JAX's own functions keyed without locations, nor the paths of installed code;
+# 6: the installed functions a program's parameters hold (a PRNG implementation's) are named from their
+# installed root too, so an install elsewhere (another checkout or image on the host) meets the same keys.
+KEYS_VERSION = "6"
+# The code that writes the lowered modules' keys and entries is part of the shared folder's name as well:
+# an upgrade that changes a key without the bump above starts a fill of its own instead of missing (or,
+# worse, hitting) entries an older version wrote under other rules.
+KEY_WRITERS = tuple(Path(__file__).parent / name for name in ("lowering_key.py", "installed_code.py", "lowered_modules.py"))
 
 
 def environment_name(settings: Settings, backend: str) -> str:
-    parts = [KEYS_VERSION, metadata.version("jax"), metadata.version("jaxlib"), backend, str(settings.cpu_devices)]
+    parts = [KEYS_VERSION, metadata.version("jax"), metadata.version("jaxlib"), backend, str(settings.cpu_devices),
+             key_writers_digest()]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def key_writers_digest() -> str:
+    digest = hashlib.sha256()
+    for path in KEY_WRITERS:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class CompileCaches:

@@ -99,11 +99,21 @@ def portable(func_src_info: str) -> str:
     installed code at other paths than the trusted fill does, and lowering writes the function's file
     nowhere into the module (only JAX's warnings name it)."""
     name, at, place = func_src_info.rpartition(" at ")
-    if not at or not installed_file(place.rpartition(":")[0]):
+    filename, _, line = place.rpartition(":")
+    if not at or not installed_file(filename):
         return func_src_info
-    real = os.path.realpath(place.rpartition(":")[0])
+    return f"{name} at {portable_file(filename)}:{line}"
+
+
+def portable_file(filename: str) -> str:
+    """An installed file named from its installed root (``<installed>/jax/_src/...``), the same wherever
+    the code is installed: a key naming the path itself would miss every entry written by an install
+    elsewhere (the trusted fill of another checkout or image sharing the host's folder)."""
+    if filename.startswith("<"):  # ``<frozen ...>``: no path
+        return filename
+    real = os.path.realpath(filename)
     root = max((r for r in installed_roots() if real.startswith(r)), key=len, default="")
-    return f"{name} at <installed>/{real[len(root):]}:{place.rpartition(':')[2]}"
+    return f"<installed>/{real[len(root):]}"
 
 
 def eager_operation(jaxpr: Any) -> bool:

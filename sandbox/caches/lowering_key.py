@@ -211,7 +211,8 @@ class KeyWriter:
             code = fn.__code__
             if not installed_code.installed_file(code.co_filename):
                 raise Uncacheable(f"a callable parameter ({fn.__qualname__})")
-            self.put("function", fn.__module__, fn.__qualname__, code.co_filename, code.co_firstlineno,
+            self.put("function", fn.__module__, fn.__qualname__, installed_code.portable_file(code.co_filename),
+                     code.co_firstlineno,
                      hashlib.blake2b(code.co_code, digest_size=12).hexdigest())
             self.value(list(fn.__defaults__ or ()))
             self.value([cell.cell_contents for cell in (fn.__closure__ or ()) if installed_code.cell_filled(cell)])
