@@ -96,9 +96,10 @@ class _State:
         self.lock = threading.Lock()
         self.entries: dict[int, _Entry] = {}  # by id(module): modules lowered or loaded, not yet hashed
         # Lowerings this process did or loaded, as JAX's own in-memory cache holds them: by the program
-        # object and the rest of the key, whoever lowers it (a call, then Inspect's ``lower()``), and only
-        # while the program lives (each module holds an MLIR context: a jit in a loop would fill memory).
-        self.in_process: dict[tuple[int, str], tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
+        # object and the rest of the arguments as JAX compares them (``_same_lowering``), whoever lowers it
+        # (a call, then Inspect's ``lower()``), and only while the program lives (each module holds an MLIR
+        # context: a jit in a loop would fill memory).
+        self.in_process: dict[tuple[Any, ...], tuple[weakref.ref[Any], tuple[Any, ...]]] = {}
 
 
 _state = _State()
@@ -173,6 +174,10 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     directory = _directory()
     if directory is None or not args:
         return original(*args, **kwargs)
+    same = _same_lowering(args, kwargs)
+    cached = _state.in_process.get(same) if same is not None else None
+    if cached is not None and cached[0]() is args[0]:
+        return cached[1]
     started = time.thread_time()
     try:
         key, within = _key(args, kwargs)
@@ -184,9 +189,11 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         return original(*args, **kwargs)
     finally:
         _state.counts.key_s += time.thread_time() - started
-    cached = _state.in_process.get((id(args[0]), within))
-    if cached is not None and cached[0]() is args[0]:
-        return cached[1]
+    if same is None:
+        same = (id(args[0]), within)
+        cached = _state.in_process.get(same)
+        if cached is not None and cached[0]() is args[0]:
+            return cached[1]
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
     path = os.path.join(directory, _entry_name(name, key))
     started = time.thread_time()
@@ -194,7 +201,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     _state.counts.load_s += time.thread_time() - started
     if result is not None:
         _state.counts.hits += 1
-        _keep_in_process(args[0], within, result)
+        _keep_in_process(args[0], same, result)
         _tell_listeners()
         return result
     _state.counts.misses += 1
@@ -202,7 +209,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         warnings.simplefilter("always")  # every warning, even one this run's filters hide: the next may not
         result = original(*args, **kwargs)
     _warn_again(given)
-    _keep_in_process(args[0], within, result)
+    _keep_in_process(args[0], same, result)
     layout = _layout(result)
     # A lowering that warned (an unused donation, say) is done again in every run, as it warns there too.
     if layout is not None and not given and not getattr(_thread, "in_process_only", False):
@@ -223,10 +230,22 @@ def _warn_again(given: list[warnings.WarningMessage]) -> None:
                                source=warning.source)
 
 
-def _keep_in_process(program: Any, within: str, result: tuple[Any, ...]) -> None:
-    key = (id(program), within)
-    _state.in_process[key] = (weakref.ref(program), result)
-    weakref.finalize(program, _state.in_process.pop, key, None)  # runs before the id can be reused
+def _same_lowering(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
+    """The lowering as JAX's in-memory cache tells lowerings apart: the program object, the other arguments
+    by their own equality (shardings JAX holds equivalent, ``P()`` and ``P(None,)`` of a replicated
+    argument, are one lowering), the configuration in effect. None when they cannot be compared so."""
+    try:
+        same = (id(args[0]), args[1:], tuple(sorted(kwargs.items())), lowering_key.configuration(),
+                os.environ.get("XLA_FLAGS", ""))
+        hash(same)
+    except Exception:  # noqa: BLE001 - unhashable, or a configuration known only by its address
+        return None
+    return same
+
+
+def _keep_in_process(program: Any, same: tuple[Any, ...], result: tuple[Any, ...]) -> None:
+    _state.in_process[same] = (weakref.ref(program), result)
+    weakref.finalize(program, _state.in_process.pop, same, None)  # runs before the id can be reused
 
 
 def _remember(entry: _Entry) -> None:

@@ -193,3 +193,29 @@ def test_a_mesh_with_its_devices_in_another_order_is_another_module(tmp_path: Pa
     assert reversed_["texts"] == plain_reversed["texts"]
     assert reversed_["counts"]["misses"] >= 1
     assert again["counts"]["misses"] == 0 and again["texts"] == first["texts"]
+
+
+EQUIVALENT_SHARDINGS = """
+import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+compiles = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda name, secs, **kw: compiles.append(name) if name == "/jax/core/compile/backend_compile_duration" else None)
+mesh = jax.make_mesh((8,), ("data",))
+w = jax.device_put(jnp.zeros(4), NamedSharding(mesh, P()))
+step = jax.jit(lambda w: w * 0.5 + 1.0)
+for _ in range(3):
+    w = step(w)  # from the second call on, its argument's sharding reads P(None,): JAX's same lowering
+print(w.sharding.spec, len(compiles))
+"""
+
+
+@pytest.mark.parametrize("runtime", [None, "0.12.0.1"], ids=lambda r: r or "venv")
+def test_shardings_jax_holds_equivalent_share_one_module_and_one_compile_as_in_plain_jax(
+        tmp_path: Path, runtime: str | None) -> None:
+    plain, first, again = run_programs(
+        tmp_path / "cache", [{"code": EQUIVALENT_SHARDINGS, "cached": False}, EQUIVALENT_SHARDINGS,
+                             EQUIVALENT_SHARDINGS], runtime)
+    # A re-run that loaded the first call's module from the cache lowered the second call again (its
+    # sharding written otherwise) and compiled it once more, where JAX's own cache holds them the same.
+    assert again["out"] == first["out"] == plain["out"]
