@@ -220,10 +220,13 @@ def test_a_spare_left_idle_has_the_default_examples_operations_resident_and_noth
     from jaxplay.sandbox.engine import warmup
 
     asyncio.run(_session_runs(live, ["print(0)"], None))
-    time.sleep(warmup.IDLE_BEFORE_PROGRAM_S + 3)
-    out = asyncio.run(_session_runs(live, [WARM_OPERATIONS_PROBE], live.session_cookie()))[0]
-    assert done_of(out)["status"] == "ok", out
-    resident, interpreter = output_text(out).splitlines()
+    for _ in range(3):  # a loaded host (the whole suite at once) may not have finished warming the first time
+        time.sleep(warmup.IDLE_BEFORE_PROGRAM_S + 3)
+        out = asyncio.run(_session_runs(live, [WARM_OPERATIONS_PROBE], live.session_cookie()))[0]
+        assert done_of(out)["status"] == "ok", out
+        resident, interpreter = output_text(out).splitlines()
+        if resident == "[]":
+            break
     assert resident == "[]"
     assert interpreter == plain_python(WARM_OPERATIONS_PROBE).splitlines()[1] == "0.005 None None"
 
