@@ -27,6 +27,10 @@ own results, which are never served to another session.
 Only modules that hold nothing but the module are kept: no host callbacks, no
 kept-alive Python objects, no effects, no shape polymorphism; and no lowering
 during which JAX warned (an unused donation), so every run warns as it would.
+While a program's logging would show JAX's own "Compiling ..." line for each
+lowering (``jax_log_compiles``, or JAX's loggers at DEBUG), JAX lowers, as in
+plain Python; within a run, lowerings JAX's cache holds the same (equivalent
+shardings) share one module, as there.
 """
 
 from __future__ import annotations
@@ -172,7 +176,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     its C++ cache hides): the program comes first, the backend is the one client among them, the
     module's name is made of the strings (``jit_f``, or ``jit`` and ``f`` before JAX 0.6)."""
     directory = _directory()
-    if directory is None or not args:
+    if directory is None or not args or _jax_logs_lowering():
         return original(*args, **kwargs)
     same = _same_lowering(args, kwargs)
     cached = _state.in_process.get(same) if same is not None else None
@@ -228,6 +232,15 @@ def _warn_again(given: list[warnings.WarningMessage]) -> None:
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno,
                                module=getattr(module, "__name__", None), registry=registry,
                                source=warning.source)
+
+
+def _jax_logs_lowering() -> bool:
+    """Whether JAX's lowering would log itself now ("Compiling jit(f) with global shapes ...": a WARNING
+    under ``jax_log_compiles``, else DEBUG): then JAX lowers, as in plain Python, log line and all."""
+    from jax._src import config
+    from jax._src.interpreters import pxla
+
+    return pxla.logger.isEnabledFor(logging.WARNING if config.log_compiles.value else logging.DEBUG)
 
 
 def _same_lowering(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:

@@ -219,3 +219,26 @@ def test_shardings_jax_holds_equivalent_share_one_module_and_one_compile_as_in_p
     # A re-run that loaded the first call's module from the cache lowered the second call again (its
     # sharding written otherwise) and compiled it once more, where JAX's own cache holds them the same.
     assert again["out"] == first["out"] == plain["out"]
+
+
+LOGGED_COMPILES = """
+import logging
+import jax, jax.numpy as jnp
+seen = []
+class Seen(logging.Handler):
+    def emit(self, record):
+        seen.append(record.getMessage().split(" with ")[0])
+logging.getLogger("jax").addHandler(Seen())
+jax.config.update("jax_log_compiles", True)
+f = jax.jit(lambda x: x * 3 + 1)
+print(f(jnp.arange(5.0)), [message for message in seen if message.startswith("Compiling ")])
+"""
+
+
+def test_a_program_that_logs_its_compiles_sees_every_lowering_it_would_see_in_plain_jax(tmp_path: Path) -> None:
+    plain, first, again = run_programs(
+        tmp_path / "cache", [{"code": LOGGED_COMPILES, "cached": False}, LOGGED_COMPILES, LOGGED_COMPILES])
+    # A re-run that loaded its modules logged no "Compiling jit(<lambda>) with global shapes ..." line:
+    # JAX writes it while lowering, which a loaded module skips.
+    assert "Compiling jit(<lambda>)" in plain["out"]
+    assert again["out"] == first["out"] == plain["out"]
