@@ -65,7 +65,8 @@ KEYS_VERSION = "6"
 # The code that writes the lowered modules' keys and entries is part of the shared folder's name as well:
 # an upgrade that changes a key without the bump above starts a fill of its own instead of missing (or,
 # worse, hitting) entries an older version wrote under other rules.
-KEY_WRITERS = tuple(Path(__file__).parent / name for name in ("lowering_key.py", "installed_code.py", "lowered_modules.py"))
+KEY_WRITERS = tuple(Path(__file__).parent / name
+                    for name in ("lowering_key.py", "installed_code.py", "lowered_modules.py", "lowered_entries.py"))
 
 
 def environment_name(settings: Settings, backend: str) -> str:

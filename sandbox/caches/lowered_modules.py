@@ -38,10 +38,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -52,16 +50,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay.sandbox.caches import installed_code, lowering_key
+from jaxplay.sandbox.caches import lowered_entries as entries
 from jaxplay.sandbox.caches.lowering_key import KeyWriter, Uncacheable
 
 log = logging.getLogger("jaxplay.sandbox.lowering")
 
-ENTRY_SUFFIX = "-lowered"
-MAGIC = b"jaxplay-lowered 1\n"
-MLIR_BYTECODE = b"ML\xefR"  # how every module JAX serializes starts
-MAX_HEADER_BYTES = 4096
-MAX_ENTRY_BYTES = 64 << 20
-UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 PENDING_LIMIT = 256  # modules not yet hashed (``jit(f).lower()`` alone): the oldest are forgotten
 
 
@@ -199,7 +192,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         if cached is not None and cached[0]() is args[0]:
             return cached[1]
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
-    path = os.path.join(directory, _entry_name(name, key))
+    path = os.path.join(directory, entries.entry_name(name, key))
     started = time.thread_time()
     result = _load(path, key)
     _state.counts.load_s += time.thread_time() - started
@@ -214,7 +207,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         result = original(*args, **kwargs)
     _warn_again(given)
     _keep_in_process(args[0], same, result)
-    layout = _layout(result)
+    layout = entries.layout(result)
     # A lowering that warned (an unused donation, say) is done again in every run, as it warns there too.
     if layout is not None and not given and not getattr(_thread, "in_process_only", False):
         from jax._src.interpreters import mlir
@@ -335,74 +328,25 @@ def _unshown_jax_call(program: Any) -> bool:
     return False
 
 
-def _entry_name(module_name: str, key: str) -> str:
-    return f"{UNSAFE_NAME.sub('_', module_name)[:80]}-{key}{ENTRY_SUFFIX}"
-
-
-# --- what the lowering returns besides the module --------------------------------
-# JAX versions return (module, keepalive, host_callbacks, unordered_effects, ordered_effects, [nreps,]
-# tuple_args, shape_poly_state). An entry records the rest by kind, and only when it is empty or plain.
-
-def _layout(result: tuple[Any, ...]) -> list[Any] | None:
-    layout: list[Any] = []
-    for item in result[1:]:
-        if isinstance(item, bool):
-            layout.append(["bool", item])
-        elif isinstance(item, int):
-            layout.append(["int", item])
-        elif item is None:
-            layout.append(["none"])
-        elif isinstance(item, (list, tuple)) and not item:
-            layout.append([type(item).__name__])
-        elif type(item).__name__ == "ShapePolyLoweringState":
-            if item.uses_dim_vars or getattr(item, "has_platform_index_argument", False) or item.dim_vars:
-                return None
-            layout.append(["shape_poly"])
-        else:
-            return None  # host callbacks, kept-alive objects, effects: lowered every time
-    return layout
-
-
-def _rebuild(layout: list[Any]) -> list[Any] | None:
-    from jax._src.interpreters import mlir
-
-    items: list[Any] = []
-    for entry in layout:
-        kind = entry[0] if isinstance(entry, list) and entry else None
-        if kind == "bool" and len(entry) == 2 and isinstance(entry[1], bool):
-            items.append(entry[1])
-        elif kind == "int" and len(entry) == 2 and type(entry[1]) is int:
-            items.append(entry[1])
-        elif kind == "none":
-            items.append(None)
-        elif kind in ("list", "tuple"):
-            items.append([] if kind == "list" else ())
-        elif kind == "shape_poly":  # none of its dimension variables, no platform index: one platform
-            items.append(mlir.ShapePolyLoweringState((), None))
-        else:
-            return None
-    return items
-
-
-# --- entries on disk -------------------------------------------------------------
+# --- entries on disk (their format: lowered_entries.py) -------------------------
 
 def _load(path: str, key: str) -> tuple[Any, ...] | None:
     """The result JAX's lowering would return, from the entry at ``path``; None without a usable one."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_ENTRY_BYTES + 1)
+            data = f.read(entries.MAX_ENTRY_BYTES + 1)
     except OSError:
         return None
     try:
-        header, module_bytes, key_bytes = _parse(data, key)
+        header, module_bytes, key_bytes = entries.parse(data, key)
         layout = header["result"]
-        rest = _rebuild(layout)
+        rest = entries.rebuild(layout)
         if rest is None:
             raise ValueError("an unknown result layout")
         from jax._src.interpreters import mlir
         from jax._src.lib.mlir import ir
 
-        if not module_bytes.startswith(MLIR_BYTECODE):
+        if not module_bytes.startswith(entries.MLIR_BYTECODE):
             raise ValueError("not MLIR bytecode")
         context = mlir.make_ir_context()
         module = ir.Module.parse(module_bytes, context=context)
@@ -416,41 +360,13 @@ def _load(path: str, key: str) -> tuple[Any, ...] | None:
     return (module, *rest)
 
 
-def _parse(data: bytes, key: str) -> tuple[dict[str, Any], bytes, dict[bool, bytes]]:
-    if len(data) > MAX_ENTRY_BYTES or not data.startswith(MAGIC):
-        raise ValueError("not an entry")
-    end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER_BYTES)
-    if end < 0:
-        raise ValueError("no header")
-    header = json.loads(data[len(MAGIC):end])
-    if not isinstance(header, dict) or header.get("key") != key or not isinstance(header.get("result"), list):
-        raise ValueError("another key")
-    sizes = header.get("sizes")
-    if not isinstance(sizes, list) or not all(type(n) is int and n >= 0 for n in sizes) or len(sizes) != 3:
-        raise ValueError("bad sizes")
-    module_size, without_locations, with_locations = sizes
-    body = data[end + 1:]
-    if len(body) != module_size + without_locations + with_locations or module_size == 0:
-        raise ValueError("truncated")
-    module_bytes = body[:module_size]
-    key_bytes: dict[bool, bytes] = {}
-    if without_locations:
-        key_bytes[False] = body[module_size:module_size + without_locations]
-    if with_locations:
-        key_bytes[True] = body[module_size + without_locations:]
-    return header, module_bytes, key_bytes
-
-
 def _write(entry: _Entry) -> None:
-    parts = [entry.key_bytes.get(False, b""), entry.key_bytes.get(True, b"")]
     for path, key in [(entry.path, entry.key), *entry.also]:
-        header = json.dumps({"key": key, "result": entry.layout,
-                             "sizes": [len(entry.module_bytes), *map(len, parts)]}).encode()
         partial = f"{path}+{os.getpid()}"  # a name the session's save leaves behind (mounts.ENTRY_NAME)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)  # JAX makes its folder at its first entry
             with open(partial, "wb") as f:
-                f.write(b"".join([MAGIC, header, b"\n", entry.module_bytes, *parts]))
+                f.write(entries.encode(key, entry.layout, entry.module_bytes, entry.key_bytes))
             os.replace(partial, path)
         except OSError as exc:  # a read-only or full cache: this run lowered, the next one will too
             log.debug("lowered module not kept: %s", exc)
