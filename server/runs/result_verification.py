@@ -44,6 +44,7 @@ from jaxplay.server.storage.interface import Transaction
 MEASURED_SUFFIXES = ("_ms", "_per_s")
 MEASURED_KEYS = frozenset({
     "persistent_cache_hit",  # whether the compile cache had the entry: the cache's state, not the program's
+    "lowered_module_cached",  # and whether a lowered module was (a first run while the shared fill works, say)
     "fraction_of_roof", "bound", "peak",  # rooflines: from run time and the worker's measured peak
 })
 # Events about where and when the run ran, not what it made.

@@ -28,7 +28,7 @@ def printed(text: str) -> list[dict]:
 
 def test_what_two_runs_must_agree_on_leaves_out_only_what_the_sandbox_measured():
     compiled = {"type": "compiled", "fn": "f", "jaxpr": "{ lambda ; }", "phases_ms": {"compile": 131.4},
-                "persistent_cache_hit": False}
+                "persistent_cache_hit": False, "lowered_module_cached": False}
     roofline = {"type": "roofline", "peak": {"flops_per_s": 1e11}, "functions": [
         {"fn": "f", "flops": 3.0, "median_ms": 0.01, "achieved_flops_per_s": 3e5, "fraction_of_roof": 0.1,
          "bound": "memory", "intensity": 0.125}]}
@@ -36,7 +36,8 @@ def test_what_two_runs_must_agree_on_leaves_out_only_what_the_sandbox_measured()
                            compiled, roofline], "ok")
     # Timings, rates, cache hits, the worker's peak and where it ran differ: the same content.
     other_times = [{**RECORDED[0], "devices": {"worker": "w2"}}, {"type": "stdout", "text": "ab\n"},
-                   {**compiled, "phases_ms": {"compile": 12.0}, "persistent_cache_hit": True},
+                   {**compiled, "phases_ms": {"compile": 12.0}, "persistent_cache_hit": True,
+                    "lowered_module_cached": True},  # the shared layer filled between the two runs
                    {**roofline, "peak": {"flops_per_s": 2e11}, "functions": [
                        {**roofline["functions"][0], "median_ms": 0.02, "achieved_flops_per_s": 1.5e5,
                         "fraction_of_roof": 0.05, "bound": "compute"}]}]
