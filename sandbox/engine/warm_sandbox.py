@@ -331,10 +331,16 @@ class WarmSandbox:
 
     async def _execute(self, run_id: str, code: str, timeout_s: float, run: wp.SandboxRun,
                        send: SendEvent) -> RunResult:
-        await self._previous_run_gone()
-        if self.control is None:
-            raise SandboxDied("the sandbox could not be restarted after its previous run")
+        # Registered before the wait for the seat's previous run: a cancel (the user's, a drain's) that comes
+        # meanwhile is kept, and the run then never starts (it was lost, and the run ran to its end).
         cancelled = self._cancel_requested[run_id] = asyncio.Event()
+        try:
+            await self._previous_run_gone()
+            if self.control is None:
+                raise SandboxDied("the sandbox could not be restarted after its previous run")
+        except BaseException:
+            del self._cancel_requested[run_id]
+            raise
         pipes = [os.pipe() for _ in range(3)]
         oom_before = self.cgroup.oom_kills() if self.cgroup else 0
         relay = OutputRelay(send, self.settings.output_limit_bytes, allow_probe=run.probe)
@@ -366,7 +372,7 @@ class WarmSandbox:
             relay.close()
             HostStateWatch.close(watch)
             return run_outcome.outcome({}, never.status, _ms_since(started_at), timeout_s, False, relay,
-                                           self.memory_limit_bytes)
+                                       self.memory_limit_bytes, oom_counted=False)  # nothing ran
         finally:
             del self._cancel_requested[run_id]
             if door is not None:
@@ -397,6 +403,8 @@ class WarmSandbox:
         later spare (zygote_protocol). Returns the door, which brings the init's ``ended``, or the
         zygote's ``exited`` when it refused the start. A spare that died just now takes nothing:
         its exit comes as the run's."""
+        if cancelled.is_set():  # while it waited for the seat's previous run to be gone
+            raise NotStarted(RunStatus.CANCELLED)
         if unstarted:  # a spare made now, for a program that configures JAX or a run with XLA flags
             self._tell_zygote({"type": "start", "run_id": run_id, "unstarted_backend": True})
             while True:
