@@ -172,9 +172,9 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
     if directory is None or not args or _jax_logs_lowering():
         return original(*args, **kwargs)
     same = _same_lowering(args, kwargs)
-    cached = _state.in_process.get(same) if same is not None else None
-    if cached is not None and cached[0]() is args[0]:
-        return cached[1]
+    held = _held_in_process(args[0], same)
+    if held is not None:
+        return held
     started = time.thread_time()
     try:
         key, within = _key(args, kwargs)
@@ -186,11 +186,11 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         return original(*args, **kwargs)
     finally:
         _state.counts.key_s += time.thread_time() - started
-    if same is None:
+    if same is None:  # arguments JAX's own equality cannot compare here: the key's text tells them apart
         same = (id(args[0]), within)
-        cached = _state.in_process.get(same)
-        if cached is not None and cached[0]() is args[0]:
-            return cached[1]
+        held = _held_in_process(args[0], same)
+        if held is not None:
+            return held
     name = "_".join(arg for arg in args if isinstance(arg, str) and arg)
     path = os.path.join(directory, entries.entry_name(name, key))
     started = time.thread_time()
@@ -247,6 +247,11 @@ def _same_lowering(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, 
     except Exception:  # noqa: BLE001 - unhashable, or a configuration known only by its address
         return None
     return same
+
+
+def _held_in_process(program: Any, same: tuple[Any, ...] | None) -> tuple[Any, ...] | None:
+    held = _state.in_process.get(same) if same is not None else None
+    return held[1] if held is not None and held[0]() is program else None
 
 
 def _keep_in_process(program: Any, same: tuple[Any, ...], result: tuple[Any, ...]) -> None:
