@@ -37,14 +37,16 @@ import websockets
 
 from jaxplay import run_flags
 from jaxplay import worker_protocol as wp
+from jaxplay.browser_protocol import RunStatus
 from jaxplay.run_events import RunEvent
 from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.agent_drain import WorkerDrain
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.peak_keeping import PeakKeeper
+from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
-from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import LOST_TO_SANDBOX, NothingRan, SandboxRuntime, WarmSandbox
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
 
@@ -381,13 +383,23 @@ class WorkerAgent:
 
         sandbox: WarmSandbox | None = None
         try:
-            sandbox = await pool.sandbox_for(seat)  # an idle runtime starts its sandbox here
-            self.running[job.run_id] = sandbox
-            if job.run_id in self.cancelled_early:
-                outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
-                                                                           "Stopped at your request."))))
-                return
-            result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
+            for tries_left in (1, 0):
+                sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
+                self.running[job.run_id] = sandbox
+                if job.run_id in self.cancelled_early:
+                    outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
+                                                                               "Stopped at your request."))))
+                    return
+                try:
+                    result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
+                    break
+                except NothingRan as lost:  # killed from outside before the run came: once more, on a sound one
+                    log.warning("sandbox %s: run %s never reached a process (%s)%s", sandbox.name, job.run_id,
+                                lost, "; it goes again" if tries_left else "")
+                    self.running[job.run_id] = None
+                    if not sandbox.alive:
+                        await sandbox.close()
+                    result = RunResult(RunStatus.CRASHED, 0.0, LOST_TO_SANDBOX)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(

@@ -11,6 +11,8 @@ Tasks and ownership (all in the worker's event loop)::
     RuntimePool
       ├─ its WarmSandboxes, one per seat used (warm_sandbox.py)
       ├─ per seat, a lock held while that seat's sandbox starts
+      ├─ ``_start_again``: a sandbox of the worker's own JAX that dies between runs
+      │  is started again at once, not at the seat's next run
       └─ ``stop_if_idle``: called by the agent's idle sweep; closes every sandbox
          of a pool with no run in flight and none for ``idle_s``
 """
@@ -33,6 +35,7 @@ SandboxFactory = Callable[[int], WarmSandbox]
 # A run whose runtime is warm only on a busy seat waits this long for that seat before starting a
 # sandbox on a free one (a start costs ~1.3 s and ~200 MB; a run on it usually ends sooner).
 WARM_SEAT_WAIT_S = 1.0
+START_AGAIN_AFTER_S = 5.0  # between tries to start again a sandbox of the worker's own JAX that died
 
 
 class Seats:
@@ -96,6 +99,7 @@ class RuntimePool:
         # Told of this runtime's first sandbox to start (the agent then fills its shared compile cache).
         self.on_first_start: Callable[[WarmSandbox], None] | None = None
         self._locks: dict[int, asyncio.Lock] = {}
+        self._closed = False
 
     async def start(self, seats: list[int]) -> None:
         await asyncio.gather(*(self.sandbox_for(seat) for seat in seats))
@@ -116,6 +120,7 @@ class RuntimePool:
                 await sandbox.close()
                 raise
             self.sandboxes[seat] = sandbox
+            sandbox.on_died = lambda: self._died_on(seat)
             self.starts += 1
             if self.on_first_start is not None:
                 first, self.on_first_start = self.on_first_start, None
@@ -123,6 +128,20 @@ class RuntimePool:
             log.info("runtime %s: slot %d: sandbox %s started in %.2f s", self.name, seat, sandbox.name,
                      time.monotonic() - started)
             return sandbox
+
+    def _died_on(self, seat: int) -> None:
+        if self.stays_warm and not self._closed:
+            asyncio.create_task(self._start_again(seat))
+
+    async def _start_again(self, seat: int) -> None:
+        while not self._closed:
+            try:
+                await self.sandbox_for(seat)
+                return
+            except Exception as exc:  # killed again while it started, say: its next run would wait for it
+                log.warning("runtime %s: slot %d: the sandbox that ended could not be started again (%s); "
+                            "trying again in %.0f s", self.name, seat, exc, START_AGAIN_AFTER_S)
+            await asyncio.sleep(START_AGAIN_AFTER_S)
 
     def warm_on(self, seat: int) -> bool:
         sandbox = self.sandboxes.get(seat)
@@ -153,6 +172,7 @@ class RuntimePool:
         return True
 
     async def close(self) -> None:
+        self._closed = True
         sandboxes, self.sandboxes = list(self.sandboxes.values()), {}
         await asyncio.gather(*(sandbox.close() for sandbox in sandboxes), return_exceptions=True)
 

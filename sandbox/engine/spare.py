@@ -50,8 +50,9 @@ import select
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
@@ -75,6 +76,7 @@ class Spare:
     control: socket.socket  # to the init: its ``gone``, or EOF when it has gone
     door: socket.socket | None  # the worker's end of the init's door, held here until the spare is taken
     warm: bool
+    forked_at: float = field(default_factory=time.monotonic)
 
     def fds(self) -> list[int]:
         return [sock.fileno() for sock in (self.control, self.door) if sock is not None and sock.fileno() >= 0]

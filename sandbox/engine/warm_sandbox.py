@@ -38,6 +38,7 @@ import os
 import select
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,18 @@ KILL_GRACE_S = 5.0
 DRAIN_GRACE_S = 2.0
 CGROUP_REMOVE_TRIES = 20  # 0.5 s apart
 _GROUP_NUMBERS = itertools.count()  # each start's cgroups are its own
+LOST_TO_SANDBOX = "The sandbox ended unexpectedly; the run was lost."
 EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the rest: gone within this
 
 
 class SandboxDied(RuntimeError):
     pass
+
+
+class NothingRan(Exception):
+    """The run's program never reached a process that could run it: the spare it was handed to, or
+    the whole sandbox, had died (killed from outside). Nothing of the run happened, so it may go again
+    (the agent's ``execute``); the sandbox is not ``alive`` when it was the sandbox that died."""
 
 
 class NotStarted(Exception):
@@ -113,6 +121,7 @@ class WarmSandbox:
         self._spare: tuple[int, socket.socket] | None = None  # the warm spare's pid and door, from ``spare``
         self._spare_offered = asyncio.Event()
         self.alive = False
+        self.on_died: Callable[[], None] | None = None  # told when the sandbox ends by itself, between runs or in one
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -146,7 +155,7 @@ class WarmSandbox:
         child_end.close()
         self.control = parent_end
         self._messages = asyncio.Queue()
-        self._reader = asyncio.create_task(self._read_zygote())
+        self._reader = asyncio.create_task(self._read_zygote(self._messages))
         asyncio.create_task(self._log_stderr(self.process))
         ready = await asyncio.wait_for(self._next_message(), START_TIMEOUT_S)
         if ready.get("type") != "ready":
@@ -216,9 +225,12 @@ class WarmSandbox:
     def memory_limit_bytes(self) -> int:
         return self.settings.memory_limit_mb << 20
 
-    async def _read_zygote(self) -> None:
-        """Every zygote message into ``_messages`` (a door that comes with one travels in it as ``door``),
-        but a ``spare``: its door is kept for the next run, in place of any before it."""
+    async def _read_zygote(self, messages: asyncio.Queue[dict[str, Any] | None]) -> None:
+        """Every zygote message into ``messages`` (a door that comes with one travels in it as ``door``),
+        but a ``spare``: its door is kept for the next run, in place of any before it.
+
+        The zygote's end (the sandbox died, killed from outside or out of memory) makes the sandbox not
+        alive at once, so no run is handed to it: the seat's next run starts it again (RuntimePool)."""
         loop = asyncio.get_running_loop()
         assert self.control is not None
         control = self.control
@@ -239,15 +251,26 @@ class WarmSandbox:
                     if message is not None and message.get("type") == "spare" and "door" in message:
                         self._offered(message["pid"], message["door"])
                         continue
-                    self._messages.put_nowait(message)
+                    messages.put_nowait(message)
                     if message is None:
+                        self._died(messages)
                         return
-        except (OSError, ValueError, asyncio.CancelledError):
-            self._messages.put_nowait(None)
+        except (OSError, ValueError):
+            messages.put_nowait(None)
+            self._died(messages)
+        except asyncio.CancelledError:  # closed: its queue may be a restarted sandbox's by now
+            messages.put_nowait(None)
         finally:
             self._spare_offered.set()  # whoever waits for a spare learns that none will come
             if control.fileno() >= 0:
                 loop.remove_reader(control.fileno())
+
+    def _died(self, messages: asyncio.Queue[dict[str, Any] | None]) -> None:
+        if messages is self._messages and self.alive:  # this start's zygote, not one closed before
+            self.alive = False
+            log.warning("sandbox %s ended unexpectedly", self.name)
+            if self.on_died is not None:
+                self.on_died()
 
     @property
     def has_spare(self) -> bool:
@@ -364,10 +387,18 @@ class WarmSandbox:
                 exited, ended_by = refused, None
             else:
                 exited, ended_by = await self._await_exit(run_id, started_at + timeout_s, cancelled, relay, door)
-        except SandboxDied:
+            if watch is None and ended_by is None and not cancelled.is_set():
+                # The init sends its watch before the run's process has the code: without one (and with no
+                # deadline or cancel passed) the spare died before the program reached it.
+                relay.close()
+                raise NothingRan(exited.get("refused") or "its prepared process had died")
+        except SandboxDied as died:
             relay.close()
             HostStateWatch.close(watch)
-            return RunResult(RunStatus.CRASHED, _ms_since(started_at), "The sandbox ended unexpectedly; the run was lost.")
+            if watch is None and not cancelled.is_set():  # see below: the program never ran
+                self.alive = False
+                raise NothingRan(str(died)) from None
+            return RunResult(RunStatus.CRASHED, _ms_since(started_at), LOST_TO_SANDBOX)
         except NotStarted as never:
             relay.close()
             HostStateWatch.close(watch)

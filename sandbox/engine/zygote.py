@@ -47,6 +47,8 @@ from jaxplay.sandbox.engine.spare import Spare, fork_spare
 from jaxplay.sandbox.isolation import namespaces, seccomp
 
 SPARE_RETRY_S = (0.1, 0.5, 2.0, 5.0)
+# A spare that lived this long was prepared: its death (killed from outside) is no failure to back off from.
+SPARE_PREPARED_AFTER_S = 2.0
 
 
 def preload() -> dict[str, str]:
@@ -289,7 +291,9 @@ class Zygote:
             if self.running and pid == self.running[1].pid:
                 code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
                 killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-                self.report_exit(code, killed_by, usage.ru_maxrss)
+                # The keeper mirrors the run's end as its exit code: a keeper killed by a signal itself was
+                # killed from outside the run (the host's OOM killer, an operator), not by the program.
+                self.report_exit(code, killed_by, usage.ru_maxrss, keeper_killed=killed_by is not None)
             elif self.spare and pid == self.spare.pid:
                 self.replace_dead_spare()
 
@@ -304,18 +308,22 @@ class Zygote:
         self.report_exit(message["status"], None, int(message.get("max_rss_kb") or 0),
                          left_out if type(left_out) is int else 0)
 
-    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int, unsaved_entries: int = 0) -> None:
+    def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int, unsaved_entries: int = 0,
+                    keeper_killed: bool = False) -> None:
         assert self.running is not None
         (run_id, spare), self.running = self.running, None
         spare.control.close()  # closing twice is harmless
         if code is not None and code > 128:  # the keeper and the init mirror a signal as 128+N
             code, killed_by = None, code - 128
         zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code, "signal": killed_by,
-                               "max_rss_kb": max_rss_kb, "unsaved_entries": unsaved_entries})
+                               "max_rss_kb": max_rss_kb, "unsaved_entries": unsaved_entries,
+                               **({"keeper_killed": True} if keeper_killed else {})})
 
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""
         assert self.spare is not None
+        if time.monotonic() - self.spare.forked_at >= SPARE_PREPARED_AFTER_S:
+            self.spare_failures = 0
         self.spare.control.close()
         self.spare = None
         self.retry_spare_later()  # at once the first time, then backing off

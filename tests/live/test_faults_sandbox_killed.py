@@ -1,0 +1,116 @@
+"""A sandbox, its zygote or a prepared spare killed from outside (kill -9 by an operator, the host's OOM
+killer) between runs: the worker starts again what died, and no later run is lost or blamed on its program.
+
+Before: a sandbox that died while idle stayed ``alive`` until a run landed on it; the run was lost
+("The sandbox ended unexpectedly") and, when the death was found before the handover, the sandbox was
+never started again, so every later run on that seat was lost too (after two kills, a worker with no
+sandbox at all). A run handed to a spare whose keeper had just been killed was reported as its
+program's crash ("The Python process ended abruptly (signal 9)").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.live.faults import output_of, wait_until
+from tests.live_server import LiveServer, running_server
+
+pytestmark = pytest.mark.live
+
+KILLED_FROM_OUTSIDE = "killed from outside it (by the host, not by your program)"
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def _command(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _zygote(command: list[bytes]) -> bool:
+    return bool(command) and command[0].endswith(b"python") and b"jaxplay.sandbox.engine.zygote" in command
+
+
+def sandbox_processes(server: LiveServer) -> list[tuple[int, int, list[int]]]:
+    """Each sandbox of the server's worker: its outermost process, its zygote and the zygote's keepers."""
+    tree = _children()
+    [worker] = [p for p in tree.get(server.process.pid, []) if b"worker" in _command(p)]
+    found = []
+    for outer in tree.get(worker, []):
+        below, zygote = [outer], None
+        while below and zygote is None:
+            below = [c for p in below for c in tree.get(p, [])]
+            zygote = next((p for p in below if _zygote(_command(p))), None)
+        if zygote is not None:
+            found.append((outer, zygote, tree.get(zygote, [])))
+    return found
+
+
+def _both(sandboxes: list[tuple[int, int, list[int]]]) -> list[tuple[int, int, list[int]]] | None:
+    """Both seats' sandboxes, once each is ready (its zygote has forked a spare)."""
+    return sandboxes if len(sandboxes) == 2 and all(keepers for _, _, keepers in sandboxes) else None
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _printed_what_it_should(server: LiveServer, tag: str) -> None:
+    events = server.run(f"print({tag!r})  # {uuid.uuid4().hex}", timeout=150)
+    assert events[-1].get("status") == "ok" and output_of(events).strip() == tag, events[-3:]
+
+
+def test_a_sandbox_killed_between_runs_is_started_again_and_no_later_run_is_lost() -> None:
+    with running_server() as server:
+        _printed_what_it_should(server, "before")
+        for round_, which in enumerate(("outer", "zygote", "both")):
+            sandboxes = wait_until(lambda: _both(sandbox_processes(server)), 60, "a sandbox on each seat")
+            victims = {"outer": [sandboxes[0][0]], "zygote": [sandboxes[1][1]],
+                       "both": [s[0] for s in sandboxes]}[which]
+            for victim in victims:
+                _kill(victim)
+            time.sleep(0.1)  # its runs come just after, before the worker has started it again
+            for i in range(3):  # before: each lost ("The sandbox ended unexpectedly"), then every one after
+                _printed_what_it_should(server, f"after {which} {round_}.{i}")
+        # Every seat has a sandbox again, started by the worker without waiting for a run to need it.
+        wait_until(lambda: _both(sandbox_processes(server)), 60, "both sandboxes running again")
+
+
+def test_a_spare_killed_as_a_run_comes_is_never_blamed_on_the_program() -> None:
+    """A keeper killed just as a run is handed to its spare: the run goes again when its program had not
+    reached the spare, and where it had, says that the host killed it; later runs are unharmed."""
+    with running_server() as server:
+        _printed_what_it_should(server, "before")
+        endings = []
+        for round_ in range(6):
+            time.sleep(0.3)
+            for _, _, keepers in sandbox_processes(server):
+                for keeper in keepers:
+                    _kill(keeper)
+            events = server.run(f"print('raced {round_}')  # {uuid.uuid4().hex}", timeout=150)
+            done = events[-1]
+            endings.append(done)
+            assert done.get("status") == "ok" or KILLED_FROM_OUTSIDE in done.get("message", ""), done
+            _printed_what_it_should(server, f"after {round_}")
+        assert not any("ended abruptly" in (d.get("message") or "") for d in endings), endings
