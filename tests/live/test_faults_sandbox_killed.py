@@ -46,7 +46,9 @@ def _command(pid: int) -> list[bytes]:
 
 
 def _zygote(command: list[bytes]) -> bool:
-    return bool(command) and command[0].endswith(b"python") and b"jaxplay.sandbox.engine.zygote" in command
+    # Any Python (``python``, ``python3``, a runtime's ``python3.13``), not bwrap, whose arguments name it too.
+    return bool(command) and os.path.basename(command[0]).startswith(b"python") \
+        and b"jaxplay.sandbox.engine.zygote" in command
 
 
 def sandbox_processes(server: LiveServer) -> list[tuple[int, int, list[int]]]:
