@@ -46,7 +46,8 @@ from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.peak_keeping import PeakKeeper
 from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
-from jaxplay.sandbox.engine.warm_sandbox import LOST_TO_SANDBOX, NothingRan, SandboxRuntime, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import LOST_TO_SANDBOX, NothingRan, WarmSandbox
+from jaxplay.sandbox.engine.zygote_link import SandboxRuntime
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory
-from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
+from jaxplay.sandbox.engine.zygote_link import SandboxRuntime
 from jaxplay.sandbox.isolation import exposed_paths
 from jaxplay.sandbox.runtimes import store
 from jaxplay.settings import Settings

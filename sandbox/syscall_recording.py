@@ -38,7 +38,8 @@ from typing import Any
 import jaxplay
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
-from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
+from jaxplay.sandbox.engine.zygote_link import SandboxRuntime
 from jaxplay.sandbox.isolation import bwrap, exposed_paths, strace_log, syscall_policy
 from jaxplay.sandbox.runtimes import store
 from jaxplay.settings import Settings

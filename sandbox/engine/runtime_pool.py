@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from jaxplay.sandbox.engine.warm_sandbox import SandboxRuntime, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
+from jaxplay.sandbox.engine.zygote_link import SandboxRuntime
 
 log = logging.getLogger("jaxplay.worker")
 

@@ -1,6 +1,6 @@
 """The zygote: the one process per sandbox that pays for ``import jax``, and the mother of every run.
 
-Runs inside the sandbox, started by the worker's ``WarmSandbox``. It imports JAX but
+Runs inside the sandbox, started by the worker's ``WarmSandbox`` (its ``ZygoteLink``). It imports JAX but
 never starts a backend (forking after that deadlocks the child). It keeps
 one spare (``sandbox/engine/spare.py``: the run's own namespaces, a started and
 warmed backend) and hands it the next run; while that run executes it

@@ -1,6 +1,6 @@
 """The host's numerical-library settings a run keeps: one named allow-list, nothing else of the worker's environment.
 
-A sandbox starts from an empty environment (``engine/warm_sandbox.WarmSandbox.zygote_environment``
+A sandbox starts from an empty environment (``engine/zygote_link.ZygoteLink.zygote_environment``
 builds it). Some host settings change what a program computes, though: on
 processors that older OpenBLAS builds misdetect, a host sets
 ``OPENBLAS_CORETYPE`` (and ``OPENBLAS_L2_SIZE``), and without them LAPACK
