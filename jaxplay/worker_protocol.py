@@ -26,7 +26,8 @@ one before it, and JSON is written and read, and checked, only at a wire::
       -> SandboxRun                what the run's process gets through its spare's door: the job's
                                    options and what the worker adds, the memory, process and artifact
                                    limits, whether the session's cache may be read, and the device's
-                                   peak (sandbox/engine/warm_sandbox.py; read in sandbox/engine/spare.py)
+                                   peak (sandbox/engine/warm_sandbox.py; read in sandbox/engine/spare.py
+                                   and run_process.py)
 
 ``slots`` is the worker's own view of its seats for the server's metrics:
 ``oom_kills`` and ``crashes`` count since the worker process started.

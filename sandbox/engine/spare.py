@@ -1,6 +1,7 @@
 """A spare: the three processes one run gets, made before the run's code arrives.
 
-The zygote forks a spare while the previous run executes (at low priority)::
+The zygote forks a spare while the previous run executes (at low priority).
+The keeper and the init are here; the run's own process is in run_process.py::
 
     zygote ─ keeper   made the run's namespaces (user, mount, IPC, pid, net, UTS),
               │       fresh /tmp and /dev/shm, read-only /dev; waits; mirrors the
@@ -13,6 +14,7 @@ The zygote forks a spare while the previous run executes (at low priority)::
                   ├ run   a session and process group of its own; drops every
                   │       capability before any thread exists, starts the JAX
                   │       backend and warms it, waits for code, runs it once
+                  │       (``run_process``)
                   └ holder  shares the run's address space, runs nothing, so the
                             run's exit is quick (``address_space_holder``)
 
@@ -43,7 +45,6 @@ Invariants, each relied on elsewhere:
 
 from __future__ import annotations
 
-import gc
 import os
 import resource
 import select
@@ -53,21 +54,16 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from jaxplay.sandbox.caches import mounts as cache_mounts
 from jaxplay.sandbox.capture import host_state_reads
-from jaxplay.sandbox.engine import address_space_holder, warmup
 from jaxplay.sandbox.engine import zygote_protocol as zp
+from jaxplay.sandbox.engine.run_process import restore_priority, run_main
 from jaxplay.sandbox.isolation import namespaces as ns
-from jaxplay.sandbox.isolation import seccomp
 
 TMP_SIZE_BYTES = 512 << 20
 SHM_SIZE_BYTES = 64 << 20
 EXIT_SPARE_FAILED = 71  # the spare could not be prepared: the run never started
-SPARE_NICE = 19
-SPARE_OOM_SCORE_ADJ = 500  # a spare dies after the run when memory runs out, not before it
-RUN_OOM_SCORE_ADJ = 1000
 
 
 @dataclass
@@ -220,7 +216,7 @@ def init_main(zygote_end: socket.socket, door: socket.socket, warm: bool, isolat
             if isolated:
                 run = zp.run_of(message)
                 session = cache_mounts.mount_for_run(run.options.compile_cache, run.compile_cache_read)
-            _restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
+            restore_priority(run_pid)  # a run waiting for its spare must not wait at the spare's priority
             _offer_host_state_watch(door, run_pid)  # before the run's process has the code
             zp.send(init_end, message, fds)
             zp.close_all(fds)
@@ -358,92 +354,4 @@ def _signal(pid: int, number: int) -> None:
     try:
         os.kill(pid, number)
     except (ProcessLookupError, PermissionError):
-        pass
-
-
-def run_main(sock: socket.socket, warm: bool, isolated: bool) -> int:
-    """The run's own process: unprivileged before anything else, then warmed, then the run."""
-    os.setsid()  # kill(0, ...) and killpg of its own group reach the run's processes and nothing else
-    os.setpriority(os.PRIO_PROCESS, 0, SPARE_NICE)  # preparing must not slow the run that executes beside it
-    ns.set_dumpable(True)  # the init is not; the run is an ordinary process (its own /proc is its own)
-    if isolated:
-        ns.drop_all_capabilities()
-        seccomp.install()  # before any thread exists, so every later thread is filtered too
-    _set_oom_score_adj(SPARE_OOM_SCORE_ADJ)
-    warming = warmup.prepare(initialize_backend=warm)
-    from jaxplay.sandbox import capture
-
-    capture.prepare()
-    gc.freeze()  # what preparing made lives as long as the run: its collections need not walk it
-    if isolated:
-        # Prepared: the worker's log (fd 2 until now) is no longer this process's to write, and the holder
-        # (which copies every fd open now, and which the run can see) must not hold it.
-        null = os.open("/dev/null", os.O_WRONLY)
-        os.dup2(null, 2)
-        os.close(null)
-        address_space_holder.start_holder()  # so that the run's exit, and its status, come at once
-    message, fds = zp.receive(sock)
-    sock.close()
-    if message is None:
-        return 0
-    _restore_priority(os.getpid())  # the warming thread's too: the program waits for it to stop
-    warmup.end_warming(warming)
-    _set_oom_score_adj(RUN_OOM_SCORE_ADJ)
-    return execute(message, fds, backend_started=warm)
-
-
-def execute(message: dict[str, Any], fds: list[int], backend_started: bool = True) -> int:
-    stdout_fd, stderr_fd, events_fd, code_fd = fds
-    os.dup2(stdout_fd, 1)
-    os.dup2(stderr_fd, 2)
-    os.close(stdout_fd)
-    os.close(stderr_fd)
-    from jaxplay.sandbox.engine import jax_config, runner
-    from jaxplay.sandbox.isolation import limits
-    from jaxplay.sandbox.output import events
-
-    warmup.reseed_numpy()
-    jax_config.apply_environment_at_first_import()
-    run = zp.run_of(message)
-    limits.apply_in_child(run.memory_limit_bytes if run.memory_rlimit else 0, run.limit_processes)
-    events.open_channel(events_fd)
-    runner.reopen_std_streams()
-    code = zp.read_code(code_fd)
-    if run.options.flags:
-        from jaxplay.sandbox.engine import run_flags_apply
-
-        refusal = run_flags_apply.apply(run.options.flags, backend_started)
-        if refusal is not None:
-            events.emit(refusal)
-            return 1
-    if run.probe:
-        from jaxplay.sandbox.engine import probe
-
-        probe.report(run.calibrate)
-        return 0
-    return runner.execute(code, run)
-
-
-def _restore_priority(pid: int) -> None:
-    """Back to normal priority, every thread: the backend's threads were made while niced.
-
-    Raising priority back to nice 0 is allowed because the worker set RLIMIT_NICE
-    for the sandbox; where it could not, the run keeps the spare's priority.
-    """
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return
-    for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, int(tid), 0)
-        except OSError:
-            return
-
-
-def _set_oom_score_adj(value: int) -> None:
-    try:
-        with open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(value))
-    except OSError:
         pass

@@ -20,7 +20,7 @@ only within its own group, so at full weight a neighbour warming its spare
 took as much CPU from a run as a neighbour running a program. Without a cpu
 controller the kernel's autogroup is the fallback where it is on
 (``/proc/sys/kernel/sched_autogroup_enabled``): every run leads a session of
-its own (``sandbox/engine/spare.py``), and the scheduler shares the CPU
+its own (``sandbox/engine/run_process.py``), and the scheduler shares the CPU
 between sessions first; a run that starts new sessions itself escapes it.
 ``cpu_fairness()`` names which of these a sandbox has.
 

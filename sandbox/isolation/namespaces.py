@@ -1,6 +1,6 @@
 """Linux primitives for a run's own namespaces: unshare, id maps, mounts, dropping capabilities.
 
-Used inside the sandbox by the processes that prepare a run (``sandbox/engine/spare.py``).
+Used inside the sandbox by the processes that prepare a run (``sandbox/engine/spare.py``, ``run_process.py``).
 Plain ``ctypes`` over libc, because the standard library has no ``unshare``,
 ``mount`` or ``capset``. Every failure raises ``OSError`` with the call named:
 a run that cannot be isolated must not start.
