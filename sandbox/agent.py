@@ -18,7 +18,8 @@ A first SIGTERM (or Ctrl+C) drains it (sandbox/agent_drain.py): no new run,
 the runs in hand finish within ``--shutdown-grace-s``, then it leaves.
 
 A job takes a seat (``--slots`` of them; on a GPU host each owns its GPUs),
-then its runtime's sandbox on that seat (sandbox/engine/runtime_pool.py).
+then its runtime's sandbox on that seat (sandbox/engine/runtime_pool.py); its
+way from arrival to ``finished`` is in sandbox/agent_jobs.py.
 
 A refused token is final: the agent prints the server's reason and exits 2.
 """
@@ -26,27 +27,23 @@ A refused token is final: the agent prints the server's reason and exits 2.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 import resource
 import socket
-from typing import Any, cast
+from typing import Any
 
 import websockets
 
-from jaxplay import run_flags
 from jaxplay import worker_protocol as wp
-from jaxplay.browser_protocol import RunStatus
-from jaxplay.run_events import RunEvent
 from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.agent_drain import WorkerDrain
+from jaxplay.sandbox.agent_jobs import JobsOnSeats
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
 from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.peak_keeping import PeakKeeper
-from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
-from jaxplay.sandbox.engine.warm_sandbox import LOST_TO_SANDBOX, NothingRan, WarmSandbox
+from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
 from jaxplay.sandbox.engine.zygote_link import SandboxRuntime
 from jaxplay.sandbox.isolation import bwrap, cgroups, gpu
 from jaxplay.settings import Settings
@@ -81,7 +78,7 @@ def allow_priority_restore() -> None:
         pass
 
 
-class WorkerAgent:
+class WorkerAgent(JobsOnSeats):
     def __init__(self, settings: Settings, server_url: str, token: str, name: str | None = None) -> None:
         self.settings = settings
         self.server_url = server_url
@@ -331,109 +328,3 @@ class WorkerAgent:
         if self.outbox is not None:
             self.outbox.put_nowait(wp.encode(wp.WorkerSlots(busy=len(self.running), total=len(self.sandboxes),
                                                             oom_kills=self.oom_kills, crashes=self.crashes)))
-
-    def cancel(self, run_id: str) -> None:
-        sandbox = self.running.get(run_id)
-        if sandbox is not None:
-            sandbox.cancel(run_id)
-        elif run_id in self.running:  # its runtime's sandbox is still starting
-            self.cancelled_early.add(run_id)
-
-    def runtime_refusal(self, name: str) -> str:
-        offered = ", ".join(e.name + (" (default)" if e.default else "") for e in self.runtime_entries if not e.problem)
-        broken = next((e for e in self.runtime_entries if e.name == name and e.problem), None)
-        why = f"JAX {name} cannot run programs here: {broken.problem}" if broken else f"JAX {name} is not offered here"
-        return f"{why}. This worker offers JAX {offered}."
-
-    def flags_refusal(self, job: wp.ServerJob) -> str | None:
-        """Why this worker will not run the job's flags (the server checked them; a sandbox's XLA aborts on a
-        flag it does not know), or None."""
-        if not job.options.flags:
-            return None
-        name = job.runtime or self.default_runtime
-        entry = next((e for e in self.runtime_entries if e.name == name), None)
-        version = (entry.jaxlib_version or entry.jax_version) if entry else self.description.get("jaxlib_version")
-        try:
-            run_flags.validate(job.options.flags, version or None, self.description.get("backend"))
-        except run_flags.FlagError as exc:
-            return str(exc)
-        return None
-
-    async def execute(self, job: wp.ServerJob, outbox: asyncio.Queue[str]) -> None:
-        pool = self.pools.get(job.runtime or self.default_runtime)
-        if pool is None:
-            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0,
-                                                          self.runtime_refusal(job.runtime))))
-            return
-        refusal = self.flags_refusal(job)
-        if refusal is not None:
-            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "rejected", 0.0, refusal)))
-            return
-        seat = await self.seats.take(pool.warm_on, pool.spare_ready_on)
-        if self.drain is not None and self.drain.cut_short:  # it waited for a seat while the drain ran out
-            self.seats.give(seat)
-            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, self.drain.message)))
-            return
-        self.running[job.run_id] = None
-        pool.taken()
-        self.report_slots()
-
-        def send(event: dict[str, Any]) -> None:
-            # The relay passes on only the kinds a run may send (sandbox/output/event_channel.py).
-            outbox.put_nowait(wp.encode(wp.WorkerEvent(run_id=job.run_id, event=cast(RunEvent, event))))
-
-        sandbox: WarmSandbox | None = None
-        try:
-            for tries_left in (1, 0):
-                sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
-                self.running[job.run_id] = sandbox
-                if job.run_id in self.cancelled_early:
-                    outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
-                                                                               "Stopped at your request."))))
-                    return
-                try:
-                    result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
-                    break
-                except NothingRan as lost:  # killed from outside before the run came: once more, on a sound one
-                    log.warning("sandbox %s: run %s never reached a process (%s)%s", sandbox.name, job.run_id,
-                                lost, "; it goes again" if tries_left else "")
-                    self.running[job.run_id] = None
-                    if not sandbox.alive:
-                        await sandbox.close()
-                    result = RunResult(RunStatus.CRASHED, 0.0, LOST_TO_SANDBOX)
-            self.oom_kills += result.out_of_memory
-            self.crashes += result.status == "crashed"
-            outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(
-                job.run_id, str(result.status), result.elapsed_ms, result.message, result.read_session_cache))))
-        except Exception as exc:  # a worker fault, not the user's: report it and keep serving
-            log.exception("run %s failed in the worker", job.run_id)
-            self.crashes += 1
-            outbox.put_nowait(wp.encode(wp.WorkerFinished(job.run_id, "crashed", 0.0, f"Worker fault: {exc}")))
-        finally:
-            del self.running[job.run_id]
-            self.cancelled_early.discard(job.run_id)
-            pool.released()
-            self.report_slots()
-            if sandbox is not None and not sandbox.alive and pool.stays_warm:
-                asyncio.create_task(self._revive(pool, seat))
-            else:  # another runtime's dead sandbox is started again at its next run
-                self.seats.give(seat)
-
-    def drained(self, finished: wp.WorkerFinished) -> wp.WorkerFinished:
-        """A run the drain cancelled is reported as ended by the worker's stop, saying so, not as 'cancelled'."""
-        if self.drain is None or finished.run_id not in self.drain.ended or finished.status != "cancelled":
-            return finished
-        return dataclasses.replace(finished, status="crashed", message=self.drain.message)
-
-    async def _revive(self, pool: RuntimePool, seat: int) -> None:
-        try:
-            await pool.sandbox_for(seat)
-            self.seats.give(seat)
-        except Exception:
-            log.exception("seat %s of JAX %s could not be restarted; retrying in 5 s", seat, pool.name)
-            await asyncio.sleep(5)
-            asyncio.create_task(self._revive(pool, seat))
-
-    async def abandon_runs(self) -> None:
-        for run_id in list(self.running):
-            self.cancel(run_id)
