@@ -1,7 +1,8 @@
 """A workshop room's live state on one server: its record, members, selection, last run and round.
 
-``server/rooms/hub.py`` (the hub) changes it for this server's members;
-``server/rooms/sync.py`` applies what other replicas change.
+``server/rooms/hub.py`` (the hub) changes it for this server's members, and
+``server/rooms/room_runs.py`` for their runs; ``server/rooms/sync.py`` applies
+what other replicas change.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Order of service::
 
-    priority lane (room presenters: one run per network at a time, server/rooms/hub.py),
+    priority lane (room presenters: one run per network at a time, server/rooms/room_runs.py),
     first come first served
     then every network in turn: one run from each network that has runs
     waiting, in the order the networks first queued, then round again;
