@@ -22,15 +22,18 @@ A call made while JAX is tracing (under ``grad``, ``vmap``, an outer ``jit``,
 counted, and never reported with the plain function's IR, because what runs
 is the enclosing computation (which is reported when *it* is jitted).
 
+Each call's time, from dispatch to a ready result, is counted by
+``jit_call_times``, which sends ``fn_timing`` and, at the end of the run, sets
+each compilation's calls against its cost and the device's peak (``roofline``).
+
 Threads: user threads run calls and own their frames (``threading.local``);
 one daemon renderer thread (jit_render) turns queued compilations into ``compiled``
 events (printing MLIR/HLO can take a while for big modules, so it stays off
 the user's path); ``finish`` drains it, then sends the final ``fn_timing``.
 
-At the end of the run each compilation's calls are set against its cost and
-the device's peak (``roofline``). With the run option ``passes`` (a page's
-request for XLA's passes of one compilation) nothing is rendered: that
-compilation is handed to ``pass_pipeline``, which answers and ends the run.
+With the run option ``passes`` (a page's request for XLA's passes of one
+compilation) nothing is rendered: that compilation is handed to
+``pass_pipeline``, which answers and ends the run.
 
 Hooks for other captures: append ``hook(event, compiled)`` to
 ``COMPILED_HOOKS``. Each is called in the renderer thread with the event dict
@@ -45,7 +48,6 @@ import contextlib
 import functools
 import logging
 import os
-import statistics
 import threading
 import time
 import types
@@ -57,6 +59,7 @@ from jaxplay.sandbox.caches import lowered_modules
 from jaxplay.sandbox.capture import (
     jit_artifacts,
     jit_call_frames,
+    jit_call_times,
     jit_functions,
     jit_libraries,
     jit_render,
@@ -66,15 +69,8 @@ from jaxplay.sandbox.capture import (
     roofline,
 )
 from jaxplay.sandbox.capture.jit_functions import FunctionRecord
-from jaxplay.sandbox.capture.jit_ready import ReadyWatcher
-from jaxplay.sandbox.output import events
 
 COMPILED_HOOKS: list[Callable[[dict[str, Any], Any], None]] = []
-FN_TIMING_INTERVAL_S = 1.0
-MAX_TIMING_SAMPLES = 100_000
-MAX_SAMPLES_PER_COMPILATION = 10_000
-READY_DRAIN_S = 5.0
-_ready = ReadyWatcher()
 
 logger = logging.getLogger("jaxplay.sandbox.inspect")
 
@@ -86,9 +82,7 @@ class _State:
         self.records: dict[Any, FunctionRecord] = {}
         self.lock = threading.Lock()
         self.local = threading.local()
-        self.last_timing_emit = 0.0
         self.listeners_registered = False
-        self.device_peak: wp.DevicePeak | None = None
         # A ``passes`` request's compilation (pass_pipeline): when it comes, its pipeline is sent
         # and the run ends; until then nothing is rendered.
         self.passes_target: pass_pipeline.Target | None = None
@@ -97,7 +91,7 @@ class _State:
 
 _state = _State()
 _renderer = jit_render.Renderer(COMPILED_HOOKS)
-_roofline = roofline.RooflineCollector()
+_times = jit_call_times.CallTimes(_state)
 _explain_filter = jit_call_frames.ExplainFilter(lambda: _state.capturing)
 
 
@@ -166,7 +160,7 @@ class CapturedJit:
         compiled_now = bool(frame.phases_ms) or frame.persistent_cache_hit or frame.lowered_module_cached
         key = None if compiled_now else record.key_of_call(args, kwargs)
         failure = oom_link.Failure(record.fn, record.line, "execute", {"key": key})
-        self._count_call(record, start, out, compiled_now, key, failure)
+        _times.count_call(record, start, out, compiled_now, key, failure)
         if compiled_now:
             try:
                 with _locations_in_cache_key():
@@ -189,23 +183,6 @@ class CapturedJit:
         except Exception:  # the user's error is what matters
             logger.debug("could not link an out-of-memory error to %s", record.fn, exc_info=True)
         oom_link.call_raised(exc, failure)
-
-    def _count_call(self, record: FunctionRecord, start: float, out: Any, compiled_now: bool,
-                    key: str | None, failure: oom_link.Failure) -> None:
-        record.calls += 1
-        if compiled_now:  # compile time is reported in phases_ms, not as execution
-            record.compile_calls += 1
-        first = record.first_call_ms is None and not record.first_call_pending
-        # Calls that compiled are watched too: running out of memory shows first in a new compilation.
-        if first or compiled_now or len(record.samples) < MAX_TIMING_SAMPLES:
-            record.first_call_pending = record.first_call_pending or first
-            _ready.watch(functools.partial(_record_ready, record, first, compiled_now, key), start, out,
-                         functools.partial(oom_link.result_failed, failure=failure))
-        record.changed = True
-        now = time.monotonic()
-        if now - _state.last_timing_emit > FN_TIMING_INTERVAL_S:
-            _state.last_timing_emit = now
-            emit_fn_timing(final=False)
 
     def _queue_compilation(self, record: FunctionRecord, user_call: jit_libraries.UserCall | None,
                            frame: jit_call_frames.CallFrame, elapsed_s: float, args: tuple, kwargs: dict) -> str:
@@ -271,7 +248,7 @@ class CapturedJit:
 def out_of_memory_of(exc: BaseException) -> dict[str, Any] | None:
     """The jitted call an out-of-memory error came from, with its compilation's peak (oom_link)."""
     def settle() -> None:
-        _ready.drain(READY_DRAIN_S)
+        _times.wait_for_results()
         _renderer.drain()
 
     return oom_link.link_of(exc, settle) if _state.capturing else None
@@ -294,36 +271,9 @@ def _locations_in_cache_key() -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext()
 
 
-def _record_ready(record: FunctionRecord, first: bool, compiled_now: bool, key: str | None, elapsed_s: float) -> None:
-    """In the watcher thread: one call's time from dispatch to a ready result."""
-    with _state.lock:
-        if first:
-            record.first_call_ms = elapsed_s * 1e3
-        if not compiled_now:
-            record.samples.append(elapsed_s)
-            record.total_s += elapsed_s
-            if key is not None:
-                samples = record.samples_by_key.setdefault(key, [])
-                if len(samples) < MAX_SAMPLES_PER_COMPILATION:
-                    samples.append(elapsed_s)
-        record.changed = True
-
-
 def wait_for_rendering() -> None:
     """Until every compilation queued so far has been rendered and sent (a profile's end needs them)."""
     _renderer.drain()
-
-
-def emit_roofline() -> None:
-    """At the end of the run: each compilation's cost against its calls' median time and the device's peak."""
-    timings: dict[str, tuple[int, float | None]] = {}
-    with _state.lock:
-        for record in _state.records.values():
-            for key, samples in record.samples_by_key.items():
-                timings[key] = (len(samples), statistics.median(samples) if samples else None)
-    event = _roofline.event(timings, _state.device_peak)
-    if event is not None:
-        events.emit(event)
 
 
 @contextlib.contextmanager
@@ -340,16 +290,6 @@ def capture_paused() -> Iterator[None]:
 def unwrap(fun: Any) -> Any:
     """JAX's own jitted object behind a ``CapturedJit`` (for timing loops)."""
     return fun._jitted if isinstance(fun, CapturedJit) else fun
-
-
-def emit_fn_timing(final: bool) -> None:
-    with _state.lock:
-        records = [r for r in _state.records.values() if r.calls or r.traced_calls]
-        changed = any(r.changed for r in records)
-        for record in records:
-            record.changed = False
-    if records and (changed or final):
-        events.emit({"type": "fn_timing", "final": final, "functions": [r.timing() for r in records]})
 
 
 def _capturing_jit(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -406,12 +346,11 @@ def install(run: wp.SandboxRun) -> None:
     _trace_state_clean = trace_state_clean
     _locations_in_cache_key = functools.partial(jax_config.compilation_cache_include_metadata_in_key, True)
     _renderer.limit_bytes = run.artifact_limit_bytes or jit_artifacts.DEFAULT_ARTIFACT_LIMIT_BYTES
-    _state.device_peak = run.device_peak
+    _times.start(run.device_peak)
     _state.passes_target = pass_pipeline.Target.of(run.options.passes)
     _state.compiled_keys = []
-    _roofline.clear()
-    if _roofline.hook not in COMPILED_HOOKS:
-        COMPILED_HOOKS.append(_roofline.hook)
+    if _times.roofline.hook not in COMPILED_HOOKS:
+        COMPILED_HOOKS.append(_times.roofline.hook)
     for hook in (memory_view.add_memory_view, oom_link.note_peak):  # in this order: the second reads the first
         if hook not in COMPILED_HOOKS:
             COMPILED_HOOKS.append(hook)
@@ -429,20 +368,20 @@ def install(run: wp.SandboxRun) -> None:
     jit_libraries.install()
     _state.original_jit = jax.jit
     jax.jit = _capturing_jit(jax.jit)
-    _state.last_timing_emit = time.monotonic()
+    _times.last_timing_emit = time.monotonic()
     _state.capturing = True
 
 
 def finish() -> None:
     if not _state.capturing:
         return
-    _ready.drain(READY_DRAIN_S)
+    _times.wait_for_results()
     _renderer.drain()
     if _state.passes_target is not None:
         pass_pipeline.not_found(_state.passes_target, _state.compiled_keys)
         _state.passes_target = None
-    emit_fn_timing(final=True)
-    emit_roofline()
+    _times.emit_fn_timing(final=True)
+    _times.emit_roofline()
     uninstall()
 
 
