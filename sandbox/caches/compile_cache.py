@@ -66,7 +66,8 @@ KEYS_VERSION = "6"
 # an upgrade that changes a key without the bump above starts a fill of its own instead of missing (or,
 # worse, hitting) entries an older version wrote under other rules.
 KEY_WRITERS = tuple(Path(__file__).parent / name
-                    for name in ("lowering_key.py", "installed_code.py", "lowered_modules.py", "lowered_entries.py"))
+                    for name in ("lowering_key.py", "key_writer.py", "installed_code.py", "lowered_modules.py",
+                                 "lowered_entries.py"))
 
 
 def environment_name(settings: Settings, backend: str) -> str:

@@ -1,4 +1,4 @@
-"""What is installed code, for the key of a lowered module (``lowering_key``).
+"""What is installed code, for the key of a lowered module (``lowering_key``, ``key_writer``).
 
 A lowering may be cached only where everything it runs is the same from run to
 run: installed code (read-only in a sandbox), never the program's. This module

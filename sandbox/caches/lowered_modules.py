@@ -51,7 +51,7 @@ from typing import Any
 
 from jaxplay.sandbox.caches import installed_code, lowering_key
 from jaxplay.sandbox.caches import lowered_entries as entries
-from jaxplay.sandbox.caches.lowering_key import KeyWriter, Uncacheable
+from jaxplay.sandbox.caches.key_writer import Uncacheable
 
 log = logging.getLogger("jaxplay.sandbox.lowering")
 
@@ -102,9 +102,6 @@ class _State:
 _state = _State()
 # Called on this thread whenever a lowering was served from the cache (jit_capture marks the compilation).
 HIT_LISTENERS: list[Callable[[], None]] = []
-# Whether Inspect is capturing a call on this thread (jit_capture): its modules are shown, locations and all.
-SHOWN: list[Callable[[], bool]] = []
-DISPATCH = "_pjit_call_impl_python"  # in the stack of a jitted call's lowering, not of ``jit(f).lower()``
 
 
 _thread = threading.local()
@@ -148,9 +145,11 @@ def install() -> bool:
     from jax._src import source_info_util
 
     # JAX writes the stack of the lowering's caller into the module (operations that lowering rules
-    # trace, the module's own name): this wrapper is not the program's, so it is not in that stack.
-    if __file__ not in source_info_util._exclude_paths:
-        source_info_util.register_exclusion(__file__)
+    # trace, the module's own name): this wrapper is not the program's, so it is not in that stack; nor is
+    # the key's, which reads that stack (lowering_key.key) while it is on it.
+    for path in (__file__, lowering_key.__file__):
+        if path not in source_info_util._exclude_paths:
+            source_info_util.register_exclusion(path)
     installed_code.remember_registered_rules()
     pxla._cached_lowering_to_hlo = functools.partial(_lower, lower)
     cache_key._hash_computation = functools.partial(_hash, hash_computation)
@@ -177,7 +176,7 @@ def _lower(original: Callable[..., tuple[Any, ...]], *args: Any, **kwargs: Any) 
         return held
     started = time.thread_time()
     try:
-        key, within = _key(args, kwargs)
+        key, within = lowering_key.key(args, kwargs)
     except Uncacheable as why:
         _refused(str(why))
         return original(*args, **kwargs)
@@ -284,53 +283,6 @@ def _refused(why: str) -> None:
     reason = why.split(" (")[0]
     counts.refusals[reason] = counts.refusals.get(reason, 0) + 1
     log.debug("lowering not cached: %s", why)
-
-
-def _key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str]:
-    """The entry's key, and the key of the lowering within this process (all but its caller)."""
-    from jax._src.lib import xla_client
-
-    writer = KeyWriter(locations=not (installed_code.eager_operation(args[0]) or _unshown_jax_call(args[0])))
-    if not isinstance(args[0], writer.jaxpr_types):
-        raise Uncacheable("not a traced program")
-    backends = [arg for arg in args if isinstance(arg, xla_client.Client)]
-    if len(backends) != 1:
-        raise Uncacheable("no backend")
-    writer.put(*lowering_key.environment(backends[0]))
-    writer.put("configuration", lowering_key.configuration())
-    for index, value in enumerate(args):
-        writer.put("argument", index)
-        if value is not backends[0]:
-            writer.value(value)
-    for name in sorted(kwargs):
-        writer.put("argument", name)
-        writer.value(kwargs[name])
-    within = writer.hexdigest()
-    if not writer.locations:
-        return within, within
-    from jax._src import source_info_util
-
-    # Where it is lowered from: operations lowering rules make are located there.
-    caller = KeyWriter(locations=True)
-    caller.put("lowered", within)
-    caller.location(source_info_util.current())
-    return caller.hexdigest(), within
-
-
-def _unshown_jax_call(program: Any) -> bool:
-    """A call of one of JAX's own jitted functions (``jnp.cos(x)`` outside any jit, JAX 0.5 on) that
-    Inspect does not capture and no ``lower()`` asked for: like an eager operation, nobody is shown its
-    module, and JAX's persistent cache ignores its locations too, so it is keyed without them."""
-    if not installed_code.jax_function(program) or any(shown() for shown in SHOWN):
-        return False
-    frame = sys._getframe(3)  # _key, _lower, then JAX
-    for _ in range(8):
-        if frame is None:
-            return False
-        if frame.f_code.co_name == DISPATCH:
-            return True
-        frame = frame.f_back
-    return False
 
 
 # --- entries on disk (their format: lowered_entries.py) -------------------------

@@ -55,7 +55,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from jaxplay import worker_protocol as wp
-from jaxplay.sandbox.caches import lowered_modules
+from jaxplay.sandbox.caches import lowered_modules, lowering_key
 from jaxplay.sandbox.capture import (
     jit_artifacts,
     jit_call_frames,
@@ -360,7 +360,7 @@ def install(run: wp.SandboxRun) -> None:
         jax.monitoring.register_event_duration_secs_listener(jit_call_frames.on_duration)
         jax.monitoring.register_event_listener(jit_call_frames.on_event)
         lowered_modules.HIT_LISTENERS.append(jit_call_frames.on_lowered_module_cached)
-        lowered_modules.SHOWN.append(jit_call_frames.capturing_a_call)
+        lowering_key.SHOWN.append(jit_call_frames.capturing_a_call)
         for name in jit_call_frames.EXPLAIN_LOGGERS:
             logging.getLogger(name).addFilter(_explain_filter)
         _state.listeners_registered = True

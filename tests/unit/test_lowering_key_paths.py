@@ -3,14 +3,17 @@ one install (another checkout, another image on the host) writes the entries eve
 
 from __future__ import annotations
 
+import ast
 import os
+import subprocess
+import sys
 import types
 from pathlib import Path
 
 import pytest
 
 from jaxplay.sandbox.caches import compile_cache, installed_code
-from jaxplay.sandbox.caches.lowering_key import KeyWriter
+from jaxplay.sandbox.caches.key_writer import KeyWriter
 from jaxplay.settings import Settings
 
 
@@ -63,3 +66,37 @@ def test_the_shared_folder_changes_with_the_code_that_writes_its_keys(
     before = compile_cache.environment_name(Settings(), "cpu")
     copies[0].write_bytes(copies[0].read_bytes() + b"\n# a key written otherwise\n")
     assert compile_cache.environment_name(Settings(), "cpu") != before
+
+
+def test_every_module_that_writes_lowered_modules_keys_or_entries_names_the_shared_folder() -> None:
+    """The modules of sandbox/caches that the lowered-module cache imports, all the way down, write its keys
+    and entries: each is in ``KEY_WRITERS``, so a module split out of one of them still changes the folder."""
+    folder = Path(compile_cache.__file__).parent
+    package = "jaxplay.sandbox.caches"
+    writers, waiting = set(), ["lowered_modules"]
+    while waiting:
+        name = waiting.pop()
+        if name in writers:
+            continue
+        writers.add(name)
+        for node in ast.walk(ast.parse((folder / f"{name}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == package:
+                waiting += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package + "."):
+                waiting.append(node.module.rpartition(".")[2])
+    assert writers >= {"lowered_modules", "lowering_key", "key_writer", "installed_code", "lowered_entries"}
+    assert {f"{name}.py" for name in writers} <= {path.name for path in compile_cache.KEY_WRITERS}
+
+
+def test_neither_the_cache_nor_the_key_is_a_caller_a_lowered_module_names() -> None:
+    """JAX writes the stack its lowering is called from into the module, and the key reads that stack from
+    inside ``lowering_key.key``: once the cache is installed, neither module's frames count as the
+    program's, wherever the sandbox's own folder is not left out (a fill, a warm-up)."""
+    check = ("from jax._src import source_info_util\n"
+             "from jaxplay.sandbox.caches import lowered_modules, lowering_key\n"
+             "assert lowered_modules.install()\n"
+             "print([source_info_util.is_user_filename(m.__file__) for m in (lowered_modules, lowering_key)])\n")
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["[False,", "False]"]
