@@ -204,17 +204,36 @@ def test_runs_one_after_another_keep_to_the_seat_given_back_last_while_its_spare
     async def scenario() -> list[int]:
         seats, ready = Seats(3), {0, 1, 2}
         taken = []
-        for _ in range(3):  # back-to-back: each run gives its seat back before the next comes
+        for _ in range(3):  # back-to-back: each run gives its seat back just before the next comes
             seat = await seats.take(lambda s: True, lambda s: s in ready)
             taken.append(seat)
             seats.give(seat)
-        ready.discard(2)  # its new spare is not offered yet: the seat with one, given back last
+        ready.discard(0)  # its new spare is not offered yet: the seat idle longest
         taken.append(await seats.take(lambda s: True, lambda s: s in ready))
         seats.give(taken[-1])
         ready.clear()  # none offered: the seat idle longest
         taken.append(await seats.take(lambda s: True, lambda s: s in ready))
         return taken
 
-    # Taking the seat idle longest, runs went round the seats (0, 1, 2, ...): each met a spare idle long
-    # enough to be warming, and waited for it.
-    assert asyncio.run(scenario()) == [2, 2, 2, 1, 0]
+    # Taking the seat idle longest, back-to-back runs went round the seats (0, 1, 2, ...): each met a spare
+    # idle long enough to be warming, and waited for it.
+    assert asyncio.run(scenario()) == [0, 0, 0, 1, 2]
+
+
+def test_a_run_that_comes_later_takes_the_seat_idle_longest_not_the_one_given_back_last():
+    import asyncio
+
+    from jaxplay.sandbox.engine import warmup
+    from jaxplay.sandbox.engine.runtime_pool import Seats
+
+    async def scenario() -> list[int]:
+        seats = Seats(2)
+        taken = []
+        for _ in range(3):  # as a person presses Run: the seat given back last may be warming its spare now
+            seat = await seats.take(lambda s: True, lambda s: True)
+            taken.append(seat)
+            seats.give(seat)
+            await asyncio.sleep(warmup.IDLE_BEFORE_WARMING_S + 0.02)
+        return taken
+
+    assert asyncio.run(scenario()) == [0, 1, 0]
