@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -37,8 +38,13 @@ from jaxplay.sandbox.agent_drain import WorkerDrain
 from jaxplay.sandbox.engine.run_outcome import RunResult
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, Seats
 from jaxplay.sandbox.engine.warm_sandbox import LOST_TO_SANDBOX, NothingRan, WarmSandbox
+from jaxplay.sandbox.engine.zygote_link import SandboxDied
 
 log = logging.getLogger("jaxplay.worker")
+
+# A run whose program never reached a process goes again only when that was found within this (it is found
+# in milliseconds when a spare or sandbox had died; a hung one would otherwise give the run its time twice).
+RETRY_WITHIN_S = 2.0
 
 
 class JobsOnSeats:
@@ -57,11 +63,12 @@ class JobsOnSeats:
     report_slots: Callable[[], None]
 
     def cancel(self, run_id: str) -> None:
-        sandbox = self.running.get(run_id)
-        if sandbox is not None:
+        if run_id not in self.running:
+            return
+        self.cancelled_early.add(run_id)  # kept: a run that goes again (``NothingRan``) is not started again
+        sandbox = self.running[run_id]
+        if sandbox is not None:  # None: its runtime's sandbox is still starting
             sandbox.cancel(run_id)
-        elif run_id in self.running:  # its runtime's sandbox is still starting
-            self.cancelled_early.add(run_id)
 
     def runtime_refusal(self, name: str) -> str:
         offered = ", ".join(e.name + (" (default)" if e.default else "") for e in self.runtime_entries if not e.problem)
@@ -109,22 +116,34 @@ class JobsOnSeats:
         sandbox: WarmSandbox | None = None
         try:
             for tries_left in (1, 0):
-                sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
-                self.running[job.run_id] = sandbox
-                if job.run_id in self.cancelled_early:
-                    outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
-                                                                               "Stopped at your request."))))
-                    return
+                tried_at = time.monotonic()
                 try:
-                    result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
+                    sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
+                except SandboxDied as died:  # its start was killed from outside: nothing of the run happened
+                    lost: Exception = died
+                else:
+                    self.running[job.run_id] = sandbox
+                    if job.run_id in self.cancelled_early:
+                        outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
+                                                                                   "Stopped at your request."))))
+                        return
+                    tried_at = time.monotonic()
+                    try:
+                        result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
+                        break
+                    except NothingRan as nothing:  # killed from outside before the program reached it
+                        lost = nothing
+                        if not sandbox.alive:
+                            await sandbox.close()
+                # Once more, on a sound sandbox; only when the first try ended at once (a dead spare or sandbox is
+                # found in milliseconds), so a run never gets its time limit twice.
+                again = bool(tries_left) and time.monotonic() - tried_at < RETRY_WITHIN_S
+                log.warning("slot %d: run %s never reached a process (%s)%s", seat, job.run_id, lost,
+                            "; it goes again" if again else "")
+                self.running[job.run_id] = None
+                result = RunResult(RunStatus.CRASHED, 0.0, LOST_TO_SANDBOX)
+                if not again:
                     break
-                except NothingRan as lost:  # killed from outside before the run came: once more, on a sound one
-                    log.warning("sandbox %s: run %s never reached a process (%s)%s", sandbox.name, job.run_id,
-                                lost, "; it goes again" if tries_left else "")
-                    self.running[job.run_id] = None
-                    if not sandbox.alive:
-                        await sandbox.close()
-                    result = RunResult(RunStatus.CRASHED, 0.0, LOST_TO_SANDBOX)
             self.oom_kills += result.out_of_memory
             self.crashes += result.status == "crashed"
             outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(
@@ -138,7 +157,7 @@ class JobsOnSeats:
             self.cancelled_early.discard(job.run_id)
             pool.released()
             self.report_slots()
-            if sandbox is not None and not sandbox.alive and pool.stays_warm:
+            if pool.stays_warm and not pool.warm_on(seat):
                 asyncio.create_task(self._revive(pool, seat))
             else:  # another runtime's dead sandbox is started again at its next run
                 self.seats.give(seat)

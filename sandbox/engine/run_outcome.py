@@ -54,7 +54,7 @@ def outcome(exited: dict[str, Any], ended_by: RunStatus | None, elapsed_ms: floa
         if not relay.error_sent:
             relay.send({"type": "error", "ename": "MemoryError", "message": message, "line": None, "traceback": ""})
         return RunResult(RunStatus.ERROR, elapsed_ms, message, out_of_memory=True)
-    if exited.get("keeper_killed"):
+    if exited.get("killed_from_outside"):
         return RunResult(RunStatus.CRASHED, elapsed_ms, "The sandbox process that held the run was killed from outside "
                          "it (by the host, not by your program); the run was lost. Run it again.")
     code, signal_number = exited.get("returncode"), exited.get("signal")

@@ -133,8 +133,21 @@ def keeper_main(init_end: socket.socket, door: socket.socket, warm: bool, isolat
     door.close()
     # The zygote's kill: the init is pid 1 of the run's namespace, so killing it ends every process
     # there; without a sandbox, the init ends the run's session itself (``_end_the_run_on_term``).
-    signal.signal(signal.SIGTERM, lambda *_: _kill(init_pid) if isolated else _signal(init_pid, signal.SIGTERM))
+    ending: list[bool] = []
+
+    def end_the_run(*_: object) -> None:
+        ending.append(True)
+        _kill(init_pid) if isolated else _signal(init_pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, end_the_run)
     _, status = os.waitpid(init_pid, 0)
+    if isolated and os.WIFSIGNALED(status) and not ending:
+        # Nothing in the run can kill its init (pid 1 of its namespace takes from inside only the signals
+        # it handles): it was killed from outside (the host's OOM killer, an operator). The keeper dies of
+        # the same signal, which the zygote reports as such, not as the program's end.
+        if os.WTERMSIG(status) != signal.SIGKILL:
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(status))
     return _mirror(status)
 
 

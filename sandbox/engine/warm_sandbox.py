@@ -127,8 +127,8 @@ class WarmSandbox(ZygoteLink):
         cancelled = self._cancel_requested[run_id] = asyncio.Event()
         try:
             await self._previous_run_gone()
-            if self.control is None:
-                raise SandboxDied("the sandbox could not be restarted after its previous run")
+            if self.control is None or not self.alive:  # it ended (or was closed) while the last run ended
+                raise NothingRan("the sandbox ended after its previous run")
         except BaseException:
             del self._cancel_requested[run_id]
             raise
@@ -163,9 +163,12 @@ class WarmSandbox(ZygoteLink):
         except SandboxDied as died:
             relay.close()
             HostStateWatch.close(watch)
-            if watch is None and not cancelled.is_set():  # see below: the program never ran
+            if watch is None:  # see below: the program never ran
                 self.alive = False
-                raise NothingRan(str(died)) from None
+                if not cancelled.is_set():
+                    raise NothingRan(str(died)) from None
+                return run_outcome.outcome({}, RunStatus.CANCELLED, _ms_since(started_at), timeout_s, False, relay,
+                                           self.memory_limit_bytes, oom_counted=False)
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), LOST_TO_SANDBOX)
         except NotStarted as never:
             relay.close()
@@ -287,6 +290,9 @@ class WarmSandbox(ZygoteLink):
             if self.caches is not None:
                 await asyncio.to_thread(self.caches.after_run, session)
         except (SandboxDied, OSError) as exc:
+            if self.ended_by_itself:  # killed from outside: its pool starts a new one (two would run at once)
+                await self.close()
+                return
             log.warning("sandbox %s: %s after run %s; restarting it", self.name, exc, run_id)
             try:
                 await self.restart()

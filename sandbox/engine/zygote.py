@@ -291,9 +291,9 @@ class Zygote:
             if self.running and pid == self.running[1].pid:
                 code = os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else None
                 killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-                # The keeper mirrors the run's end as its exit code: a keeper killed by a signal itself was
-                # killed from outside the run (the host's OOM killer, an operator), not by the program.
-                self.report_exit(code, killed_by, usage.ru_maxrss, keeper_killed=killed_by is not None)
+                # The keeper mirrors the run's end as its exit code: a keeper that died of a signal was killed
+                # from outside the run, or its init was (spare.keeper_main), not by the program.
+                self.report_exit(code, killed_by, usage.ru_maxrss, killed_from_outside=killed_by is not None)
             elif self.spare and pid == self.spare.pid:
                 self.replace_dead_spare()
 
@@ -309,7 +309,7 @@ class Zygote:
                          left_out if type(left_out) is int else 0)
 
     def report_exit(self, code: int | None, killed_by: int | None, max_rss_kb: int, unsaved_entries: int = 0,
-                    keeper_killed: bool = False) -> None:
+                    killed_from_outside: bool = False) -> None:
         assert self.running is not None
         (run_id, spare), self.running = self.running, None
         spare.control.close()  # closing twice is harmless
@@ -317,7 +317,7 @@ class Zygote:
             code, killed_by = None, code - 128
         zp.send(self.control, {"type": "exited", "run_id": run_id, "returncode": code, "signal": killed_by,
                                "max_rss_kb": max_rss_kb, "unsaved_entries": unsaved_entries,
-                               **({"keeper_killed": True} if keeper_killed else {})})
+                               **({"killed_from_outside": True} if killed_from_outside else {})})
 
     def replace_dead_spare(self) -> None:
         """The spare died before its run came (killed from outside, or it could not be prepared)."""

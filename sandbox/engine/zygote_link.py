@@ -97,6 +97,7 @@ class ZygoteLink:
         self._spare_offered = asyncio.Event()
         self.alive = False
         self.on_died: Callable[[], None] | None = None  # told when the sandbox ends by itself, between runs or in one
+        self.ended_by_itself = False  # since its last start: its zygote's end was heard, not a close
 
     # --- lifecycle ---------------------------------------------------------
 
@@ -137,6 +138,7 @@ class ZygoteLink:
             raise SandboxDied(f"zygote sent {ready!r} instead of ready")
         self.versions = ready
         self.alive = True
+        self.ended_by_itself = False
         if self.cgroup is not None:  # started at a sandbox's full weight (a run may be waiting); now between runs
             self.cgroup.set_running(False)
         log.info("sandbox %s ready (zygote pid %s, sandbox %s)", self.name, self.process.pid, self.settings.sandbox)
@@ -242,6 +244,7 @@ class ZygoteLink:
     def _died(self, messages: asyncio.Queue[dict[str, Any] | None]) -> None:
         if messages is self._messages and self.alive:  # this start's zygote, not one closed before
             self.alive = False
+            self.ended_by_itself = True
             log.warning("sandbox %s ended unexpectedly", self.name)
             if self.on_died is not None:
                 self.on_died()

@@ -13,10 +13,10 @@ named by who sends them::
                                                    started, made now for a program that configures JAX
     zygote -> worker  started  {run_id, pid} + fd [door]   (unstarted_backend only)
     worker -> zygote  kill     {run_id}            ends the run's pid namespace
-    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb, unsaved_entries[, keeper_killed]}
+    zygote -> worker  exited   {run_id, returncode, signal, max_rss_kb, unsaved_entries[, killed_from_outside]}
                                every process of the run gone; unsaved_entries: new compile-cache
-                               entries the session's budget left out; keeper_killed: the run's
-                               keeper died of a signal sent from outside the run
+                               entries the session's budget left out; killed_from_outside: the
+                               run's keeper or init was killed by a signal from outside the run
 
 on a spare's door, between the worker and the spare's init::
 

@@ -5,11 +5,15 @@ Before: a sandbox that died while idle stayed ``alive`` until a run landed on it
 ("The sandbox ended unexpectedly") and, when the death was found before the handover, the sandbox was
 never started again, so every later run on that seat was lost too (after two kills, a worker with no
 sandbox at all). A run handed to a spare whose keeper had just been killed was reported as its
-program's crash ("The Python process ended abruptly (signal 9)").
+program's crash ("The Python process ended abruptly (signal 9)"), and so was a running run whose init
+the host killed. A sandbox that died while a run waited for its seat's last run to end was started
+again twice, in place and by its pool: a third sandbox, owned by no pool, stayed until the worker's end.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import time
@@ -17,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import websockets
 
 from tests.live.faults import output_of, wait_until
 from tests.live_server import LiveServer, running_server
@@ -116,3 +121,90 @@ def test_a_spare_killed_as_a_run_comes_is_never_blamed_on_the_program() -> None:
             assert done.get("status") == "ok" or KILLED_FROM_OUTSIDE in done.get("message", ""), done
             _printed_what_it_should(server, f"after {round_}")
         assert not any("ended abruptly" in (d.get("message") or "") for d in endings), endings
+
+
+def _running_on(server: LiveServer, keepers_of_a_run: int = 2) -> tuple[int, int, list[int]]:
+    """The sandbox whose zygote holds a run's keeper beside its next spare's."""
+    return wait_until(lambda: next((s for s in sandbox_processes(server) if len(s[2]) == keepers_of_a_run), None),
+                      30, "a sandbox with a run in it")
+
+
+async def _run_then(server: LiveServer, code: str, fault, ws_headers: dict[str, str]) -> list[dict]:
+    """Run ``code``; once it has printed, call ``fault()``; the run's events to its ``done``."""
+    events: list[dict] = []
+    async with websockets.connect(server.ws_url, max_size=None, additional_headers=ws_headers) as ws:
+        await ws.send(json.dumps({"type": "run", "id": "r", "code": code, "fresh": True}))
+        async with asyncio.timeout(120):
+            while not events or events[-1]["type"] != "done":
+                events.append(json.loads(await ws.recv()))
+                if events[-1]["type"] == "stdout" and len([e for e in events if e["type"] == "stdout"]) == 1:
+                    await asyncio.to_thread(fault)
+    return events
+
+
+def _children_of(pid: int) -> list[int]:
+    return _children().get(pid, [])
+
+
+def test_a_running_runs_init_killed_by_the_host_is_not_blamed_on_the_program() -> None:
+    with running_server() as server:
+        _printed_what_it_should(server, "before")
+        wait_until(lambda: _both(sandbox_processes(server)), 60, "a sandbox on each seat")
+
+        def kill_the_init() -> None:
+            time.sleep(0.3)
+            _, _, keepers = _running_on(server)
+            inits = [init for keeper in sorted(keepers)[:1] for init in _children_of(keeper)]
+            assert inits, keepers
+            _kill(inits[0])
+
+        code = f"import time\nprint('started', flush=True)\ntime.sleep(5)\nprint('finished')  # {uuid.uuid4().hex}"
+        events = asyncio.run(_run_then(server, code, kill_the_init, server.browser_headers()))
+        done = events[-1]
+        # Before: "The Python process ended abruptly (signal 9)."
+        assert done["status"] == "crashed" and KILLED_FROM_OUTSIDE in done["message"], done
+        assert "finished" not in output_of(events)
+        _printed_what_it_should(server, "after")
+
+
+def test_a_sandbox_killed_while_a_run_waits_for_its_seat_is_started_again_once() -> None:
+    """Seat B's zygote stopped (SIGSTOP) while seat A is busy: run 1 ends on B (its init says so), run 2 waits
+    on B for run 1's processes to be gone, and B's zygote is then killed. Run 2 goes again on a new sandbox,
+    and the worker has one sandbox per seat (before: three, one of them owned by no pool until its end)."""
+    with running_server() as server:
+        _printed_what_it_should(server, "before")
+        wait_until(lambda: _both(sandbox_processes(server)), 60, "a sandbox on each seat")
+        headers = server.browser_headers()
+
+        async def scenario() -> list[dict]:
+            async with websockets.connect(server.ws_url, max_size=None, additional_headers=headers) as ws:
+                busy = "import time\nprint('busy', flush=True)\ntime.sleep(8)"
+                await ws.send(json.dumps({"type": "run", "id": "busy", "code": busy, "fresh": True}))
+                while json.loads(await ws.recv()).get("type") != "stdout":
+                    pass
+                await asyncio.sleep(0.5)
+                [(_, idle_zygote, _)] = [s for s in sandbox_processes(server) if len(s[2]) == 1]
+                os.kill(idle_zygote, signal.SIGSTOP)
+                try:
+                    await ws.send(json.dumps({"type": "run", "id": "one", "code": "print('one')", "fresh": True}))
+                    await ws.send(json.dumps({"type": "run", "id": "two", "code": "print('two')", "fresh": True}))
+                    events: list[dict] = []
+                    async with asyncio.timeout(90):
+                        while not any(e["type"] == "done" and e.get("id") == "one" for e in events):
+                            events.append(json.loads(await ws.recv()))
+                        await asyncio.sleep(1.0)  # run two now waits for run one's processes to be gone
+                finally:
+                    _kill(idle_zygote)
+                async with asyncio.timeout(90):
+                    while not all(any(e["type"] == "done" and e.get("id") == i for e in events) for i in ("busy", "two")):
+                        events.append(json.loads(await ws.recv()))
+                return events
+
+        events = asyncio.run(scenario())
+        dones = {e["id"]: e for e in events if e["type"] == "done"}
+        assert dones["two"]["status"] == "ok", dones
+        assert output_of([e for e in events if e.get("id") == "two"]).strip() == "two"
+        time.sleep(8)  # the restarts settle
+        wait_until(lambda: _both(sandbox_processes(server)), 60, "a sandbox on each seat")
+        assert len(sandbox_processes(server)) == 2, sandbox_processes(server)
+        _printed_what_it_should(server, "after")

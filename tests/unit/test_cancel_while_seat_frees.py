@@ -15,7 +15,7 @@ def test_a_run_cancelled_while_the_seats_previous_run_ends_never_takes_a_spare(t
     async def scenario() -> tuple[str, bool]:
         sandbox = WarmSandbox(0, Settings(sandbox="none", compile_cache_dir=tmp_path), "s0")
         zygote_end, worker_end = socket.socketpair()
-        sandbox.control = worker_end
+        sandbox.control, sandbox.alive = worker_end, True  # as if started
         previous_gone = asyncio.Event()
         sandbox._exit_wait = asyncio.create_task(previous_gone.wait())  # the seat's last run, still ending
         taken: list[bool] = []

@@ -64,7 +64,7 @@ def test_a_keeper_killed_from_outside_is_said_so_not_blamed_on_the_program(made)
     _running(the_zygote, pid)
     os.kill(pid, signal.SIGKILL)
     exited = _reaped(the_zygote, worker_end, pid)
-    assert exited["keeper_killed"] is True and exited["signal"] == signal.SIGKILL
+    assert exited["killed_from_outside"] is True and exited["signal"] == signal.SIGKILL
     result = run_outcome.outcome(exited, None, 10.0, 30.0, False, None, 1 << 30, oom_counted=True)  # type: ignore[arg-type]
     assert str(result.status) == "crashed"
     assert "killed from outside it (by the host, not by your program)" in result.message
@@ -75,7 +75,7 @@ def test_a_run_killed_by_a_signal_inside_is_still_the_programs_end(made) -> None
     pid = _keeper(128 + signal.SIGKILL)  # the keeper mirrors its run's SIGKILL as 128+9
     _running(the_zygote, pid)
     exited = _reaped(the_zygote, worker_end, pid)
-    assert "keeper_killed" not in exited and exited["signal"] == signal.SIGKILL
+    assert "killed_from_outside" not in exited and exited["signal"] == signal.SIGKILL
 
 
 def _spare_killed(made: zygote.Zygote, lived_s: float) -> float:
