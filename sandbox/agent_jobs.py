@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -116,28 +115,27 @@ class JobsOnSeats:
         sandbox: WarmSandbox | None = None
         try:
             for tries_left in (1, 0):
-                tried_at = time.monotonic()
                 try:
                     sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
                 except SandboxDied as died:  # its start was killed from outside: nothing of the run happened
                     lost: Exception = died
+                    tried_s = 0.0  # a start is not the run's own time
                 else:
                     self.running[job.run_id] = sandbox
                     if job.run_id in self.cancelled_early:
                         outbox.put_nowait(wp.encode(self.drained(wp.WorkerFinished(job.run_id, "cancelled", 0.0,
                                                                                    "Stopped at your request."))))
                         return
-                    tried_at = time.monotonic()
                     try:
                         result = await sandbox.run(job.run_id, job.code, job.timeout_s, job.options, send)
                         break
                     except NothingRan as nothing:  # killed from outside before the program reached it
-                        lost = nothing
+                        lost, tried_s = nothing, nothing.tried_s
                         if not sandbox.alive:
                             await sandbox.close()
-                # Once more, on a sound sandbox; only when the first try ended at once (a dead spare or sandbox is
-                # found in milliseconds), so a run never gets its time limit twice.
-                again = bool(tries_left) and time.monotonic() - tried_at < RETRY_WITHIN_S
+                # Once more, on a sound sandbox; only when its own time (from when its seat was free) had hardly
+                # run (a dead spare or sandbox is found in milliseconds), so a run never gets its time limit twice.
+                again = bool(tries_left) and tried_s < RETRY_WITHIN_S
                 log.warning("slot %d: run %s never reached a process (%s)%s", seat, job.run_id, lost,
                             "; it goes again" if again else "")
                 self.running[job.run_id] = None

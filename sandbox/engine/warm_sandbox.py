@@ -64,7 +64,12 @@ EXIT_GRACE_S = KILL_GRACE_S  # after a run's process ended, its init kills the r
 class NothingRan(Exception):
     """The run's program never reached a process that could run it: the spare it was handed to, or
     the whole sandbox, had died (killed from outside). Nothing of the run happened, so it may go again
-    (the agent's ``execute``); the sandbox is not ``alive`` when it was the sandbox that died."""
+    (the agent's ``execute``); the sandbox is not ``alive`` when it was the sandbox that died.
+    ``tried_s``: how long the run's own time had run (from when its seat's last run was gone)."""
+
+    def __init__(self, why: str, tried_s: float = 0.0) -> None:
+        super().__init__(why)
+        self.tried_s = tried_s
 
 
 class WarmSandbox(ZygoteLink):
@@ -159,14 +164,14 @@ class WarmSandbox(ZygoteLink):
                 # The init sends its watch before the run's process has the code: without one (and with no
                 # deadline or cancel passed) the spare died before the program reached it.
                 relay.close()
-                raise NothingRan(exited.get("refused") or "its prepared process had died")
+                raise NothingRan(exited.get("refused") or "its prepared process had died", _ms_since(started_at) / 1000)
         except SandboxDied as died:
             relay.close()
             HostStateWatch.close(watch)
             if watch is None:  # see below: the program never ran
                 self.alive = False
                 if not cancelled.is_set():
-                    raise NothingRan(str(died)) from None
+                    raise NothingRan(str(died), _ms_since(started_at) / 1000) from None
                 return run_outcome.outcome({}, RunStatus.CANCELLED, _ms_since(started_at), timeout_s, False, relay,
                                            self.memory_limit_bytes, oom_counted=False)
             return RunResult(RunStatus.CRASHED, _ms_since(started_at), LOST_TO_SANDBOX)
