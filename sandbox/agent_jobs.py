@@ -167,13 +167,8 @@ class JobsOnSeats:
         return dataclasses.replace(finished, status="crashed", message=self.drain.message)
 
     async def _revive(self, pool: RuntimePool, seat: int) -> None:
-        try:
-            await pool.sandbox_for(seat)
-            self.seats.give(seat)
-        except Exception:
-            log.exception("seat %s of JAX %s could not be restarted; retrying in 5 s", seat, pool.name)
-            await asyncio.sleep(5)
-            asyncio.create_task(self._revive(pool, seat))
+        await pool.start_again(seat)  # tries until it starts (or the pool closes)
+        self.seats.give(seat)
 
     async def abandon_runs(self) -> None:
         for run_id in list(self.running):

@@ -11,7 +11,7 @@ Tasks and ownership (all in the worker's event loop)::
     RuntimePool
       ├─ its WarmSandboxes, one per seat used (warm_sandbox.py)
       ├─ per seat, a lock held while that seat's sandbox starts
-      ├─ ``_start_again``: a sandbox of the worker's own JAX that dies between runs
+      ├─ ``start_again``: a sandbox of the worker's own JAX that dies between runs
       │  is started again at once, not at the seat's next run
       └─ ``stop_if_idle``: called by the agent's idle sweep; closes every sandbox
          of a pool with no run in flight and none for ``idle_s``
@@ -144,9 +144,11 @@ class RuntimePool:
 
     def _died_on(self, seat: int) -> None:
         if self.stays_warm and not self._closed:
-            asyncio.create_task(self._start_again(seat))
+            asyncio.create_task(self.start_again(seat))
 
-    async def _start_again(self, seat: int) -> None:
+    async def start_again(self, seat: int) -> None:
+        """The seat's sandbox started (again), trying every START_AGAIN_AFTER_S until it starts or the pool
+        closes; the agent waits on it too before giving back the seat of a run whose sandbox died."""
         while not self._closed:
             try:
                 await self.sandbox_for(seat)
