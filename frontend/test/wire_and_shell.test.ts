@@ -114,3 +114,20 @@ describe("the results' size button", () => {
     expect(button.getAttribute("aria-label")).toBe("Enlarge the results");
   });
 });
+
+describe("the Output tab at a run's end", () => {
+  it("holds the run's whole output when its done arrives, not a frame later", async () => {
+    const { outputPanel } = await import("../src/output/output");
+    const ctx = {
+      editor: { clearLineMarks() {}, setLineMarks() {}, goToLine() {} },
+      setBadge() {}, activate() {}, showPanel() {}, isActive: () => true,
+      boot: {}, request: () => () => {}, runChoices: () => ({ runtimes: [], fields: {} }),
+    } as unknown as Parameters<typeof outputPanel>[0];
+    const panel = outputPanel(ctx);
+    panel.onRunStart("r1");
+    panel.onEvent({ type: "stdout", id: "r1", text: "hello from a phone\n" } as never);
+    panel.onRunDone?.({ type: "done", id: "r1", status: "ok", elapsed_ms: 12, message: null } as never);
+    // No animation frame has run: the text is there in the same task as the done.
+    expect(panel.element.textContent).toContain("hello from a phone");
+  });
+});

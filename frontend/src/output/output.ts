@@ -173,6 +173,9 @@ export const outputPanel: PanelFactory = (ctx) => {
     onRunDone(ev: DoneEvent) {
       const line = endOfRunLine(ev);
       if (line) enqueue({ kind: "node", node: line });
+      // The status says the run ended in this same task: the log must be whole by then,
+      // not a frame later (a screen reader, a test or a person reading at once sees it all).
+      flush();
     },
   };
 };
