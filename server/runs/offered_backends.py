@@ -15,6 +15,7 @@ as the scheduler is.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -98,8 +99,12 @@ class OfferedBackends(ABC):
         """The runtime a run of ``backend`` gets (server/runs/runtimes.py); refused when none offers it."""
         return runtimes.resolve(self.worker_hellos(backend), backend, requested)
 
+    def known_backends(self) -> set[str]:
+        """The backends a run may wait for: offered by a connected worker, expected, or the local workers'."""
+        return {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
+
     def resolve_backend(self, requested: str | None) -> str:
-        known = {w.hello.backend for w in self.workers} | self.expected_backends | self.local_backends
+        known = self.known_backends()
         if requested is None:
             default = self.default_backend()
             if default is None:
@@ -107,7 +112,30 @@ class OfferedBackends(ABC):
                                        reason="no_worker")
             return default
         if requested not in known:
-            offered = ", ".join(sorted(known)) or "none yet"
-            raise bp.ProtocolError(f"Unknown backend {requested!r}: this server offers {offered}.",
-                                   reason="unknown_backend")
+            # Nothing known yet (a server of remote workers just started, or its workers restart): the
+            # run waits for the workers to join, as a page's held run after a restart must; the first
+            # worker to join settles it (``unoffered``).
+            if not known and BACKEND_NAME.fullmatch(requested):
+                return requested
+            raise bp.ProtocolError(unknown_backend(requested, known), reason="unknown_backend")
         return requested
+
+    def unoffered(self) -> list[str]:
+        """Backends runs were queued for before any worker joined that no worker offers now, nor is
+        expected to: their runs are refused."""
+        known = self.known_backends()
+        return [] if not known else [b for b in self.queued_backends() if b not in known]
+
+    @abstractmethod
+    def queued_backends(self) -> list[str]:
+        """The backends with runs waiting here."""
+
+
+# What a run may name as a backend to wait for before any worker joined: short, as worker backends are
+# (cpu, gpu, tpu), so a hostile name never becomes a queue or a metrics label of its own.
+BACKEND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+
+
+def unknown_backend(requested: str, known: set[str]) -> str:
+    offered = ", ".join(sorted(known)) or "none yet"
+    return f"Unknown backend {requested!r}: this server offers {offered}."

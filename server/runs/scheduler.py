@@ -29,7 +29,7 @@ from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.clients.sessions import SessionKeys
-from jaxplay.server.runs import output_vouch, runtimes
+from jaxplay.server.runs import offered_backends, output_vouch, runtimes
 from jaxplay.server.runs.fair_queue import FairQueue, RunDurations
 from jaxplay.server.runs.offered_backends import OfferedBackends
 from jaxplay.server.runs.run import Run, WorkerLink
@@ -60,6 +60,9 @@ class Scheduler(OfferedBackends):
     def waiting(self, backend: str) -> int:
         """Runs of ``backend`` waiting for a slot (with --broker: in the shared queue too)."""
         return len(self.queues.get(backend, ()))
+
+    def queued_backends(self) -> list[str]:
+        return [backend for backend, queue in self.queues.items() if queue]
 
     async def refresh_waiting(self) -> None:
         """Bring ``waiting`` up to date before it is reported; here the queues are in this process."""
@@ -169,6 +172,8 @@ class Scheduler(OfferedBackends):
             queue = self.queues.get(run.backend)
             if queue is not None and run in queue:  # not yet queued: its browser left while a hook looked it up
                 queue.remove(run)
+                if not queue and run.backend not in self.known_backends():
+                    del self.queues[run.backend]  # waited before any worker joined: no name outlives its runs
             self.finish(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
             self._announce_positions(run.backend)
         elif run.state == "running" and run.worker is not None:
@@ -286,6 +291,16 @@ class Scheduler(OfferedBackends):
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)
+        self._refuse_unoffered()
+
+    def _refuse_unoffered(self) -> None:
+        """Runs queued before any worker joined, for a backend that none offers now nor is expected to."""
+        known = self.known_backends()
+        for backend in self.unoffered():
+            queue = self.queues.pop(backend)
+            for run in list(queue):
+                self.finish(run, bp.RunStatus.REJECTED, offered_backends.unknown_backend(backend, known),
+                            reason="unknown_backend")
 
     def remove_worker(self, link: WorkerLink) -> None:
         if link in self.workers:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
 
 import pytest
+import websockets
 
-from tests.live_server import PROJECT_ROOT, LiveServer, done_of, output_text
+from tests.live_server import PROJECT_ROOT, LiveServer, collect, done_of, output_text
 
 TOKEN = "correct-horse-battery-staple"
 
@@ -36,6 +39,28 @@ def test_wrong_token_is_refused_with_a_clear_message(tokened_server):
     assert worker.returncode == 2
     assert "refused" in output and "JAXPLAY_WORKER_TOKEN" in output
     assert tokened_server.get_json("/healthz")["workers"] == 0
+
+
+def test_a_run_naming_its_backend_before_any_worker_joined_waits_and_runs(tokened_server):
+    """A page that reconnects to a restarted server of remote workers sends the run it held, naming the
+    backend it had, before any worker has joined: it waits for one (it was refused "offers none yet")."""
+    async def scenario() -> list[dict]:
+        headers = await asyncio.to_thread(tokened_server.browser_headers)
+        async with websockets.connect(tokened_server.ws_url, additional_headers=headers) as ws:
+            await ws.send(json.dumps({"type": "run", "id": "held", "code": "print('held')", "backend": "cpu"}))
+            events = [json.loads(await asyncio.wait_for(ws.recv(), 30))]
+            if events[0]["type"] != "queued":
+                return events
+            worker = start_worker(tokened_server, TOKEN)
+            try:
+                return events + await collect(ws, "held", timeout=120)
+            finally:
+                worker.terminate()
+                await asyncio.to_thread(worker.wait, 10)
+
+    events = asyncio.run(scenario())
+    assert events[0]["type"] == "queued", events[0]
+    assert done_of(events)["status"] == "ok" and output_text(events) == "held\n"
 
 
 def test_worker_with_the_token_joins_and_runs(tokened_server):

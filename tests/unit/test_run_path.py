@@ -117,3 +117,47 @@ def test_another_entry_point_gets_a_runs_events_through_one_call():
     assert all(e["id"] == "first" for e in events) and events[-1]["status"] == "ok"
     assert [(e["type"], e["status"], e["reason"]) for e in refused] == [("done", "rejected", "client_limit")]
     assert told == [(None, "rejected", "client_limit", "profile"), ("cpu", "ok", None, "profile")]
+
+
+def cpu_worker(name: str = "w", backend: str = "cpu") -> WorkerLink:
+    return WorkerLink(hello=wp.WorkerHello(
+        token="", name=name, backend=backend, device_kind=backend, device_count=1, jax_version="0.10.2",
+        jaxlib_version="0.10.2", slots=1), send=no_send)
+
+
+def test_a_run_sent_before_any_remote_worker_joined_waits_for_it():
+    """A server of remote workers only, just restarted: a page's held run names the backend it had. It waits
+    for the workers to join; the first join refuses runs for a backend none offers, and a hostile name is
+    refused at once (it never becomes a queue)."""
+    async def scenario() -> tuple[list[dict], list[dict], set[str]]:
+        path = RunPath(Scheduler(Settings(local_workers=0)), [], BrowserHooks())
+        identity = ClientIdentity(key="address:10.0.0.9", network="10.0.0.9")
+        cpu_events: list[dict] = []
+        tpu_events: list[dict] = []
+
+        async def collect(backend: str, into: list[dict]) -> None:
+            async for event in path.events(path.request("print(1)", backend=backend), identity, backend):
+                into.append(event)
+
+        with pytest.raises(bp.ProtocolError, match="offers none yet") as hostile:
+            path.request("print(1)", backend="X" * 40)
+        assert hostile.value.reason == "unknown_backend"
+        runs = [asyncio.create_task(collect("cpu", cpu_events)), asyncio.create_task(collect("tpu", tpu_events))]
+        while path.scheduler.waiting("cpu") + path.scheduler.waiting("tpu") < 2:
+            await asyncio.sleep(0)
+        link = cpu_worker()
+        path.scheduler.add_worker(link)
+        await runs[1]
+        while not link.runs:
+            await asyncio.sleep(0)
+        (run,) = link.runs.values()
+        path.scheduler.worker_finished(link, wp.WorkerFinished(run_id=run.key, status="ok", elapsed_ms=5.0))
+        await runs[0]
+        return cpu_events, tpu_events, set(path.scheduler.queues)
+
+    cpu_events, tpu_events, queues = asyncio.run(scenario())
+    assert [e["type"] for e in cpu_events] == ["queued", "started", "done"] and cpu_events[-1]["status"] == "ok"
+    assert [(e["type"], e["status"], e["reason"]) for e in tpu_events if e["type"] == "done"] == [
+        ("done", "rejected", "unknown_backend")]
+    assert tpu_events[-1]["message"] == "Unknown backend 'tpu': this server offers cpu."
+    assert "tpu" not in queues
