@@ -234,7 +234,7 @@ def test_a_spare_left_idle_has_the_default_examples_operations_resident_and_noth
 WARM_LEFTOVERS_PROBE = """
 import gc
 import jax
-print(len(jax.live_arrays()), sum(1 for o in gc.get_objects() if isinstance(o, dict) and str(o.get("__name__")).startswith("__jaxplay")))
+print(len(jax.live_arrays()), sum(1 for o in gc.get_objects() if type(o) is dict and str(o.get("__name__")).startswith("__jaxplay")))
 """
 
 
