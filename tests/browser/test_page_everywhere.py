@@ -245,6 +245,14 @@ def test_a_restart_says_so_from_the_drain_on_holds_new_runs_and_reconnects(brows
         page.click("[data-testid=run]")
         page.wait_for_function("document.querySelector('[data-testid=output-log]').innerText.includes('going')",
                                timeout=60_000)
+        # Another page's longer run keeps the drain (and so this page's socket) open past this page's own run:
+        # the run held below waits in the outbox of a socket that then closes, and must survive that.
+        other = context.new_page()
+        other.goto(server.http_url + "/")
+        replace_code(other, "import time\nprint('long', flush=True)\ntime.sleep(12)")
+        other.click("[data-testid=run]")
+        other.wait_for_function("document.querySelector('[data-testid=output-log]').innerText.includes('long')",
+                                timeout=60_000)
         server.process.send_signal(signal.SIGTERM)
         notice = page.locator("[data-testid=server-notice]")
         expect(notice).to_be_visible(timeout=5_000)
@@ -261,8 +269,10 @@ def test_a_restart_says_so_from_the_drain_on_holds_new_runs_and_reconnects(brows
         page.wait_for_function(
             "document.querySelector('[data-testid=output-log]').innerText.includes('The server is restarting; your run')",
             timeout=2_000)
+        assert wait_for_status(other, "ok", timeout_ms=30_000) == "ok"  # the drain's last run, then the socket closes
         server.process.wait(30)
         expect(notice).to_contain_text("reconnecting", timeout=5_000)
+        assert page.get_attribute("[data-testid=status]", "data-status") == "waiting"  # held, not lost
 
         server = LiveServer(tmp_path / "data", port=server.port)
         server.wait_ready()

@@ -44,7 +44,7 @@ def test_a_request_is_one_line_with_status_method_path_and_duration_but_no_query
 
 def test_a_websocket_is_logged_when_it_ends_without_what_it_carried(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="jaxplay.access")
-    with TestClient(app_with(tmp_path)) as client:
+    with TestClient(app_with(tmp_path, expected_backends="cpu")) as client:  # so a tpu run is refused at once
         with client.websocket_connect("/ws") as ws:
             ws.send_text(json.dumps({"type": "run", "id": "r1", "code": SECRET, "backend": "tpu"}))
             done = json.loads(ws.receive_text())

@@ -422,12 +422,19 @@ export class App {
   }
 
   private onLost(): void {
+    // What still waits in the outbox (held during a server's drain) was never seen by the server: the next
+    // socket sends it, so it is not lost with this one.
     for (const [id, requester] of this.requests) {
+      if (this.connection.holds(id)) continue;
+      this.requests.delete(id);
       requester({ type: "done", id, status: "cancelled", elapsed_ms: 0,
                   message: "The connection to the server dropped; ask again once reconnected." });
     }
-    this.requests.clear();
     if (!this.active) return;
+    if (this.connection.holds(this.active.id)) {
+      this.status.set({ kind: "waiting" });
+      return;
+    }
     const { id, sentAt } = this.active;
     const elapsed = performance.now() - sentAt;
     this.finish({

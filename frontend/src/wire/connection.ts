@@ -67,6 +67,11 @@ export class Connection {
     this.holding = true;
   }
 
+  /** True when a message with this `id` waits in the outbox: the server has not seen it, the next socket sends it. */
+  holds(id: string): boolean {
+    return this.outbox.some((text) => (JSON.parse(text) as { id?: unknown }).id === id);
+  }
+
   /** Drops queued messages that no longer matter (e.g. a run cancelled before it was sent). */
   unsend(predicate: (message: ClientMessage) => boolean): void {
     this.outbox = this.outbox.filter((text) => !predicate(JSON.parse(text) as ClientMessage));
