@@ -119,6 +119,7 @@ class Heartbeat:
                 log.info("broker: %d job(s) that replica %s had taken are queued again", moved, replica)
         self.saw_epoch(epoch)
         broker.executor.pull_for({link.hello.backend for link in broker.scheduler.workers})
+        broker.scheduler.refuse_unoffered()  # a worker that joined another replica settles runs accepted blind
 
     async def refresh_waiting(self) -> None:
         """Read every known queue's length now (metrics, /api/backends); keeps the last on failure."""

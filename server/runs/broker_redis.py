@@ -178,14 +178,14 @@ class RedisBroker:
     def abandon_all(self, message: str) -> None:
         """Shutdown, after the drain: end this replica's runs still out in Redis or on other replicas."""
         for pending in list(self.pending.values()):
-            self._give_up(pending.run, bp.RunStatus.CRASHED, message)
+            self.give_up(pending.run, bp.RunStatus.CRASHED, message)
 
-    def _give_up(self, run: Run, status: bp.RunStatus, message: str) -> None:
+    def give_up(self, run: Run, status: bp.RunStatus, message: str, **extra: Any) -> None:
         """End a run here, and take its job back from Redis or cancel it wherever it runs."""
         pending = self.pending.get(run.key)
         if pending is not None:
             asyncio.create_task(self._withdraw(run, pending.payload))
-        self._end(run, status, message)
+        self._end(run, status, message, **extra)
 
     async def _withdraw(self, run: Run, payload: str, until: float | None = None) -> None:
         """Take a run's job (every copy) back from its queue, or cancel it where it runs; tried again until
@@ -314,10 +314,10 @@ class RedisBroker:
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)
         if self.liveness.unreachable_since(run.submitted_at):
-            self._give_up(run, bp.RunStatus.ERROR, BROKER_FULL_LOST if self.liveness.failure == OUT_OF_MEMORY
+            self.give_up(run, bp.RunStatus.ERROR, BROKER_FULL_LOST if self.liveness.failure == OUT_OF_MEMORY
                           else BROKER_LOST)
         else:
-            self._give_up(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
+            self.give_up(run, bp.RunStatus.CRASHED, "The worker stopped answering; the run was abandoned.")
 
     def _end(self, run: Run, status: bp.RunStatus, message: str | None = None,
              elapsed_ms: float | None = None, **extra: Any) -> None:
@@ -383,7 +383,7 @@ class RedisBroker:
             elif pending.order.gap_older_than(GAP_WAIT_S, now):
                 log.warning("run %s: events lost in Redis (a gap of %.0f s in its sequence)", pending.run.key,
                             now - (pending.order.gap_since or now))
-                self._give_up(pending.run, bp.RunStatus.ERROR, OUTPUT_LOST)
+                self.give_up(pending.run, bp.RunStatus.ERROR, OUTPUT_LOST)
         self.executor.cancel_orphans()
 
     def beat_soon(self) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.sessions import SessionKeys
 from jaxplay.server.runs import runtimes
@@ -35,13 +36,17 @@ class BrokeredScheduler(Scheduler):
         super().__init__(settings, session_keys)
         self.broker = RedisBroker(settings.broker, self)
 
-    def resolve_backend(self, requested: str | None) -> str:
-        saved = self.expected_backends
-        self.expected_backends = saved | self.broker.remote_backends()
-        try:
-            return super().resolve_backend(requested)
-        finally:
-            self.expected_backends = saved
+    def known_backends(self) -> set[str]:
+        """Also the backends the other replicas' workers offer (as of their last heartbeat)."""
+        return super().known_backends() | self.broker.remote_backends()
+
+    def refuse(self, run: Run, message: str) -> None:
+        """One of this replica's runs waiting in Redis is taken back from the shared queue first."""
+        pending = self.broker.pending.get(run.key)
+        if pending is None:
+            super().refuse(run, message)
+        elif pending.executor is None:  # taken by an executor: it runs on a worker that offers its backend
+            self.broker.give_up(run, bp.RunStatus.REJECTED, message, reason="unknown_backend")
 
     def backends(self) -> list[dict[str, Any]]:
         """Every replica's backends: workers, slots and free slots of the other replicas (as of their last

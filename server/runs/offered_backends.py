@@ -15,7 +15,6 @@ as the scheduler is.
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from typing import Any
 
@@ -112,30 +111,21 @@ class OfferedBackends(ABC):
                                        reason="no_worker")
             return default
         if requested not in known:
-            # Nothing known yet (a server of remote workers just started, or its workers restart): the
-            # run waits for the workers to join, as a page's held run after a restart must; the first
-            # worker to join settles it (``unoffered``).
-            if not known and BACKEND_NAME.fullmatch(requested):
+            # Nothing known yet (a server of remote workers just started, or its workers restart): a run for
+            # a backend a worker could offer waits for the workers to join, as a page's held run after a
+            # restart must; the first worker to join settles it (``Scheduler.refuse_unoffered``).
+            if not known and requested in WORKER_BACKENDS:
                 return requested
             raise bp.ProtocolError(unknown_backend(requested, known), reason="unknown_backend")
         return requested
 
-    def unoffered(self) -> list[str]:
-        """Backends runs were queued for before any worker joined that no worker offers now, nor is
-        expected to: their runs are refused."""
-        known = self.known_backends()
-        return [] if not known else [b for b in self.queued_backends() if b not in known]
 
-    @abstractmethod
-    def queued_backends(self) -> list[str]:
-        """The backends with runs waiting here."""
-
-
-# What a run may name as a backend to wait for before any worker joined: short, as worker backends are
-# (cpu, gpu, tpu), so a hostile name never becomes a queue or a metrics label of its own.
-BACKEND_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+# The backends a worker can offer (``jax.default_backend()``'s names): all a run may wait for before any
+# worker joined, so no name a client makes up becomes a queue, a metrics label or a Redis list of its own.
+WORKER_BACKENDS = frozenset({"cpu", "gpu", "tpu"})
 
 
 def unknown_backend(requested: str, known: set[str]) -> str:
     offered = ", ".join(sorted(known)) or "none yet"
-    return f"Unknown backend {requested!r}: this server offers {offered}."
+    shown = requested if len(requested) <= 40 else requested[:40] + "…"
+    return f"Unknown backend {shown!r}: this server offers {offered}."

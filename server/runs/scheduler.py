@@ -54,15 +54,14 @@ class Scheduler(OfferedBackends):
         self.network_connections: Counter[str] = Counter()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
+        # Runs accepted while no backend was known (offered_backends.WORKER_BACKENDS), until one is or they end.
+        self.awaiting_first_worker: dict[str, Run] = {}
 
     # --- what waits, and the broker -----------------------------------------
 
     def waiting(self, backend: str) -> int:
         """Runs of ``backend`` waiting for a slot (with --broker: in the shared queue too)."""
         return len(self.queues.get(backend, ()))
-
-    def queued_backends(self) -> list[str]:
-        return [backend for backend, queue in self.queues.items() if queue]
 
     async def refresh_waiting(self) -> None:
         """Bring ``waiting`` up to date before it is reported; here the queues are in this process."""
@@ -118,10 +117,16 @@ class Scheduler(OfferedBackends):
         self.queue_here(run)
 
     def admit(self, run: Run) -> None:
-        """Refuse a run this server will not take now: shutting down, or its browser at its limit."""
+        """Refuse a run this server will not take now: shutting down, its backend no longer awaited, or its
+        browser at its limit."""
         if not self.accepting:
             raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
                                    "(the page reconnects on its own).", reason="shutting_down")
+        known = self.known_backends()
+        if run.backend not in known:
+            if known:  # resolved while no backend was known, and a worker joined since (before_dispatch awaits)
+                raise bp.ProtocolError(offered_backends.unknown_backend(run.backend, known), reason="unknown_backend")
+            self.awaiting_first_worker[run.key] = run  # accepted blind: the first worker to join settles it
         limit = self.settings.max_runs_per_client
         if self.active_runs[run.session_id] >= limit:
             raise bp.ProtocolError(
@@ -172,8 +177,6 @@ class Scheduler(OfferedBackends):
             queue = self.queues.get(run.backend)
             if queue is not None and run in queue:  # not yet queued: its browser left while a hook looked it up
                 queue.remove(run)
-                if not queue and run.backend not in self.known_backends():
-                    del self.queues[run.backend]  # waited before any worker joined: no name outlives its runs
             self.finish(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
             self._announce_positions(run.backend)
         elif run.state == "running" and run.worker is not None:
@@ -193,6 +196,7 @@ class Scheduler(OfferedBackends):
         in ``extra["reason"]``; across replicas it travels in the ``done`` itself."""
         if run.state == "done":
             return
+        self.awaiting_first_worker.pop(run.key, None)
         if status is bp.RunStatus.REJECTED:
             extra.setdefault("reason", "other")
         else:
@@ -291,16 +295,26 @@ class Scheduler(OfferedBackends):
         log.info("worker %s joined: %s x%d (%s), %d slot(s)", link.hello.name, link.hello.backend,
                  link.hello.device_count, link.hello.device_kind, link.hello.slots)
         self.dispatch(link.hello.backend)
-        self._refuse_unoffered()
+        self.refuse_unoffered()
 
-    def _refuse_unoffered(self) -> None:
-        """Runs queued before any worker joined, for a backend that none offers now nor is expected to."""
+    def refuse_unoffered(self) -> None:
+        """Runs accepted before any backend was known: refused once one is and theirs is not (no worker offers
+        it, nor is expected to); the others are runs like any other from then on."""
         known = self.known_backends()
-        for backend in self.unoffered():
-            queue = self.queues.pop(backend)
-            for run in list(queue):
-                self.finish(run, bp.RunStatus.REJECTED, offered_backends.unknown_backend(backend, known),
-                            reason="unknown_backend")
+        if not known:
+            return
+        for key, run in list(self.awaiting_first_worker.items()):
+            del self.awaiting_first_worker[key]
+            if run.backend not in known:
+                self.refuse(run, offered_backends.unknown_backend(run.backend, known))
+
+    def refuse(self, run: Run, message: str) -> None:
+        """End a waiting run as ``rejected`` for a backend no worker offers."""
+        queue = self.queues.get(run.backend)
+        if queue is not None and run in queue:
+            queue.remove(run)
+            self._announce_positions(run.backend)
+        self.finish(run, bp.RunStatus.REJECTED, message, reason="unknown_backend")
 
     def remove_worker(self, link: WorkerLink) -> None:
         if link in self.workers:

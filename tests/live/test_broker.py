@@ -19,7 +19,7 @@ import pytest
 import websockets
 
 from tests.live.faults import metric
-from tests.live_server import LiveServer, collect, done_of, output_text
+from tests.live_server import LiveServer, collect, collect_many, done_of, output_text
 
 pytestmark = pytest.mark.live
 
@@ -183,3 +183,40 @@ def test_killing_the_workers_replica_mid_run_ends_the_run_on_the_browsers(pair):
 
     done = done_of(asyncio.run(scenario()))
     assert done["status"] == "crashed" and "replica running this program stopped" in done["message"]
+
+
+def test_runs_sent_before_any_replica_had_a_worker_wait_and_an_unoffered_backend_is_refused_when_one_joins(
+        redis_server, tmp_path):
+    """Every replica just restarted, no worker yet: a page's held runs wait in Redis. When a cpu worker joins
+    another replica, the cpu run runs there and the gpu run is refused at once (it waited out its deadline,
+    then 'the worker stopped answering')."""
+    a = LiveServer(tmp_path / "a", ["--no-local-worker", "--broker", redis_server.url])
+    b = None
+    try:
+        a.wait_ready(workers=0)
+
+        async def scenario() -> tuple[list[dict], list[dict], float]:
+            async with websockets.connect(a.ws_url, additional_headers=a.browser_headers()) as ws:
+                for run_id, backend in (("on-cpu", "cpu"), ("on-gpu", "gpu")):
+                    await ws.send(json.dumps({"type": "run", "id": run_id, "code": "print('held')",
+                                              "backend": backend, "timeout_s": 30}))
+                    assert (await anext_of(ws, run_id, "queued"))["position"] >= 1
+                nonlocal b
+                (tmp_path / "b").mkdir()
+                shutil.copy(tmp_path / "a" / "session.key", tmp_path / "b" / "session.key")
+                b = await asyncio.to_thread(LiveServer, tmp_path / "b", ["--broker", redis_server.url])
+                await asyncio.to_thread(b.wait_ready, workers=1)
+                joined = time.monotonic()
+                events = await collect_many(ws, ["on-cpu", "on-gpu"], timeout=60)
+                return events["on-cpu"], events["on-gpu"], time.monotonic() - joined
+
+        cpu, gpu, after_join_s = asyncio.run(scenario())
+        assert done_of(cpu)["status"] == "ok" and output_text(cpu) == "held\n"
+        refused = done_of(gpu)
+        assert (refused["status"], refused["reason"]) == ("rejected", "unknown_backend")
+        assert refused["message"] == "Unknown backend 'gpu': this server offers cpu."
+        assert after_join_s < 15  # settled by a heartbeat, not by the run's deadline (30 s + grace)
+    finally:
+        a.stop()
+        if b is not None:
+            b.stop()

@@ -16,7 +16,7 @@ from jaxplay import worker_protocol as wp
 from jaxplay.server.browser_socket import BrowserConnection
 from jaxplay.server.clients.connection import BrowserHooks
 from jaxplay.server.clients.identity import ClientIdentity
-from jaxplay.server.runs.run import WorkerLink
+from jaxplay.server.runs.run import Run, WorkerLink
 from jaxplay.server.runs.run_path import RunPath
 from jaxplay.server.runs.scheduler import Scheduler
 from jaxplay.settings import Settings
@@ -139,9 +139,10 @@ def test_a_run_sent_before_any_remote_worker_joined_waits_for_it():
             async for event in path.events(path.request("print(1)", backend=backend), identity, backend):
                 into.append(event)
 
-        with pytest.raises(bp.ProtocolError, match="offers none yet") as hostile:
-            path.request("print(1)", backend="X" * 40)
-        assert hostile.value.reason == "unknown_backend"
+        for made_up in ("X" * 40, "cpu0", "CPU", "cpu "):  # only a backend a worker can offer may wait
+            with pytest.raises(bp.ProtocolError, match="offers none yet") as hostile:
+                path.request("print(1)", backend=made_up)
+            assert hostile.value.reason == "unknown_backend"
         runs = [asyncio.create_task(collect("cpu", cpu_events)), asyncio.create_task(collect("tpu", tpu_events))]
         while path.scheduler.waiting("cpu") + path.scheduler.waiting("tpu") < 2:
             await asyncio.sleep(0)
@@ -153,11 +154,43 @@ def test_a_run_sent_before_any_remote_worker_joined_waits_for_it():
         (run,) = link.runs.values()
         path.scheduler.worker_finished(link, wp.WorkerFinished(run_id=run.key, status="ok", elapsed_ms=5.0))
         await runs[0]
-        return cpu_events, tpu_events, set(path.scheduler.queues)
+        return cpu_events, tpu_events, path.scheduler.awaiting_first_worker
 
-    cpu_events, tpu_events, queues = asyncio.run(scenario())
+    cpu_events, tpu_events, awaiting = asyncio.run(scenario())
     assert [e["type"] for e in cpu_events] == ["queued", "started", "done"] and cpu_events[-1]["status"] == "ok"
     assert [(e["type"], e["status"], e["reason"]) for e in tpu_events if e["type"] == "done"] == [
         ("done", "rejected", "unknown_backend")]
     assert tpu_events[-1]["message"] == "Unknown backend 'tpu': this server offers cpu."
-    assert "tpu" not in queues
+    assert awaiting == {}
+
+
+def test_a_run_resolved_before_the_first_worker_joined_is_refused_if_it_reaches_the_queue_after():
+    """The first worker joins between a run's backend check and its queueing (the run path awaits between):
+    the run is refused then, not left waiting for a backend nobody offers."""
+    scheduler = Scheduler(Settings(local_workers=0))
+    path = RunPath(scheduler, [], BrowserHooks())
+    request = path.request("print(1)", backend="gpu")
+    scheduler.add_worker(cpu_worker())
+    run = Run(request=request, client_id="r", session_id="s", emit=lambda event: None)
+    with pytest.raises(bp.ProtocolError, match="Unknown backend 'gpu': this server offers cpu"):
+        scheduler.submit(run)
+    assert scheduler.waiting("gpu") == 0 and scheduler.awaiting_first_worker == {}
+
+
+def test_runs_accepted_while_their_backend_was_known_are_never_refused_by_a_later_join():
+    """Only runs accepted blind are settled by a join: a cpu run queued while its worker was connected keeps
+    waiting through that worker's restart, whatever joins meanwhile."""
+    async def scenario() -> Scheduler:
+        scheduler = Scheduler(Settings(local_workers=0))
+        first = cpu_worker("c1")
+        first.free_slots = 0
+        scheduler.workers.append(first)  # connected, busy
+        run = Run(request=RunPath(scheduler, [], BrowserHooks()).request("print(1)", backend="cpu"), client_id="r",
+                  session_id="s", emit=lambda event: None)
+        scheduler.submit(run)
+        scheduler.remove_worker(first)
+        scheduler.add_worker(cpu_worker("g1", backend="gpu"))
+        return scheduler
+
+    scheduler = asyncio.run(scenario())
+    assert scheduler.waiting("cpu") == 1
