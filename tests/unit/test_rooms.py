@@ -238,8 +238,12 @@ def test_a_flood_of_edits_reaches_followers_as_the_rooms_latest_state_a_few_time
         assert len(edits) == 2 and presenter.frames == []
         assert edits[0]["code"] == "x = 0"
         assert (edits[1]["code"], edits[1]["selection"], edits[1]["version"]) == ("x = 3299", [2, 3], 3301)
+        sent = len(follower.frames)
         hub.edit(room, presenter, bp.RoomEdit(selection=(1, 1)))  # type: ignore[arg-type]
-        await asyncio.sleep(0)
+        for _ in range(200):  # at once, or (on a loaded host, the last broadcast late) within EDIT_EVERY_S
+            if len(follower.frames) > sent:
+                break
+            await asyncio.sleep(EDIT_EVERY_S / 20)
         assert "code" not in json.loads(follower.frames[-1])  # a selection alone carries no program
     with_storage(scenario)
 
