@@ -40,13 +40,13 @@ class BrokeredScheduler(Scheduler):
         """Also the backends the other replicas' workers offer (as of their last heartbeat)."""
         return super().known_backends() | self.broker.remote_backends()
 
-    def refuse(self, run: Run, message: str) -> None:
+    def refuse(self, run: Run, message: str, reason: str) -> None:
         """One of this replica's runs waiting in Redis is taken back from the shared queue first."""
         pending = self.broker.pending.get(run.key)
         if pending is None:
-            super().refuse(run, message)
+            super().refuse(run, message, reason)
         elif pending.executor is None:  # taken by an executor: it runs on a worker that offers its backend
-            self.broker.give_up(run, bp.RunStatus.REJECTED, message, reason="unknown_backend")
+            self.broker.give_up(run, bp.RunStatus.REJECTED, message, reason=reason)
 
     def backends(self) -> list[dict[str, Any]]:
         """Every replica's backends: workers, slots and free slots of the other replicas (as of their last

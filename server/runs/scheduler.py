@@ -40,6 +40,8 @@ log = logging.getLogger("jaxplay.server")
 SlotsListener = Callable[["WorkerLink", wp.WorkerSlots], None]
 # Beyond its own deadline, how long a worker has to report before the server gives up on it.
 WORKER_GRACE_S = 30.0
+# How long a run accepted before any worker joined waits for one (a restart's workers rejoin within seconds).
+FIRST_WORKER_WAIT_S = 60.0
 
 
 class Scheduler(OfferedBackends):
@@ -54,8 +56,9 @@ class Scheduler(OfferedBackends):
         self.network_connections: Counter[str] = Counter()
         self.accepting = True  # False from the first phase of shutdown on
         self.slots_listeners: list[SlotsListener] = []
-        # Runs accepted while no backend was known (offered_backends.WORKER_BACKENDS), until one is or they end.
-        self.awaiting_first_worker: dict[str, Run] = {}
+        # Runs accepted while no backend was known (offered_backends.WORKER_BACKENDS), until one is or they end;
+        # each with its timer: a wait for a worker that never joins is bounded (FIRST_WORKER_WAIT_S).
+        self.awaiting_first_worker: dict[str, tuple[Run, asyncio.TimerHandle]] = {}
 
     # --- what waits, and the broker -----------------------------------------
 
@@ -126,7 +129,9 @@ class Scheduler(OfferedBackends):
         if run.backend not in known:
             if known:  # resolved while no backend was known, and a worker joined since (before_dispatch awaits)
                 raise bp.ProtocolError(offered_backends.unknown_backend(run.backend, known), reason="unknown_backend")
-            self.awaiting_first_worker[run.key] = run  # accepted blind: the first worker to join settles it
+            # Accepted blind: the first worker to join settles it, or no worker within FIRST_WORKER_WAIT_S.
+            timer = asyncio.get_running_loop().call_later(FIRST_WORKER_WAIT_S, self._no_worker_came, run)
+            self.awaiting_first_worker[run.key] = (run, timer)
         limit = self.settings.max_runs_per_client
         if self.active_runs[run.session_id] >= limit:
             raise bp.ProtocolError(
@@ -196,7 +201,8 @@ class Scheduler(OfferedBackends):
         in ``extra["reason"]``; across replicas it travels in the ``done`` itself."""
         if run.state == "done":
             return
-        self.awaiting_first_worker.pop(run.key, None)
+        if (awaiting := self.awaiting_first_worker.pop(run.key, None)) is not None:
+            awaiting[1].cancel()
         if status is bp.RunStatus.REJECTED:
             extra.setdefault("reason", "other")
         else:
@@ -303,18 +309,24 @@ class Scheduler(OfferedBackends):
         known = self.known_backends()
         if not known:
             return
-        for key, run in list(self.awaiting_first_worker.items()):
+        for key, (run, timer) in list(self.awaiting_first_worker.items()):
             del self.awaiting_first_worker[key]
+            timer.cancel()
             if run.backend not in known:
-                self.refuse(run, offered_backends.unknown_backend(run.backend, known))
+                self.refuse(run, offered_backends.unknown_backend(run.backend, known), "unknown_backend")
 
-    def refuse(self, run: Run, message: str) -> None:
-        """End a waiting run as ``rejected`` for a backend no worker offers."""
+    def _no_worker_came(self, run: Run) -> None:
+        self.awaiting_first_worker.pop(run.key, None)
+        self.refuse(run, f"No worker has joined this server in the {FIRST_WORKER_WAIT_S:g} s this run waited for one; "
+                         "run it again in a while, or ask the operator whether its workers are starting.", "no_worker")
+
+    def refuse(self, run: Run, message: str, reason: str) -> None:
+        """End a waiting run as ``rejected``: its backend is offered by no worker."""
         queue = self.queues.get(run.backend)
         if queue is not None and run in queue:
             queue.remove(run)
             self._announce_positions(run.backend)
-        self.finish(run, bp.RunStatus.REJECTED, message, reason="unknown_backend")
+        self.finish(run, bp.RunStatus.REJECTED, message, reason=reason)
 
     def remove_worker(self, link: WorkerLink) -> None:
         if link in self.workers:

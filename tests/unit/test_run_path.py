@@ -194,3 +194,22 @@ def test_runs_accepted_while_their_backend_was_known_are_never_refused_by_a_late
 
     scheduler = asyncio.run(scenario())
     assert scheduler.waiting("cpu") == 1
+
+
+def test_a_run_waiting_for_a_first_worker_that_never_joins_is_told_so(monkeypatch):
+    """The wait for the first worker is bounded: the run ends `rejected`, saying no worker joined."""
+    from jaxplay.server.runs import scheduler as scheduler_module
+
+    monkeypatch.setattr(scheduler_module, "FIRST_WORKER_WAIT_S", 0.05)
+
+    async def scenario() -> tuple[list[dict], Scheduler]:
+        path = RunPath(Scheduler(Settings(local_workers=0)), [], BrowserHooks())
+        identity = ClientIdentity(key="address:10.0.0.9", network="10.0.0.9")
+        events = [e async for e in path.events(path.request("print(1)", backend="cpu"), identity, "held")]
+        return events, path.scheduler
+
+    events, scheduler = asyncio.run(scenario())
+    assert [e["type"] for e in events] == ["queued", "done"]
+    assert (events[-1]["status"], events[-1]["reason"]) == ("rejected", "no_worker")
+    assert events[-1]["message"].startswith("No worker has joined this server in the 0.05 s this run waited")
+    assert scheduler.waiting("cpu") == 0 and scheduler.awaiting_first_worker == {}
