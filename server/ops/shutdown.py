@@ -46,6 +46,8 @@ GOING_AWAY = ("This server is shutting down for maintenance; the page reconnects
 UNFINISHED = "The server shut down before this run finished; run it again."
 DRAINING = ("This server is restarting: runs already going may finish, and a run you start now waits and "
             "starts once the page has reconnected.")
+NO_WORKER_YET = ("This server is restarting before any worker joined it to take this run; run it again once the "
+                 "page has reconnected.")
 FLUSH_S = 0.5  # time for the notices to leave the outboxes before uvicorn closes the sockets
 
 
@@ -60,6 +62,7 @@ async def drain(state: Replica, grace_s: float) -> None:
         connection.emit(dict(draining))
     state.browser_hooks.connected.append(lambda connection: connection.emit(dict(draining)))
 
+    scheduler.refuse_awaiting_first_worker(NO_WORKER_YET)  # no worker to finish them within the drain
     in_flight = scheduler.runs_in_flight()
     log.info("shutdown phase 2/4: draining %d run(s) in flight, for up to %g s", in_flight, grace_s)
     deadline = time.monotonic() + grace_s

@@ -315,6 +315,11 @@ class Scheduler(OfferedBackends):
             if run.backend not in known:
                 self.refuse(run, offered_backends.unknown_backend(run.backend, known), "unknown_backend")
 
+    def refuse_awaiting_first_worker(self, message: str) -> None:
+        """The server shuts down: the runs still waiting for a first worker are refused now."""
+        for run, _ in list(self.awaiting_first_worker.values()):
+            self.refuse(run, message, "shutting_down")
+
     def _no_worker_came(self, run: Run) -> None:
         self.awaiting_first_worker.pop(run.key, None)
         self.refuse(run, f"No worker has joined this server in the {FIRST_WORKER_WAIT_S:g} s this run waited for one; "

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import websockets
@@ -82,3 +84,30 @@ def test_server_without_a_token_accepts_no_remote_worker(live):
     worker = start_worker(live, "anything")
     output, _ = worker.communicate(timeout=120)
     assert worker.returncode == 2 and "accepts no remote workers" in output
+
+
+def test_a_restart_before_any_worker_joined_refuses_the_runs_waiting_for_one_at_once(tmp_path):
+    """A drain waits for runs that workers can finish; a run waiting for a first worker has none, so a
+    restart tells it at once instead of holding the shutdown for its whole grace."""
+    server = LiveServer(tmp_path, ["--no-local-worker", "--shutdown-grace-s", "40"], env={"JAXPLAY_WORKER_TOKEN": TOKEN})
+    try:
+        server.wait_ready(workers=0)
+
+        async def scenario() -> tuple[list[dict], float]:
+            headers = await asyncio.to_thread(server.browser_headers)
+            async with websockets.connect(server.ws_url, additional_headers=headers) as ws:
+                await ws.send(json.dumps({"type": "run", "id": "held", "code": "print('held')", "backend": "cpu"}))
+                assert json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] == "queued"
+                started = time.monotonic()
+                server.process.send_signal(signal.SIGTERM)
+                events = await collect(ws, "held", timeout=30)
+                await asyncio.to_thread(server.process.wait, 30)
+                return events, time.monotonic() - started
+
+        events, stopped_after_s = asyncio.run(scenario())
+        done = done_of(events)
+        assert (done["status"], done["reason"]) == ("rejected", "shutting_down")
+        assert done["message"].startswith("This server is restarting before any worker joined it")
+        assert stopped_after_s < 20  # not the 40 s grace
+    finally:
+        server.stop()
