@@ -121,6 +121,7 @@ class BrokeredScheduler(Scheduler):
         self.admit(run)  # shutting down, or the browser at its limit: refused here, never queued
         self.count_for_client(run)
         self.broker.enqueue(run)
+        self.await_first_worker(run)
 
     def cancel(self, run: Run) -> None:
         if run.key in self.broker.pending:

@@ -118,6 +118,14 @@ class Scheduler(OfferedBackends):
     def submit(self, run: Run) -> None:
         self.admit(run)
         self.queue_here(run)
+        self.await_first_worker(run)
+
+    def await_first_worker(self, run: Run) -> None:
+        """A run queued while no backend is known (accepted blind): the first worker to join settles it, or it
+        is refused when none joins within FIRST_WORKER_WAIT_S. Only once queued, so a refused run holds nothing."""
+        if run.backend not in self.known_backends():
+            timer = asyncio.get_running_loop().call_later(FIRST_WORKER_WAIT_S, self._no_worker_came, run)
+            self.awaiting_first_worker[run.key] = (run, timer)
 
     def admit(self, run: Run) -> None:
         """Refuse a run this server will not take now: shutting down, its backend no longer awaited, or its
@@ -126,12 +134,8 @@ class Scheduler(OfferedBackends):
             raise bp.ProtocolError("This server is shutting down and takes no new runs; run it again in a moment "
                                    "(the page reconnects on its own).", reason="shutting_down")
         known = self.known_backends()
-        if run.backend not in known:
-            if known:  # resolved while no backend was known, and a worker joined since (before_dispatch awaits)
-                raise bp.ProtocolError(offered_backends.unknown_backend(run.backend, known), reason="unknown_backend")
-            # Accepted blind: the first worker to join settles it, or no worker within FIRST_WORKER_WAIT_S.
-            timer = asyncio.get_running_loop().call_later(FIRST_WORKER_WAIT_S, self._no_worker_came, run)
-            self.awaiting_first_worker[run.key] = (run, timer)
+        if known and run.backend not in known:  # resolved while none was known; a worker joined since
+            raise bp.ProtocolError(offered_backends.unknown_backend(run.backend, known), reason="unknown_backend")
         limit = self.settings.max_runs_per_client
         if self.active_runs[run.session_id] >= limit:
             raise bp.ProtocolError(

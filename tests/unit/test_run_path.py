@@ -213,3 +213,23 @@ def test_a_run_waiting_for_a_first_worker_that_never_joins_is_told_so(monkeypatc
     assert (events[-1]["status"], events[-1]["reason"]) == ("rejected", "no_worker")
     assert events[-1]["message"].startswith("No worker has joined this server in the 0.05 s this run waited")
     assert scheduler.waiting("cpu") == 0 and scheduler.awaiting_first_worker == {}
+
+
+def test_a_run_refused_while_none_is_known_holds_nothing():
+    """Only a queued run waits for a first worker: one refused (here, the queue full) keeps no timer, entry or
+    code on the server, however many a client sends."""
+    async def scenario() -> tuple[int, list[str]]:
+        scheduler = Scheduler(Settings(local_workers=0, queue_limit=1))
+        path = RunPath(scheduler, [], BrowserHooks())
+        reasons = []
+        for n in range(50):
+            run = Run(request=path.request("print(1)", backend="cpu"), client_id=f"r{n}", session_id=f"s{n}",
+                      emit=lambda event: None)
+            try:
+                scheduler.submit(run)
+            except bp.ProtocolError as exc:
+                reasons.append(exc.reason)
+        return len(scheduler.awaiting_first_worker), reasons
+
+    awaiting, reasons = asyncio.run(scenario())
+    assert awaiting == 1 and reasons == ["queue_full"] * 49
