@@ -77,9 +77,12 @@ def test_a_profile_draws_a_linked_timeline_and_offers_its_trace(page_at: PageAt)
     # Pointing at the program's track names its own function; clicking it offers its line.
     canvas = timeline.locator("[data-testid=timeline-canvas]")
     width = canvas.bounding_box()["width"]
-    # train's slice lies somewhere in the program's track, most often its top row; one fresh-clone run found
-    # a dispatch there and nothing along it, so the first three rows (16 px each) are searched.
-    spots = [{"x": width * f / 40, "y": y} for y in (8, 24, 40) for f in range(1, 40)]
+    # train's slice lies in the program's track, most often its top row; one fresh-clone run found a dispatch
+    # there and nothing along it, so the first three rows (16 px each) are searched. train only dispatches
+    # its steps (block_until_ready waits after it returns), so its slice can be under a fortieth of the
+    # profile near its start: the first quarter is searched every 3 px.
+    xs = [*range(1, int(width / 4), 3), *(width * f / 40 for f in range(10, 40))]
+    spots = [{"x": x, "y": y} for y in (8, 24, 40) for x in xs]
     named: list[str] = []
     deadline = time.monotonic() + 30
     while True:  # a loaded machine has found no slice along a whole first pass: look again, for a while
