@@ -309,7 +309,10 @@ class Scheduler(OfferedBackends):
 
     def refuse_unoffered(self) -> None:
         """Runs accepted before any backend was known: refused once one is and theirs is not (no worker offers
-        it, nor is expected to); the others are runs like any other from then on."""
+        it, nor is expected to); the others are runs like any other from then on. Called at every join and,
+        with --broker, every heartbeat: nothing to do in the common case, where no run waits so."""
+        if not self.awaiting_first_worker:
+            return
         known = self.known_backends()
         if not known:
             return
