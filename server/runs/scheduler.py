@@ -124,7 +124,9 @@ class Scheduler(OfferedBackends):
         """A run queued while no backend is known (accepted blind): the first worker to join settles it, or it
         is refused when none joins within FIRST_WORKER_WAIT_S. Only once queued, so a refused run holds nothing."""
         if run.backend not in self.known_backends():
-            timer = asyncio.get_running_loop().call_later(FIRST_WORKER_WAIT_S, self._no_worker_came, run)
+            # Within the server's own wait for its result (with --broker, its deadline in Redis comes after).
+            wait_s = min(FIRST_WORKER_WAIT_S, run.timeout_s + WORKER_GRACE_S)
+            timer = asyncio.get_running_loop().call_later(wait_s, self._no_worker_came, run, wait_s)
             self.awaiting_first_worker[run.key] = (run, timer)
 
     def admit(self, run: Run) -> None:
@@ -327,10 +329,11 @@ class Scheduler(OfferedBackends):
         for run, _ in list(self.awaiting_first_worker.values()):
             self.refuse(run, message, "shutting_down")
 
-    def _no_worker_came(self, run: Run) -> None:
+    def _no_worker_came(self, run: Run, wait_s: float) -> None:
         self.awaiting_first_worker.pop(run.key, None)
-        self.refuse(run, f"No worker has joined this server in the {FIRST_WORKER_WAIT_S:g} s this run waited for one; "
-                         "run it again in a while, or ask the operator whether its workers are starting.", "no_worker")
+        self.refuse(run, f"No worker is connected to this server to take this run, and none came in the {wait_s:g} s "
+                         "it waited; run it again in a while, or ask the operator whether its workers are starting.",
+                    "no_worker")
 
     def refuse(self, run: Run, message: str, reason: str) -> None:
         """End a waiting run as ``rejected``: its backend is offered by no worker."""

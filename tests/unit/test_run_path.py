@@ -211,7 +211,8 @@ def test_a_run_waiting_for_a_first_worker_that_never_joins_is_told_so(monkeypatc
     events, scheduler = asyncio.run(scenario())
     assert [e["type"] for e in events] == ["queued", "done"]
     assert (events[-1]["status"], events[-1]["reason"]) == ("rejected", "no_worker")
-    assert events[-1]["message"].startswith("No worker has joined this server in the 0.05 s this run waited")
+    assert events[-1]["message"].startswith("No worker is connected to this server to take this run, and none came "
+                                            "in the 0.05 s it waited")
     assert scheduler.waiting("cpu") == 0 and scheduler.awaiting_first_worker == {}
 
 
@@ -233,3 +234,19 @@ def test_a_run_refused_while_none_is_known_holds_nothing():
 
     awaiting, reasons = asyncio.run(scenario())
     assert awaiting == 1 and reasons == ["queue_full"] * 49
+
+
+def test_a_short_run_waits_for_a_first_worker_no_longer_than_the_server_waits_for_its_result():
+    """With --broker a run's deadline in Redis is its time limit plus the worker's grace and a few seconds: its
+    wait for a first worker ends before, so it is told no worker came, not that a worker stopped answering."""
+    async def scenario() -> float:
+        scheduler = Scheduler(Settings(local_workers=0))
+        run = Run(request=RunPath(scheduler, [], BrowserHooks()).request("print(1)", backend="cpu", timeout_s=5.0),
+                  client_id="r", session_id="s", emit=lambda event: None)
+        scheduler.submit(run)
+        (_, timer), = scheduler.awaiting_first_worker.values()
+        return timer.when() - asyncio.get_running_loop().time()
+
+    from jaxplay.server.runs.scheduler import WORKER_GRACE_S
+
+    assert asyncio.run(scenario()) == pytest.approx(5.0 + WORKER_GRACE_S, abs=0.5)
