@@ -114,7 +114,7 @@ class JobsOnSeats:
 
         sandbox: WarmSandbox | None = None
         try:
-            for tries_left in (1, 0):
+            for tries_left in (2, 1, 0):  # a dead spare, then its sandbox found dead: both in milliseconds
                 try:
                     sandbox = await pool.sandbox_for(seat)  # an idle runtime (or a dead sandbox) starts here
                 except SandboxDied as died:  # its start was killed from outside: nothing of the run happened
@@ -133,7 +133,7 @@ class JobsOnSeats:
                         lost, tried_s = nothing, nothing.tried_s
                         if not sandbox.alive:
                             await sandbox.close()
-                # Once more, on a sound sandbox; only when its own time (from when its seat was free) had hardly
+                # Again, on a sound sandbox (a spare found dead may be followed by its sandbox found dead); only when its own time (from when its seat was free) had hardly
                 # run (a dead spare or sandbox is found in milliseconds), so a run never gets its time limit twice.
                 again = bool(tries_left) and tried_s < RETRY_WITHIN_S
                 log.warning("slot %d: run %s never reached a process (%s)%s", seat, job.run_id, lost,
