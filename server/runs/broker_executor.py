@@ -181,7 +181,8 @@ class JobExecutor:
             log.info("broker: run %s not claimed yet (%s); trying again", job.key, describe_failure(exc))
             return False
         if holder is not None and (holder != self.id or job.key in self.finished):
-            log.info("broker: dropping a copy of run %s, which replica %s runs or ran", job.key, holder)
+            log.info("broker: dropping a copy of run %s, %s", job.key, "which its origin withdrew"
+                     if holder.startswith(broker_jobs.WITHDRAWN_BY) else f"which replica {holder} runs or ran")
             self.sender.put(settle)
             return True
         self._execute(job, settle)

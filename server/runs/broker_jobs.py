@@ -9,6 +9,8 @@ least once, run at most once.
                                                                    (server/runs/broker_events.py)
               or, if its workers began draining meanwhile (``give_back``), in one MULTI:
               LREM taken:<me>:<backend> 1 <job>, LPUSH queue:<backend> <job>, DEL claim:<run key>
+    origin    LREM queue:<backend> 0 <job>, else                   a cancel, or a run ended before its result
+              SET claim:<run key> withdrawn-by:<me> NX GET         (``withdraw``): no executor runs it after
 
 Why a move and not a pop: a destructive pop (BLPOP) that Redis carries out after
 the client gave up (Redis stalled longer than the client's read timeout) loses
@@ -116,6 +118,22 @@ async def claim(redis: aioredis.Redis, job: Job, replica: str) -> str | None:
     ttl_ms = max(1000, int((job.expires_at + CLOCK_SKEW_S - time.time()) * 1000))
     holder: str | None = await redis.set(claim_key(job.key), replica, nx=True, get=True, px=ttl_ms)
     return holder
+
+
+async def withdraw(redis: aioredis.Redis, raw: str, origin: str) -> bool:
+    """The origin takes back its job ``raw`` so that it never runs: True if it is sure it never will.
+
+    Removed from its queue, or, when it is not there, its run id claimed for the origin's withdrawal (a copy an
+    executor takes later finds the claim and is dropped). Not by the removal alone: a removal that Redis carried
+    out after the client gave up on it (a stall) is tried again by the client, and the retry finds nothing. False
+    when an executor holds the claim: the run started or is starting there, and only a cancel sent to it ends it.
+    """
+    job = read_job(raw)
+    if await redis.lrem(queue_key(job.backend), 0, raw):
+        return True
+    mine = WITHDRAWN_BY + origin
+    holder = await claim(redis, job, mine)
+    return holder is None or holder == mine  # this call's claim, or an earlier one of ours that answered late
 
 
 async def give_back(redis: aioredis.Redis, job: Job, replica: str) -> None:

@@ -187,20 +187,23 @@ class RedisBroker:
             asyncio.create_task(self._withdraw(run, pending.payload))
         self._end(run, status, message, **extra)
 
-    async def _withdraw(self, run: Run, payload: str, until: float | None = None) -> None:
-        """Take a run's job (every copy) back from its queue, or cancel it where it runs; tried again until
-        ``until`` (a monotonic time) if Redis cannot take it now, else once."""
+    async def _withdraw(self, run: Run, payload: str, until: float | None = None, started: bool = False) -> bool:
+        """Take a run's job back so it never runs, or else (or if it ``started``) cancel it where it runs; tried
+        again until ``until`` (a monotonic time) if Redis cannot take it now, else once. True if it was taken
+        back before it started."""
         while self.redis is not None:
             try:
-                if not await self.redis.lrem(queue_key(run.backend), 0, payload):
-                    await self.redis.publish(CANCELS, run.key)
-                return
+                if not started and await broker_jobs.withdraw(self.redis, payload, self.id):
+                    return True
+                await self.redis.publish(CANCELS, run.key)
+                return False
             except (RedisError, OSError) as exc:
                 if until is None or time.monotonic() > until:
                     log.warning("broker: run %s could not be withdrawn (Redis: %s); its deadline ends it",
                                 run.key, describe_failure(exc))
-                    return
+                    return False
             await asyncio.sleep(RETRY_S)
+        return False
 
     def remote_backends(self) -> set[str]:
         return {b for info in self.live.values() for b, n in info.get("backends", {}).items() if n["workers"]}
@@ -296,20 +299,18 @@ class RedisBroker:
         pending = self.pending.get(run.key)
         if pending is None or self.redis is None:
             return
-        for _ in range(500):  # a push on its way lands first (at most its retries), then LREM finds it
+        for _ in range(500):  # a push on its way lands first (at most its retries), then the withdrawal finds it
             if not pending.pushing:
                 break
             await asyncio.sleep(0.01)
         if pending.epoch is None and not pending.pushing:  # still waiting for the pusher: it never reaches Redis
             self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
             return
-        try:
-            if pending.executor is None and await self.redis.lrem(queue_key(run.backend), 0, pending.payload):
-                self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
-                return
-            await self.redis.publish(CANCELS, run.key)
-        except (RedisError, OSError) as exc:
-            log.warning("broker: cancel of %s could not reach Redis: %s", run.key, exc)
+        # Tried again through a Redis stall: a cancel lost there would leave the run waiting for its deadline.
+        until = time.monotonic() + run.timeout_s + GONE_AFTER_S
+        if await self._withdraw(run, pending.payload, until, started=pending.executor is not None) \
+                and run.key in self.pending:
+            self._end(run, bp.RunStatus.CANCELLED, "Cancelled before it started.")
 
     def _overdue(self, run: Run) -> None:
         log.warning("run %s: no result through the broker within its deadline", run.key)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+import uuid
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 
+from jaxplay.server.runs import broker_jobs
 from jaxplay.server.runs.broker_keys import PREFIX, events_key, queue_key, taken_key
 from tests.live.faults import Client, check_run_contract, output_of, readiness, replica, sleeper, wait_until
 from tests.live_server import LiveServer
@@ -112,3 +116,33 @@ def test_a_replica_that_cannot_reach_redis_at_start_comes_up_unready_and_recover
         assert events[-1]["status"] == "ok" and output_of(events) == "queued through Redis\n"
     finally:
         server.stop()
+
+
+def test_an_origin_withdrawing_its_job_is_sure_it_never_runs_even_when_its_removal_answered_late(redis_server):
+    """``broker_jobs.withdraw``, the cancel of a queued run: removed from its queue; or, when it is not there
+    (the removal Redis carried out after the client gave up, whose retry then finds nothing), its run id is
+    claimed so that no executor runs a copy; or, when an executor holds the claim, False (it must be cancelled
+    there)."""
+    client = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+
+    def job(backend: str) -> str:
+        return json.dumps({"key": uuid.uuid4().hex, "origin": "a", "code": "print(1)", "backend": backend,
+                           "timeout_s": 5, "deadline": time.time() + 40})
+
+    async def scenario() -> None:
+        backend = f"withdraw-{uuid.uuid4().hex[:8]}"
+        queued, gone, running = job(backend), job(backend), job(backend)
+        await client.rpush(queue_key(backend), queued, running)
+        assert await broker_jobs.withdraw(client, queued, "a")
+        assert await client.lrange(queue_key(backend), 0, -1) == [running]
+
+        assert await broker_jobs.withdraw(client, gone, "a")  # not in the queue: claimed for its origin
+        assert await broker_jobs.withdraw(client, gone, "a")  # a retry of that claim, answered late: still sure
+        assert await broker_jobs.claim(client, broker_jobs.read_job(gone), "b") == "withdrawn-by:a"  # B drops it
+
+        assert await broker_jobs.claim(client, broker_jobs.read_job(running), "b") is None  # B took and claimed it
+        await client.lrem(queue_key(backend), 0, running)
+        assert not await broker_jobs.withdraw(client, running, "a")
+        await client.aclose()
+
+    asyncio.run(scenario())

@@ -16,6 +16,7 @@ worst day must still give:
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -181,3 +182,42 @@ def check_outcomes(outcomes: list[tuple[Client, str, dict[str, Any]]], idle: dic
 def check_rejections(replicas: list[tuple[LiveServer, list[Client]]]) -> None:
     for server, clients in replicas:
         assert rejected_counted(server) == rejected_told(clients), (server.http_url, rejected_told(clients))
+
+
+@pytest.mark.parametrize("stall_s", [10.0, 25.0])
+def test_a_cancel_sent_while_redis_stalls_ends_the_queued_run_once_redis_answers(own_redis: RedisServer, tmp_path,
+                                                                                 stall_s: float):
+    """A run waiting in Redis (its backend's workers are all busy or gone), cancelled while Redis is stopped: the
+    cancel is carried out when Redis resumes, not at the run's deadline. At 10 s the client's retry of the
+    withdrawal finds the job already gone (Redis carried out the first try late); at 25 s every try fails."""
+    server = replica(tmp_path, "a", own_redis.url, "--no-local-worker", "--expected-backends", "cpu")
+    server.wait_ready(workers=0)  # no worker: its runs wait in Redis for one
+    try:
+        asyncio.run(cancel_in_a_stall(own_redis, server, stall_s))
+    finally:
+        own_redis.resume()
+        server.stop()
+
+
+async def cancel_in_a_stall(own_redis: RedisServer, server: LiveServer, stall_s: float) -> None:
+    async with Client(server) as tab:
+        run_id = await tab.run("print('never runs')", timeout_s=30)  # its deadline is 30 + 35 s away
+        await wait_for_event(tab, run_id, "queued")
+        await asyncio.sleep(0.5)  # in Redis by now
+        own_redis.pause()
+        await tab.ws.send(json.dumps({"type": "cancel", "id": run_id}))
+        await asyncio.sleep(stall_s)
+        own_redis.resume()
+        resumed_at = time.monotonic()
+        done = (await tab.all_done([run_id], 20))[run_id]
+        check_run_contract(tab.events[run_id])
+        assert (done["status"], done.get("message")) == ("cancelled", "Cancelled before it started."), done
+        assert time.monotonic() - resumed_at < 15
+    left = redis.Redis.from_url(own_redis.url, decode_responses=True).llen("jaxplay:queue:cpu")
+    assert left == 0, "the cancelled job is still queued"
+
+
+async def wait_for_event(client: Client, run_id: str, kind: str, timeout_s: float = 30) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not any(e["type"] == kind for e in client.events[run_id]):
+            await asyncio.sleep(0.05)
