@@ -5,9 +5,9 @@ workers, free slots and local queue, EX ``HEARTBEAT_TTL_S``), renews the
 expiry of its event stream and processing lists, reads the data epoch, every
 replica's beat and every queue's length (read again on demand for /metrics
 and /api/backends). From that the rules of server/runs/broker_liveness.py
-judge who is gone; for each replica judged gone its stream is deleted and the
+judge who is gone; for each replica judged gone its stream is deleted, the
 jobs it had taken go back to their queues (server/runs/broker_jobs.py
-``recover``). A new data epoch means Redis lost its data: the jobs of this
+``recover``) and the jobs it had queued are dropped (``drop_orphans``). A new data epoch means Redis lost its data: the jobs of this
 replica's that no executor had taken are pushed again. A failed beat means
 Redis is unreachable or refuses writes (full, or this replica's credentials):
 logged once per outage with what to check, and new runs are refused until a
@@ -114,9 +114,12 @@ class Heartbeat:
             self.unrecovered.update(gone)
         for replica in sorted(self.unrecovered):
             moved = await broker_jobs.recover(redis, replica)
+            dropped = await broker_jobs.drop_orphans(redis, replica)
             self.unrecovered.discard(replica)
             if moved:
                 log.info("broker: %d job(s) that replica %s had taken are queued again", moved, replica)
+            if dropped:
+                log.info("broker: %d queued job(s) of replica %s dropped: nobody waits for them", dropped, replica)
         self.saw_epoch(epoch)
         broker.executor.pull_for({link.hello.backend for link in broker.scheduler.workers})
         broker.scheduler.refuse_unoffered()  # a worker that joined another replica settles runs accepted blind

@@ -45,6 +45,9 @@ from jaxplay import worker_protocol as wp
 from jaxplay.server.runs.broker_keys import claim_key, queue_key, taken_key
 from jaxplay.server.runs.run import Emit, Run
 
+# What a claim holds when the run's origin took its job back (a cancel): no replica runs it.
+WITHDRAWN_BY = "withdrawn-by:"
+
 # How far apart the replicas' clocks may be (they compare the origin's wall-clock deadline).
 CLOCK_SKEW_S = 30.0
 
@@ -162,3 +165,20 @@ async def recover(redis: aioredis.Redis, replica: str) -> int:
         while await redis.lmove(key, queue, "RIGHT", "LEFT") is not None:
             moved += 1
     return moved
+
+
+async def drop_orphans(redis: aioredis.Redis, origin: str) -> int:
+    """Drop from every queue the jobs of ``origin``, judged gone: nobody waits for their result (its browsers
+    were told their runs ended). Without this, a job of a backend no worker takes would wait out the queue's
+    TTL, counted in the queue's length, its positions and its limit. Returns how many."""
+    dropped = 0
+    async for queue in redis.scan_iter(match=queue_key("*"), count=100):
+        for raw in await redis.lrange(queue, 0, -1):
+            try:
+                orphan = json.loads(raw).get("origin") == origin
+            except (ValueError, AttributeError):
+                continue  # not a job this version can read: whoever takes it settles it
+            if orphan:
+                dropped += await redis.lrem(queue, 1, raw)
+    return dropped
+

@@ -200,3 +200,31 @@ def stable_readings(a, b, client) -> tuple[int, float | None, float | None, dict
         if client.llen(queue_key("cpu")) == before:
             return before, on_a, on_b, api_a, api_b
     raise AssertionError("the backlog never held still for a reading")
+
+
+def test_the_queued_jobs_of_a_killed_replica_leave_redis_though_no_worker_would_take_them(own_redis, tmp_path):
+    """A replica killed -9 with its browser's gpu run waiting in Redis, where no gpu worker will ever come: a
+    replica that judges it gone drops that job, which nobody waits for, rather than leave it counted in the
+    queue's length, its positions and its limit until the queue expires (an hour)."""
+    expects_gpu = ("--no-local-worker", "--expected-backends", "gpu")
+    a = replica(tmp_path, "a", own_redis.url, *expects_gpu)
+    a.wait_ready(workers=0)
+    b = replica(tmp_path, "b", own_redis.url, *expects_gpu, key_from=tmp_path / "a")
+    client = redis.Redis.from_url(own_redis.url, decode_responses=True)
+    try:
+        b.wait_ready(workers=0)
+        wait_until(lambda: client.scard(f"{PREFIX}replicas") == 2, 15, "both heartbeats")
+
+        async def queue_one_then_die() -> None:
+            async with Client(a) as tab:  # open until A dies: a tab that closes cancels its runs
+                await tab.run("print('for a gpu that never comes')", backend="gpu")
+                await asyncio.to_thread(wait_until, lambda: client.llen(queue_key("gpu")) == 1, 10, "the job queued")
+                a.process.send_signal(signal.SIGKILL)
+                a.process.wait(10)
+
+        asyncio.run(queue_one_then_die())
+        wait_until(lambda: client.llen(queue_key("gpu")) == 0, 20, "the killed replica's job dropped")
+        assert client.scard(f"{PREFIX}replicas") == 1
+    finally:
+        a.stop()
+        b.stop()
