@@ -40,6 +40,7 @@ from jaxplay.sandbox import agent_runtimes
 from jaxplay.sandbox.agent_drain import WorkerDrain
 from jaxplay.sandbox.agent_jobs import JobsOnSeats
 from jaxplay.sandbox.caches.compile_cache import CompileCaches
+from jaxplay.sandbox.engine import zygote_link
 from jaxplay.sandbox.engine.peak_cache import HostPeak, PeakCache, checked
 from jaxplay.sandbox.engine.peak_keeping import PeakKeeper
 from jaxplay.sandbox.engine.runtime_pool import RuntimePool, SandboxFactory, Seats
@@ -51,6 +52,8 @@ from jaxplay.settings import Settings
 log = logging.getLogger("jaxplay.worker")
 
 RECONNECT_DELAYS_S = (0.2, 0.5, 1, 2, 5)
+# How long a stopping worker waits for its closed sandboxes' cgroups to empty and go (they do within moments).
+GROUPS_REMOVED_WAIT_S = 3.0
 
 
 class TokenRefused(SystemExit):
@@ -260,6 +263,7 @@ class WorkerAgent(JobsOnSeats):
                 task.cancel()
             await asyncio.gather(serving, leaving, return_exceptions=True)
             await asyncio.gather(*(pool.close() for pool in self.pools.values()), return_exceptions=True)
+            await zygote_link.groups_removed(GROUPS_REMOVED_WAIT_S)
 
     async def _start_and_serve(self) -> None:
         await self.start_sandboxes()

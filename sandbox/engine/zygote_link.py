@@ -189,7 +189,9 @@ class ZygoteLink:
         if self.cgroup:
             group, self.cgroup = self.cgroup, None
             if not group.remove():
-                asyncio.create_task(_remove_when_empty(group))
+                removal = asyncio.create_task(_remove_when_empty(group))
+                _REMOVALS.add(removal)
+                removal.add_done_callback(_REMOVALS.discard)
 
     async def restart(self) -> None:
         await self.close()
@@ -299,6 +301,16 @@ class ZygoteLink:
             zp.send(self.control, message)
         except OSError as exc:
             raise SandboxDied(f"the zygote cannot be reached ({exc})") from None
+
+
+_REMOVALS: set[asyncio.Task[None]] = set()  # closed sandboxes' groups, waiting for their last processes
+
+
+async def groups_removed(timeout_s: float) -> None:
+    """Wait, at most ``timeout_s``, for the groups of closed sandboxes to go: a worker on its way out, which
+    would otherwise leave them on the host until a later worker's start removes them."""
+    if _REMOVALS:
+        await asyncio.wait(set(_REMOVALS), timeout=timeout_s)
 
 
 async def _remove_when_empty(group: SandboxCgroup) -> None:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import os
 
 import pytest
 
 from jaxplay import worker_protocol as wp
 from jaxplay.sandbox.engine.warm_sandbox import WarmSandbox
+from jaxplay.sandbox.isolation import cgroups
 from jaxplay.settings import Settings
+from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.live
 
@@ -73,3 +76,22 @@ def test_the_cgroups_of_a_closed_sandbox_are_removed() -> None:
 
     removed, left = asyncio.run(scenario())
     assert removed, left
+
+
+def test_a_server_stopped_normally_leaves_no_sandbox_cgroup_behind(tmp_path) -> None:
+    """A stop (SIGTERM) closes the worker's sandboxes and waits, briefly, for their groups to empty and go;
+    before, the worker exited with the removal still pending, and the groups stayed until a later worker
+    start on the host removed them."""
+    memory = cgroups.ROOT / "memory" / "jaxplay"
+    if not os.access(cgroups.ROOT / "memory", os.W_OK) or os.geteuid() != 0:
+        pytest.skip("needs writable cgroup v1 memory groups (root)")
+    before = {group.name for group in memory.glob("*")}
+    server = LiveServer(tmp_path / "data", ["--slots", "1"])
+    try:
+        server.wait_ready()
+        # This server's own: its local workers' sandboxes are named for its port (other tests run beside it).
+        made = {group.name for group in memory.glob(f"*@*:{server.port}-*")} - before
+        assert made, "the sandbox made no memory group"
+    finally:
+        server.stop()
+    assert not [name for name in made if (memory / name).exists()]
