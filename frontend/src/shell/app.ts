@@ -1,13 +1,11 @@
 /**
  * The page: header (name, backend, Run/Stop), editor | results, status bar,
- * and the run on screen.
- *
- * One run is on screen at a time. Run while a run is in flight cancels that
- * run and starts the new one; events of any other run id are dropped, so a
- * late event of an abandoned run never lands in the new run's panels.
+ * built from the boot data and wired together: the editor and its drafts,
+ * the panels and what each is given, the socket, sharing, and the Run and
+ * Stop shortcuts. The run on screen is `run_on_screen.ts`'s; what the page
+ * says of its connection is `connection_status.ts`'s.
  */
 
-import { flagsSummary } from "../flags/flags_editor";
 import { lazyApiHelp } from "../editor/api_help_loader";
 import { ApiIndex } from "../editor/api_index";
 import { BackendPicker } from "../runtimes/backends";
@@ -18,12 +16,13 @@ import { Drafts } from "../editor/drafts";
 import { createEditor, type PlaygroundEditor } from "../editor/editor";
 import { EMBED_HIDDEN_TABS, embedViewFrom } from "../sharing/embed_view";
 import defaultExample from "../examples/default.py?raw";
+import { ConnectionStatus } from "./connection_status";
 import { PANELS } from "./panels";
-import type { Panel, PanelContext, PanelRequest } from "../panel/types";
-import type { ClientPasses, ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
+import type { Panel, PanelContext } from "../panel/types";
+import type { ClientRun, ServerEvent } from "../wire/protocol";
 import { resultsSizeButton } from "./results_size";
 import { RunAlert } from "./run_alert";
-import { ServerNotice } from "./server_notice";
+import { RunOnScreen } from "./run_on_screen";
 import { ApiNames, offerRuntimesInHints, RuntimePicker } from "../runtimes/runtimes";
 import { LinkRuntimeNote, linkedRuntime } from "../runtimes/runtimes_link";
 import { mountShare, type ShareController } from "../sharing/share";
@@ -32,25 +31,6 @@ import { StatusLine } from "./status";
 import { syntaxMarks } from "../editor/syntax_marks";
 import { Tabs } from "./tabs";
 import { keepTopbarFitted } from "./topbar_fit";
-
-/** How long the page waits for the server before saying it cannot be reached. */
-const UNREACHABLE_AFTER_MS = 1500;
-const UNREACHABLE_MESSAGE =
-  "The server cannot be reached. The page keeps trying to reconnect; a run you start now waits and starts when it is back.";
-const RESTARTING_MESSAGE = "The server is restarting: reconnecting… A run you start now waits and starts once it is back.";
-/** A restart that has not come back in this long is an outage, and the page says so. */
-const RESTART_PATIENCE_MS = 30_000;
-/** Set once, when the socket first opens: from then on Run starts a run at once. */
-const READY_MARK = "jaxplay:ready-to-run";
-/** Tabs that show no run: running from one of them brings the Output tab forward. */
-const PICKER_TABS = new Set(["gallery"]);
-
-interface ActiveRun {
-  id: string;
-  sentAt: number;
-  /** False for a run this page only shows (a room presenter's): it cannot be cancelled from here. */
-  own?: boolean;
-}
 
 export class App {
   readonly editor: PlaygroundEditor;
@@ -67,24 +47,17 @@ export class App {
   private readonly tabs = new Tabs();
   private readonly runButton: HTMLButtonElement;
   private readonly stopButton: HTMLButtonElement;
-  private readonly connectionBadge = el("span", { class: "conn", "data-state": "connecting" }, "connecting…");
+  /** The footer's badge, "the server is restarting", "cannot be reached". */
+  private readonly connectionStatus: ConnectionStatus;
   private readonly runInfo = el("span", { class: "run-info" });
   private readonly runAlert: RunAlert;
-  /** "The server is restarting", from its `server_draining` until the page has reconnected. */
-  private readonly serverNotice = new ServerNotice();
-  private active: ActiveRun | null = null;
-  private runCounter = 0;
-  /** Requests panels sent (a compilation's XLA passes, Compare's runs): their events go to them, not to the run on screen. */
-  private readonly requests = new Map<string, (ev: ServerEvent) => void>();
+  private readonly runs: RunOnScreen;
   private readonly share: ShareController;
   private readonly drafts = new Drafts();
   readonly apiIndex = new ApiIndex();
   /** The page the editor's text belongs to: a snippet's id (with its shared code) or the blank editor. */
   private snippetId: string | null;
   private sharedCode: string | null;
-  private unreachableShown = false;
-  /** The panels hold a run (live, recorded or another's) rather than nothing. */
-  private runOnScreen = false;
 
   constructor(
     root: HTMLElement,
@@ -103,7 +76,7 @@ export class App {
     };
     // A server that cannot run code says why (e.g. its GPU worker cannot start): never a silent "queued".
     this.backends.onProblems = (problems) => {
-      for (const message of problems) this.route({ type: "notice", id: null, level: "error", message });
+      for (const message of problems) this.runs.route({ type: "notice", id: null, level: "error", message });
     };
     this.backends.onSelect = (backend) => {
       this.runtimes.showBackend(backend);
@@ -128,12 +101,19 @@ export class App {
       "Stop",
     );
     document.addEventListener("keydown", (e) => {
-      if (!isStopShortcut(e) || !this.active) return;
+      if (!isStopShortcut(e) || !this.runs.running) return;
       e.preventDefault();
       this.stop();
     }, true);
     this.runButton.addEventListener("click", () => this.run());
     this.stopButton.addEventListener("click", () => this.stop());
+    this.connectionStatus = new ConnectionStatus({
+      backends: this.backends,
+      runButton: this.runButton,
+      isOpen: () => this.connection.state === "open",
+      notify: (ev) => this.runs.route(ev),
+      onOpen: () => this.runs.onOpen(),
+    });
 
     const editorPane = el("section", { class: "editor-pane", "aria-label": "Code" });
     const header = el(
@@ -161,7 +141,7 @@ export class App {
       goToLine: (line) => this.editor.goToLine(line),
     });
     this.tabs.element.insertBefore(this.runAlert.element, this.tabs.panes);
-    this.tabs.element.insertBefore(this.serverNotice.element, this.runAlert.element);
+    this.tabs.element.insertBefore(this.connectionStatus.notice.element, this.runAlert.element);
     this.tabs.tools.append(resultsSizeButton());
     this.tabs.onChange = () => this.runAlert.render();
     // Backend x JAX version: the version picker sits in the backend's group (one row on phones too).
@@ -169,7 +149,7 @@ export class App {
     const splitter = new Splitter(embed ? "jaxplay.split.embed" : "jaxplay.split");
     const main = el("main", { class: "workspace" }, editorPane, splitter.element, this.tabs.element);
     splitter.attach(main);
-    const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionBadge);
+    const footer = el("footer", { class: "statusbar" }, this.status.element, this.runInfo, this.connectionStatus.badge);
     root.replaceChildren(header, main, footer);
     keepTopbarFitted(header);
 
@@ -198,7 +178,7 @@ export class App {
         showPanel: (id) => this.tabs.show(id),
         isActive: () => slot.isActive(),
         boot,
-        request: (message, onEvent) => this.request(message, onEvent),
+        request: (message, onEvent) => this.runs.request(message, onEvent),
         runChoices: () => ({ backend: this.backends.value, runtimes: this.runtimes.runtimes,
                              runtime: this.runtimes.selected, fields: this.runFields() }),
       };
@@ -214,9 +194,9 @@ export class App {
 
     this.tabs.element.prepend(this.linkNote.element);
     this.connection = new Connection(socketUrl(), {
-      onEvent: (ev) => this.onEvent(ev),
+      onEvent: (ev) => this.runs.onEvent(ev),
       onStateChange: (state) => this.onConnectionState(state),
-      onLost: () => this.onLost(),
+      onLost: () => this.runs.onLost(),
     });
     this.share = mountShare({
       boot,
@@ -231,9 +211,22 @@ export class App {
       replay: (events) => this.replay(events),
       linked: (id, code) => this.onLinked(id, code),
     });
-    window.setTimeout(() => {
-      if (this.connection.state !== "open") this.showUnreachable();
-    }, UNREACHABLE_AFTER_MS);
+    this.runs = new RunOnScreen({
+      panels: this.panels,
+      editor: this.editor,
+      connection: this.connection,
+      connectionStatus: this.connectionStatus,
+      share: this.share,
+      tabs: this.tabs,
+      backends: this.backends,
+      runtimes: this.runtimes,
+      status: this.status,
+      runAlert: this.runAlert,
+      runInfo: this.runInfo,
+      eventListeners: this.eventListeners,
+      showRunning: (running) => this.setRunning(running),
+    });
+    this.connectionStatus.expectOpenSoon();
     // The editor does not take focus on load: Tab would then indent the code instead of moving through the
     // page (keyboard_exit.ts), and an embed taking focus would scroll the page that frames it.
     // Ctrl+Enter runs wherever focus is; the editor's own binding handles it there (and marks it handled).
@@ -246,87 +239,37 @@ export class App {
 
   /** `extra`: fields for this run only, e.g. `{ fresh: true }` to bypass the result cache. */
   run(extra: Partial<ClientRun> = {}): void {
-    if (this.active) this.cancel(this.active.id);
-    const id = `run-${Date.now().toString(36)}-${++this.runCounter}`;
-    this.active = { id, sentAt: performance.now(), own: true };
-    this.runOnScreen = true;
-    if (PICKER_TABS.has(this.tabs.activeId ?? "")) this.tabs.show("output");
-    this.runAlert.clear();
-    for (const panel of this.panels) panel.onRunStart(id);
-    const message: ClientRun = { type: "run", id, code: this.editor.getCode() };
-    for (const panel of this.panels) Object.assign(message, panel.runFields?.());
-    const backend = this.backends.value;
-    if (backend) message.backend = backend;
-    const runtime = this.runtimes.value;
-    if (runtime) message.runtime = runtime;
-    Object.assign(message, extra);
-    this.share.onRunStart(message);
-    this.runInfo.textContent = "";
-    this.setRunning(true);
-    this.connection.send(message);
-    if (this.connection.sendsNow) {
-      this.status.set({ kind: "sending" });
-    } else {
-      this.status.set({ kind: "waiting" });
-      const message = this.serverNotice.phase
-        ? "The server is restarting; your run will start once the page has reconnected."
-        : "The server cannot be reached; your run will start when it is back.";
-      this.route({ type: "notice", id: null, level: "warning", message });
-    }
+    this.runs.run(extra);
   }
 
   /** Shows a recorded run (a shared snippet's) through the same path as a live run's events. */
   replay(events: readonly ServerEvent[]): void {
-    if (this.active) this.cancel(this.active.id);
-    const id = `recorded-${++this.runCounter}`;
-    this.active = { id, sentAt: performance.now() };
-    this.runOnScreen = true;
-    this.runAlert.clear();
-    for (const panel of this.panels) panel.onRunStart(id);
-    for (const ev of events) this.onEvent({ ...ev, id } as ServerEvent);
+    this.runs.replay(events);
   }
 
   /** Shows another's run live (a room presenter's) through the same path as this page's own runs. */
   showRun(id: string, events: readonly ServerEvent[] = []): void {
-    if (this.active) this.cancel(this.active.id);
-    this.active = { id, sentAt: performance.now(), own: false };
-    this.runOnScreen = true;
-    this.runAlert.clear();
-    for (const panel of this.panels) panel.onRunStart(id);
-    this.setRunning(true);
-    for (const ev of events) this.onEvent(ev);
+    this.runs.showRun(id, events);
   }
 
   /** An event of a run shown with `showRun`. */
   showEvent(ev: ServerEvent): void {
-    this.onEvent(ev);
+    this.runs.onEvent(ev);
   }
 
   /** Shows no run: empty panels and a ready status (a room's slide without a recorded run). A run of this
    * page's own in flight is cancelled: what it would print belongs to what was on screen before. */
   clearRun(): void {
-    if (!this.runOnScreen) return; // nothing to clear: page-wide notices stay where they are
-    this.runOnScreen = false;
-    const previous = this.active;
-    this.active = null;
-    if (previous && previous.own !== false) this.cancel(previous.id);
-    const id = `cleared-${++this.runCounter}`;
-    for (const panel of this.panels) panel.onRunStart(id);
-    for (const panel of this.panels) panel.onRunCleared?.();
-    this.share.clear();
-    this.runAlert.clear();
-    this.runInfo.textContent = "";
-    this.setRunning(false);
-    this.status.set({ kind: "idle" });
+    this.runs.clearRun();
   }
 
   /** True while a run this page started (not one it only shows) is in flight. */
   get runningOwnRun(): boolean {
-    return this.active !== null && this.active.own !== false;
+    return this.runs.runningOwnRun;
   }
 
   stop(): void {
-    if (this.active) this.cancel(this.active.id);
+    this.runs.stop();
   }
 
   /** Every panel's extra fields for a run (`Panel.runFields`). */
@@ -334,172 +277,9 @@ export class App {
     return Object.assign({}, ...this.panels.map((panel) => panel.runFields?.() ?? {}));
   }
 
-  private request(message: PanelRequest, onEvent: (ev: ServerEvent) => void): () => void {
-    const id = `${message.type}-${Date.now().toString(36)}-${++this.runCounter}`;
-    this.requests.set(id, onEvent);
-    this.connection.send({ ...message, id } as ClientRun | ClientPasses);
-    return () => {
-      if (this.requests.delete(id)) this.connection.send({ type: "cancel", id });
-    };
-  }
-
-  private cancel(id: string): void {
-    if (this.active?.id === id && this.active.own === false) {
-      this.active = null;
-      this.setRunning(false);
-      return;
-    }
-    // A run still waiting in the outbox was never seen by the server: end it here.
-    let unsent = false;
-    this.connection.unsend((m) => {
-      const match = m.type === "run" && m.id === id;
-      unsent ||= match;
-      return match;
-    });
-    if (unsent) {
-      this.finish({ type: "done", id, status: "cancelled", elapsed_ms: 0 });
-      return;
-    }
-    this.connection.send({ type: "cancel", id });
-  }
-
-  private onEvent(ev: ServerEvent): void {
-    for (const listener of this.eventListeners) listener(ev);
-    if (ev.type === "server_draining") {
-      this.onServerDraining(ev.message);
-      return;
-    }
-    if (!("id" in ev)) return; // room events: their listeners handle them
-    const requester = ev.id === null ? undefined : this.requests.get(ev.id);
-    if (requester) {
-      if (ev.type === "done") this.requests.delete(ev.id as string);
-      requester(ev);
-      return;
-    }
-    if (ev.type === "notice" && ev.id === null) {
-      this.route(ev);
-      return;
-    }
-    if (!this.active || ev.id !== this.active.id) return;
-    this.share.onEvent(ev);
-    this.runAlert.onEvent(ev);
-    switch (ev.type) {
-      case "queued":
-        this.status.set({ kind: "queued", position: ev.position, waitS: ev.estimated_wait_s, at: performance.now() });
-        break;
-      case "started":
-        this.status.set({ kind: "running", since: performance.now() });
-        this.runInfo.textContent = this.runInfo.title = describeStarted(ev);  // the title: whole, where cut
-        break;
-      case "compiling":
-      case "compiled":
-        if (this.status.state.kind === "running") {
-          const compiling = ev.type === "compiling" ? { fn: ev.fn, line: ev.line } : undefined;
-          this.status.set({ kind: "running", since: this.status.state.since, compiling });
-        }
-        break;
-      case "done":
-        this.finish(ev);
-        return;
-    }
-    this.route(ev);
-  }
-
-  private route(ev: ServerEvent): void {
-    for (const panel of this.panels) {
-      if (panel.handles.includes(ev.type)) panel.onEvent(ev);
-    }
-  }
-
-  private finish(ev: DoneEvent): void {
-    if (!this.active || this.active.id !== ev.id) return;
-    this.active = null;
-    this.setRunning(false);
-    this.status.set({ kind: "done", status: ev.status, elapsedMs: ev.elapsed_ms, message: ev.message });
-    this.runAlert.onDone(ev);
-    for (const panel of this.panels) panel.onRunDone?.(ev);
-    void this.backends.refresh();
-  }
-
-  private onLost(): void {
-    // What still waits in the outbox (held during a server's drain) was never seen by the server: the next
-    // socket sends it, so it is not lost with this one.
-    for (const [id, requester] of this.requests) {
-      if (this.connection.holds(id)) continue;
-      this.requests.delete(id);
-      requester({ type: "done", id, status: "cancelled", elapsed_ms: 0,
-                  message: "The connection to the server dropped; ask again once reconnected." });
-    }
-    if (!this.active) return;
-    if (this.connection.holds(this.active.id)) {
-      this.status.set({ kind: "waiting" });
-      return;
-    }
-    const { id, sentAt } = this.active;
-    const elapsed = performance.now() - sentAt;
-    this.finish({
-      type: "done",
-      id,
-      status: "cancelled",
-      elapsed_ms: elapsed,
-      message: "The connection to the server dropped, so this run was lost. Run it again once reconnected.",
-    });
-    this.status.set({ kind: "lost" });
-  }
-
-  /** The server is shutting down: it finishes what runs, refuses new runs, then closes this socket. */
-  private onServerDraining(message: string): void {
-    this.connection.holdUntilReconnected();
-    this.serverNotice.show("draining", message);
-    this.connectionBadge.dataset.state = "restarting";
-    this.connectionBadge.textContent = "server restarting…";
-  }
-
   private onConnectionState(state: ConnectionState): void {
     for (const listener of this.connectionListeners) listener(state);
-    this.connectionBadge.dataset.state = state;
-    this.connectionBadge.textContent =
-      state === "open" ? "connected" : state === "connecting" ? "connecting…" : "reconnecting…";
-    if (state === "open") {
-      this.serverNotice.clear();
-    } else if (this.serverNotice.phase === "draining") {
-      // The restart's socket closed: say so where the drain's notice was, not "cannot be reached".
-      this.serverNotice.show("reconnecting", RESTARTING_MESSAGE);
-      this.connectionBadge.textContent = "server restarting…";
-      window.setTimeout(() => {
-        if (this.connection.state === "open" || this.serverNotice.phase !== "reconnecting") return;
-        this.serverNotice.clear();
-        this.unreachableShown = false;
-        this.showUnreachable();
-      }, RESTART_PATIENCE_MS);
-    } else if (this.serverNotice.phase === "reconnecting") {
-      this.connectionBadge.textContent = "server restarting…";
-    }
-    document.body.classList.toggle("is-offline", state !== "open");
-    this.runButton.title = state === "open"
-      ? `Run (${runShortcutLabel})`
-      : `The server cannot be reached: a run waits and starts when it is back (${runShortcutLabel})`;
-    if (state === "reconnecting") {
-      this.showUnreachable();
-    } else if (state === "open") {
-      // The page can run code from here on: bench/page_load.py measures the page's load up to this mark.
-      if (!performance.getEntriesByName(READY_MARK).length) performance.mark(READY_MARK);
-      this.backends.setReachable(true);
-      if (this.unreachableShown) {
-        this.unreachableShown = false;
-        this.route({ type: "notice", id: null, level: "info", message: "Connected to the server again." });
-      }
-      if (this.active && this.status.state.kind === "waiting") this.status.set({ kind: "sending" });
-    }
-  }
-
-  /** Says so once per outage, in the output area where a person looks for a run's result. */
-  private showUnreachable(): void {
-    this.backends.setReachable(false);
-    if (this.unreachableShown || this.connection.state === "open") return;
-    this.unreachableShown = true;
-    const message = this.serverNotice.phase ? RESTARTING_MESSAGE : UNREACHABLE_MESSAGE;
-    this.route({ type: "notice", id: null, level: "warning", message });
+    this.connectionStatus.onState(state);
   }
 
   /** The editor's text now belongs to snippet `id` (just shared): its drafts are kept under that link. */
@@ -530,16 +310,4 @@ export class App {
       "Example",
     );
   }
-}
-
-/** "cpu · 8× cpu · jax 0.10.2" from what the worker reported. */
-function describeStarted(ev: StartedEvent): string {
-  const d = ev.devices ?? {};
-  const count = d.count ?? d.device_count;
-  const kind = d.kind ?? d.device_kind;
-  const parts = [ev.backend];
-  if (typeof count === "number") parts.push(typeof kind === "string" ? `${count}× ${kind}` : `${count} devices`);
-  if (ev.jax_version) parts.push(`jax ${ev.jax_version}`);
-  if (ev.flags) parts.push(`flags: ${flagsSummary(ev.flags)}`);  // on every tab, while its results are shown
-  return parts.join(" · ");
 }
