@@ -1,38 +1,28 @@
 /**
  * Sharing: the Share button (and Ctrl+S / Cmd+S) that stores the code, its
  * backend and settings, and the run on screen as a permanent link and copies
- * it; the Export menu; the recorded run of a shared snippet, replayed into
- * the panels on load; the "cached" and "recorded" banner; the link a snippet
- * was forked from; the embed view's read-only lock.
+ * it, with the embed code beside it; the Export menu; the link a snippet was
+ * forked from, and the line above the code while it differs from its link's;
+ * the embed view's read-only lock.
  *
  * The app calls `onRunStart` and `onEvent` for the run on screen (live or
- * replayed), so the last finished run can be shared exactly as it was shown.
+ * replayed): `share_recording.ts` keeps it, so the last finished run can be
+ * shared exactly as it was shown, and replays a shared snippet's recorded run
+ * into the panels on load under the "recorded" (or "cached") banner.
  */
 
 import type { Boot } from "../core/boot";
 import { el, isApple } from "../core/dom";
 import { Popup } from "../core/popup";
 import type { PlaygroundEditor } from "../editor/editor";
-import type { ClientRun, DoneEvent, ServerEvent, StartedEvent } from "../wire/protocol";
+import type { ClientRun, ServerEvent, StartedEvent } from "../wire/protocol";
 import { ShareBanner } from "./share_banner";
 import { EMBED_VIEWS, type EmbedView, embedUrlFor } from "./embed_view";
 import { lockUntilEdit } from "./share_embed";
 import { downloadNotebook, downloadPython, exportBaseName } from "./share_export";
+import { RunRecording, type SharedSnippet, snippetFrom } from "./share_recording";
 import "./share_storage";
 import "./share.css";
-
-declare module "../wire/protocol" {
-  interface NondeterministicEvent {
-    type: "nondeterministic";
-    id: string;
-    kind: "time" | "randomness" | "host state";
-    source: string;
-    line: number | null;
-  }
-  interface EventMap {
-    nondeterministic: NondeterministicEvent;
-  }
-}
 
 /** The server's limit on a shared recorded run (max_recorded_run_bytes), as a link's page holds it. */
 const MAX_RECORDED_RUN_CHARS = 10 * 1024 * 1024;
@@ -62,50 +52,10 @@ export interface ShareContext {
   linked(id: string, code: string): void;
 }
 
-interface SharedSnippet {
-  id: string;
-  code: string;
-  backend: string | null;
-  settings: Record<string, unknown>;
-  recorded_run: ServerEvent[] | null;
-  recorded_at: string | null;
-  forked_from: string | null;
-  created_at: string | null;
-}
-
-interface RecordedRun {
-  code: string;
-  backend: string | null;
-  settings: string;
-  events: ServerEvent[];
-  recordedAt: string | null;
-  done: DoneEvent | null;
-}
-
 interface ShareAnswer {
   id: string;
   url: string;
   embed_url: string;
-}
-
-function snippetFrom(boot: Boot): SharedSnippet | null {
-  const s = boot.snippet;
-  if (!s || typeof s.id !== "string") return null;
-  return {
-    id: s.id,
-    code: s.code,
-    backend: typeof s.backend === "string" ? s.backend : null,
-    settings: s.settings && typeof s.settings === "object" ? (s.settings as Record<string, unknown>) : {},
-    recorded_run: Array.isArray(s.recorded_run) ? (s.recorded_run as ServerEvent[]) : null,
-    recorded_at: typeof s.recorded_at === "string" ? s.recorded_at : null,
-    forked_from: typeof s.forked_from === "string" ? s.forked_from : null,
-    created_at: typeof s.created_at === "string" ? s.created_at : null,
-  };
-}
-
-function withoutId(ev: ServerEvent): ServerEvent {
-  const { id: _id, ...rest } = ev as ServerEvent & { id?: unknown };
-  return rest as ServerEvent;
 }
 
 function embedSnippet(embedUrl: string): string {
@@ -118,8 +68,7 @@ export class ShareController {
   private readonly embed: boolean;
   /** The link this editor's content descends from: the opened snippet, then each one shared here. */
   private link: { id: string; forkedFrom: string | null } | null;
-  private last: RecordedRun | null = null;
-  private replaying = false;
+  private readonly recording: RunRecording;
   private readonly popover = el("div", { class: "share-popover", hidden: true, "data-testid": "share-dialog" });
   private readonly origin = el("span", { class: "share-origin", "data-testid": "share-origin" });
   private readonly modifiedStrip = el("div", { class: "share-modified", role: "status", hidden: true, "data-testid": "draft-note" });
@@ -143,6 +92,7 @@ export class ShareController {
     this.link = this.snippet ? { id: this.snippet.id, forkedFrom: this.snippet.forked_from } : null;
     this.linkCode = this.snippet?.code ?? null;
     this.banner = new ShareBanner(() => ctx.run({ fresh: true }));
+    this.recording = new RunRecording(this.banner);
     ctx.results.prepend(this.banner.element);
     if (this.embed) {
       lockUntilEdit(ctx.editor.view, ctx.topbar);
@@ -150,63 +100,27 @@ export class ShareController {
       this.modified = this.linkCode !== null && ctx.editor.getCode() !== this.linkCode;
       this.mountControls();
     }
-    if (this.snippet?.recorded_run?.length) {
-      const events = this.snippet.recorded_run;
+    const snippet = this.snippet;
+    if (snippet?.recorded_run?.length) {
+      const events = snippet.recorded_run;
       // After the app is built: the replay goes through its panels.
-      queueMicrotask(() => this.replay(events));
+      queueMicrotask(() => this.recording.replay(snippet, events, (recorded) => ctx.replay(recorded)));
     }
   }
 
   // --- the run on screen -------------------------------------------------
 
   onRunStart(message: ClientRun): void {
-    const { type: _t, id: _i, code, backend, fresh: _f, runtime: _r, ...settings } = message;
-    this.last = { code, backend: backend ?? null, settings: JSON.stringify(settings), events: [], recordedAt: null, done: null };
-    if (!this.replaying) this.banner.show({ kind: "none" });
+    this.recording.onRunStart(message);
   }
 
   /** No run on screen: nothing to share with the code, no banner. */
   clear(): void {
-    this.last = null;
-    this.banner.show({ kind: "none" });
+    this.recording.clear();
   }
 
   onEvent(ev: ServerEvent): void {
-    if (!this.last || this.last.done || ev.type === "queued") return;
-    this.last.events.push(withoutId(ev));
-    if (ev.type !== "done") return;
-    this.last.done = ev;
-    this.last.recordedAt ??= ev.cached_at ?? new Date().toISOString();
-    if (this.replaying) return;
-    this.banner.show(ev.cached ? { kind: "cached", events: this.last.events, done: ev } : { kind: "none" });
-  }
-
-  private replay(events: ServerEvent[]): void {
-    const snippet = this.snippet!;
-    this.replaying = true;
-    try {
-      // `view` is how the page showed the run (linkFields), not a run field.
-      const { view: _view, ...runSettings } = snippet.settings;
-      this.onRunStart({ type: "run", id: "recorded", code: snippet.code, ...(snippet.backend ? { backend: snippet.backend } : {}), ...runSettings });
-      this.last!.recordedAt = snippet.recorded_at;
-      this.ctx.replay(events);
-    } finally {
-      this.replaying = false;
-    }
-    this.banner.show({ kind: "recorded", events, recordedAt: snippet.recorded_at, sharedAt: snippet.created_at });
-  }
-
-  /** The events of the run on screen if it is a finished run of exactly `code` (its outputs then belong to it). */
-  private runOf(code: string): ServerEvent[] | null {
-    return this.last?.done && this.last.code === code ? this.last.events : null;
-  }
-
-  /** The last finished run, if it is a run of exactly what would be shared now. */
-  private shareableRun(code: string, backend: string | null, settings: string): RecordedRun | null {
-    const run = this.last;
-    if (!run?.done || run.code !== code || run.settings !== settings) return null;
-    if (run.backend !== null && backend !== null && run.backend !== backend) return null;
-    return run;
+    this.recording.onEvent(ev);
   }
 
   // --- sharing -----------------------------------------------------------
@@ -227,7 +141,7 @@ export class ShareController {
     const code = this.ctx.editor.getCode();
     const backend = this.ctx.backend() ?? null;
     const fields = this.ctx.runFields();
-    const run = this.shareableRun(code, backend, JSON.stringify(fields));
+    const run = this.recording.shareableRun(code, backend, JSON.stringify(fields));
     const body: Record<string, unknown> = { code, backend, settings: { ...fields, ...this.ctx.linkFields() } };
     let runNote: string | null = run ? null : "No recorded run: run the code first to include its output.";
     if (run && this.includeRun) {
@@ -407,7 +321,7 @@ export class ShareController {
       item("Python file (.py)", "export-py", () => downloadPython(this.ctx.editor.getCode(), name())),
       item("Jupyter notebook (.ipynb)", "export-ipynb", () => {
         const code = this.ctx.editor.getCode();
-        downloadNotebook(code, name(), this.runOf(code));
+        downloadNotebook(code, name(), this.recording.runOf(code));
       }),
     );
     return el("span", { class: "share-anchor" }, toggle, menu);
