@@ -1,6 +1,6 @@
 // The views' logic: sharding layout math, rooflines, call statistics, IR line maps, Compare's diff.
 import { describe, expect, it } from "vitest";
-import { differenceCount, differingLines, recordedWhen } from "../src/compare/compare";
+import { differenceCount, differingLines, recordedWhen } from "../src/compare/compare_columns";
 import { callStats } from "../src/inspect/inspect_calls";
 import { foldHloMetadata, hloMetadataLines } from "../src/ir/hlo";
 import type { FunctionTiming } from "../src/ir/inspect_types";

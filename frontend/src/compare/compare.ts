@@ -5,7 +5,9 @@
  * Shows, for each version: the output, with the lines that differ from the
  * first version's marked; per jitted function, the jaxpr, StableHLO and
  * optimized HLO diff against the first version (Inspect's DiffView); and
- * cost, memory and timing per version in one table.
+ * cost, memory and timing per version in one table. The columns, the table
+ * and the outputs are drawn by `compare_columns.ts`; this module is the
+ * panel: its controls, sending the runs, and the diff of one function.
  *
  * The runs are this tab's own, sent through `ctx.request` with `runtime` set,
  * at most `MAX_IN_FLIGHT` at once (the server's limit per connection); each
@@ -16,64 +18,19 @@
  * "Compare fresh" runs every version again past the cache.
  */
 
-import { el, formatDuration } from "../core/dom";
+import { el } from "../core/dom";
 import type { IrDialect } from "../ir/hlo";
 import type { RunFlags, RuntimeInfo, ServerEvent } from "../wire/protocol";
-import { FlagsEditor, flagsSummary } from "../flags/flags_editor";
+import { FlagsEditor } from "../flags/flags_editor";
 import { ComparePassLists } from "./compare_passes";
 import type { CompiledEvent } from "../ir/inspect_types";
-import { formatBytes, formatCount, formatMs } from "../ir/inspect_format";
+import { drawOutputs, drawReplayed, drawSummary, functionKey, label, type VersionRun } from "./compare_columns";
 import { DiffView } from "../ir/inspect_view";
 import type { PanelFactory, RunRequest } from "../panel/types";
 import "./compare.css";
 
 const MAX_IN_FLIGHT = 3;
 const ARTIFACTS: IrDialect[] = ["jaxpr", "stablehlo", "hlo"];
-
-interface VersionRun {
-  runtime: RuntimeInfo;
-  /** Flags mode: this column's flag set ("A" or "B") and its flags (null: none). Versions mode: null. */
-  set: string | null;
-  flags: RunFlags | null;
-  state: "waiting" | "sent" | "done";
-  /** Cancels the run once sent. */
-  cancel: (() => void) | null;
-  output: string;
-  error: string | null;
-  status: string | null;
-  elapsedMs: number | null;
-  jax: string | null;
-  compiled: Map<string, CompiledEvent>;
-  /** When the result cache answered: the recorded run's end (ISO 8601); null for a run made now. */
-  cachedAt: string | null;
-}
-
-/** "f #2" for the second compilation of f: how compilations are matched across versions. */
-function functionKey(ev: CompiledEvent): string {
-  return `${ev.fn} #${ev.compile_index}`;
-}
-
-/** "1 line differs", "3 lines differ", or "same output". */
-export function differenceCount(lines: number): string {
-  if (!lines) return "same output";
-  return lines === 1 ? "1 line differs" : `${lines} lines differ`;
-}
-
-/** "14:02:09" (today) or "12 Nov, 14:02" for when a cached run was recorded. */
-export function recordedWhen(iso: string, now: Date = new Date()): string {
-  const at = new Date(iso);
-  if (Number.isNaN(at.getTime())) return "earlier";
-  const sameDay = at.toDateString() === now.toDateString();
-  return sameDay
-    ? at.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" })
-    : at.toLocaleString(undefined, { day: "numeric", month: "short", hour: "2-digit", minute: "2-digit" });
-}
-
-/** Marks per line: true where the line differs from the same line of `reference`. */
-export function differingLines(reference: string, other: string): boolean[] {
-  const a = reference.split("\n");
-  return other.split("\n").map((line, i) => line !== a[i]);
-}
 
 export const comparePanel: PanelFactory = (ctx) => {
   const picks = el("div", { class: "compare-picks", "data-testid": "compare-picks" });
@@ -120,13 +77,6 @@ export const comparePanel: PanelFactory = (ctx) => {
 
   function flagsMode(): boolean {
     return modeSelect.value === "flags";
-  }
-
-  /** A column's heading: its JAX version, or its flag set and what it sets. */
-  function label(r: VersionRun): string {
-    const jax = `JAX ${r.jax ?? r.runtime.jax_version}`;
-    if (r.set === null) return r.flags ? `${jax} · ${flagsSummary(r.flags)}` : jax;  // the Flags tab's, on each version
-    return `${r.set}: ${flagsSummary(r.flags) || "no flags"} (${jax})`;
   }
 
   function drawPicks(): void {
@@ -248,82 +198,12 @@ export const comparePanel: PanelFactory = (ctx) => {
         "compiled functions, cost and timing.";
     status.dataset.state = runs.length && done === runs.length ? "done" : "running";
     ctx.setBadge(runs.length ? `${done}/${runs.length}` : null);
-    drawReplayed();
-    drawSummary();
-    drawOutputs();
+    // "Compare fresh" runs the same versions (or flag sets) again, past the result cache.
+    drawReplayed(replayed, runs, () => start(runs.map((r) => r.runtime), true,
+      runs[0]?.set != null ? runs.map((r) => [r.set ?? "", r.flags]) : []));
+    drawSummary(summary, runs);
+    drawOutputs(outputs, runs);
     drawFunctions();
-  }
-
-  /** Says which versions' times were replayed from the result cache, with the way to measure them now. */
-  function drawReplayed(): void {
-    const cached = runs.filter((r) => r.cachedAt !== null);
-    replayed.hidden = !cached.length;
-    if (!cached.length) {
-      replayed.replaceChildren();
-      return;
-    }
-    const which = cached.map((r) => `${label(r)} (recorded ${recordedWhen(r.cachedAt ?? "")})`);
-    replayed.replaceChildren(
-      el("span", {},
-        `Replayed from the result cache: ${which.join(", ")}. Their times, marked “cached”, were measured ` +
-        "when that run was recorded; nothing ran now. "),
-      el("button", { class: "btn btn-ghost", type: "button", "data-testid": "compare-fresh",
-                     title: "Run every version again, past the result cache, and measure now",
-                     onclick: () => start(runs.map((r) => r.runtime), true,
-                       runs[0]?.set != null ? runs.map((r) => [r.set ?? "", r.flags]) : []) }, "Compare fresh"),
-    );
-  }
-
-  function drawSummary(): void {
-    if (!runs.length) {
-      summary.replaceChildren();
-      return;
-    }
-    const keys = [...new Set(runs.flatMap((r) => [...r.compiled.keys()]))];
-    const header = el("tr", {}, el("th", {}, ""), ...runs.map((r) => el("th", {}, label(r))));
-    const row = (label: string, cell: (r: VersionRun) => string, timing = false) =>
-      el("tr", {}, el("th", { scope: "row" }, label), ...runs.map((r) => timedCell(cell(r), timing && r.cachedAt !== null)));
-    const rows = [
-      row("status", (r) => (r.status ? `${r.status}${r.cachedAt !== null ? " · cached" : ""}` : r.state === "sent" ? "running…" : "waiting")),
-      row("run time", (r) => (r.elapsedMs === null ? "" : formatDuration(r.elapsedMs)), true),
-    ];
-    for (const key of keys) {
-      const pick = (r: VersionRun) => r.compiled.get(key);
-      rows.push(row(`${key}: flops`, (r) => formatCount(num(pick(r)?.cost?.flops))));
-      rows.push(row(`${key}: bytes accessed`, (r) => formatBytes(num(pick(r)?.cost?.["bytes accessed"]))));
-      rows.push(row(`${key}: temp memory`, (r) => formatBytes(pick(r)?.memory?.temp_size_in_bytes)));
-      rows.push(row(`${key}: compile`, (r) => formatMs(pick(r)?.phases_ms?.compile), true));
-      rows.push(row(`${key}: trace + lower`, (r) => {
-        const p = pick(r)?.phases_ms;
-        return p ? formatMs((p.trace ?? 0) + (p.lower ?? 0)) : "";
-      }, true));
-    }
-    summary.replaceChildren(el("table", { class: "compare-table", "data-testid": "compare-table" }, header, ...rows));
-  }
-
-  function drawOutputs(): void {
-    const reference = runs[0];
-    outputs.replaceChildren(
-      ...runs.map((run, index) => {
-        const text = run.output + (run.error ? `${run.output && !run.output.endsWith("\n") ? "\n" : ""}${run.error}` : "");
-        const marks = index === 0 || !reference ? [] : differingLines(referenceText(reference), text);
-        const lines = text.replace(/\n$/, "").split("\n").map((line, i) =>
-          el("div", { class: `compare-line${marks[i] ? " compare-differs" : ""}`, "data-testid": marks[i] ? "compare-diff-line" : null }, line || " "));
-        const differs = marks.filter(Boolean).length;
-        return el(
-          "section",
-          { class: "compare-column", "data-testid": "compare-column", "data-runtime": run.runtime.name,
-            "data-set": run.set },
-          el("h4", {}, label(run),
-            index > 0 && run.state === "done" ? el("span", { class: "compare-count" }, ` · ${differenceCount(differs)}`) : null),
-          el("pre", { class: "compare-output" }, ...lines),
-        );
-      }),
-    );
-  }
-
-  function referenceText(run: VersionRun): string {
-    return run.output + (run.error ? `${run.output && !run.output.endsWith("\n") ? "\n" : ""}${run.error}` : "");
   }
 
   function drawFunctions(): void {
@@ -397,15 +277,3 @@ export const comparePanel: PanelFactory = (ctx) => {
     },
   };
 };
-
-/** A table cell; a time the result cache replayed says so. */
-function timedCell(text: string, cached: boolean): HTMLElement {
-  if (!cached || !text || text === "—") return el("td", {}, text);
-  return el("td", { class: "compare-cached", "data-testid": "compare-cached-time",
-                    title: "Replayed from the result cache: measured when the run was recorded, not now" },
-    text, el("span", { class: "compare-cached-tag" }, " cached"));
-}
-
-function num(value: unknown): number | null {
-  return typeof value === "number" ? value : null;
-}
