@@ -11,12 +11,20 @@ it has, its runs and jobs must not be dropped or ended. So:
 - a failed read (``failed``) means this replica cannot tell: nobody is judged,
   and when reads work again every replica gets ``GONE_AFTER_S`` afresh;
 - a replica first heard of through a job (``heard_of``), before its first
-  heartbeat was read here, gets the same grace.
+  heartbeat was read here, gets the same grace;
+- a read that took longer than ``SLOW_READ_S`` tells nothing either (Redis
+  stalled, and the client's retries carried the read out late: the others'
+  beats, held up by the same stall, may not have landed yet): every replica
+  gets ``GONE_AFTER_S`` afresh.
 
-A replica judged gone stays gone (its id is never reused: a restarted process
-takes a new one), so its leftover jobs are dropped at once and its streams
-can be deleted. Pure bookkeeping, no I/O: server/runs/broker_redis.py reads
-Redis and feeds it; tests drive it with their own clock.
+A replica judged gone is taken for dead: its leftover jobs are dropped at once
+and its streams deleted (a restarted process takes a new id). One whose
+heartbeat is read again was only paused or cut off (SIGSTOP, a long stall of
+its own): it is live again from that beat, and it learns that it was judged
+gone (server/runs/broker_heartbeat.py), so it queues its dropped jobs again.
+
+Pure bookkeeping, no I/O: server/runs/broker_redis.py reads Redis and feeds
+it; tests drive it with their own clock.
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ HEARTBEAT_S = 1.0
 HEARTBEAT_TTL_S = 3
 # Missing this long (while Redis answered us) makes a replica gone: its heartbeat's expiry, two more beats.
 GONE_AFTER_S = HEARTBEAT_TTL_S + 2 * HEARTBEAT_S
+# A heartbeat read slower than this was held up (a stalled Redis): it judges nobody.
+SLOW_READ_S = 2.0
 # How long the ids of gone replicas are remembered (their jobs may linger in a queue this long).
 FORGET_GONE_S = 24 * 3600.0
 
@@ -62,15 +72,16 @@ class ReplicaLiveness:
         self.last_failure = now
         self.failure = kind
 
-    def observed(self, beats: dict[str, dict[str, Any]]) -> list[str]:
-        """Heartbeats read just now (every replica whose key exists); returns the replicas judged gone now."""
+    def observed(self, beats: dict[str, dict[str, Any]], took_s: float = 0.0) -> list[str]:
+        """Heartbeats read just now (every replica whose key exists), in a read that took ``took_s``; returns
+        the replicas judged gone now."""
         now = self.clock()
-        if self.reading_since is None:
+        if self.reading_since is None or took_s > SLOW_READ_S:
             self.reading_since = now
         for replica, beat in beats.items():
-            if replica not in self.gone:
-                self.beats[replica] = beat
-                self.seen_at[replica] = now
+            self.gone.pop(replica, None)  # beating again: it was paused, not dead
+            self.beats[replica] = beat
+            self.seen_at[replica] = now
         newly_gone = []
         for replica, seen in list(self.seen_at.items()):
             if replica in beats or replica == self.own_id:
@@ -84,6 +95,11 @@ class ReplicaLiveness:
             if now - when > FORGET_GONE_S:
                 del self.gone[replica]
         return newly_gone
+
+    def back(self, replica: str) -> None:
+        """``replica``, judged gone, has a heartbeat again (read outside ``observed``): live from now."""
+        self.gone.pop(replica, None)
+        self.seen_at[replica] = self.clock()
 
     def heard_of(self, replica: str) -> None:
         """A job or event names ``replica``: unless already judged, it gets the grace from now."""

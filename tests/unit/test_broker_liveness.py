@@ -28,9 +28,35 @@ def test_a_replica_whose_heartbeat_stops_is_gone_only_after_the_grace():
     clock.now += 2 * HEARTBEAT_S
     assert liveness.observed(beating("me")) == ["other"]
     assert liveness.is_gone("other") and "other" not in liveness.live
-    # Gone stays gone: a late heartbeat of that id is not taken back (a restarted process has a new id).
+
+def test_a_replica_judged_gone_whose_heartbeat_is_read_again_is_live_again():
+    # Its id is never a restarted process's (that takes a new one): it was paused (SIGSTOP) or cut off, and
+    # judged on every job and run it touches from its next beat on as any live replica.
+    clock = Clock()
+    liveness = ReplicaLiveness("me", clock)
     liveness.observed(beating("me", "other"))
-    assert liveness.is_gone("other") and "other" not in liveness.live
+    clock.now += GONE_AFTER_S + HEARTBEAT_S
+    assert liveness.observed(beating("me")) == ["other"] and liveness.is_gone("other")
+    clock.now += 3 * HEARTBEAT_S
+    assert liveness.observed(beating("me", "other")) == []
+    assert not liveness.is_gone("other") and "other" in liveness.live
+    clock.now += GONE_AFTER_S + HEARTBEAT_S  # and stopping again is judged again
+    assert liveness.observed(beating("me")) == ["other"]
+
+
+def test_a_read_held_up_by_a_stalled_redis_judges_nobody():
+    # Redis stopped 8 s: this replica's read was carried out late (the client retried it), just before the other
+    # replica's beat, held up by the same stall, landed. Its last beat read was 9 s ago; it is not gone.
+    clock = Clock()
+    liveness = ReplicaLiveness("me", clock)
+    liveness.observed(beating("me", "other"))
+    clock.now += 9.0
+    assert liveness.observed(beating("me"), took_s=8.0) == []
+    clock.now += HEARTBEAT_S
+    assert liveness.observed(beating("me", "other"), took_s=0.01) == [] and not liveness.is_gone("other")
+    # A prompt read is believed: missing for the grace after the slow one, it is gone.
+    clock.now += GONE_AFTER_S + HEARTBEAT_S
+    assert liveness.observed(beating("me"), took_s=0.01) == ["other"]
 
 
 def test_redis_restarting_empty_judges_nobody_while_replicas_write_their_heartbeats_again():
