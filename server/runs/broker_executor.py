@@ -39,6 +39,7 @@ from jaxplay.server.runs.broker_events import Deliver, Event, EventSender, Settl
 from jaxplay.server.runs.broker_jobs import Job
 from jaxplay.server.runs.broker_keys import (
     CANCELS,
+    PREFIX,
     RETRY_S,
     OutageLog,
     connect,
@@ -168,9 +169,15 @@ class JobExecutor:
             self.sender.put(settle)
             return True
         if job.origin != self.id and self.liveness.is_gone(job.origin):
-            log.info("broker: dropping run %s of replica %s, which stopped", job.key, job.origin)
-            self.sender.put(settle)
-            return True
+            try:  # a job pushed again by an origin that was only paused: its heartbeat is back
+                back = await self.redis.exists(f"{PREFIX}replica:{job.origin}")
+            except (RedisError, OSError):
+                return False
+            if not back:
+                log.info("broker: dropping run %s of replica %s, which stopped", job.key, job.origin)
+                self.sender.put(settle)
+                return True
+            self.liveness.back(job.origin)
         if job.expired():
             log.info("broker: dropping run %s: its origin stopped waiting for it", job.key)
             self.sender.put(settle)

@@ -25,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
+from jaxplay import browser_protocol as bp
 from jaxplay import worker_protocol as wp
 from jaxplay.server.clients.identity import is_browser_session
 from jaxplay.server.runs import broker_jobs, broker_sessions
 from jaxplay.server.runs.broker_keys import (
     EPOCH_KEY,
+    GONE_MARK_TTL_S,
     HINTS,
     PREFIX,
     PROBE_S,
@@ -37,9 +39,11 @@ from jaxplay.server.runs.broker_keys import (
     REPLICAS,
     STREAM_TTL_S,
     TAKEN_TTL_S,
+    claim_key,
     describe_failure,
     events_key,
     failure_kind,
+    gone_key,
     public_hello,
     queue_key,
     taken_key,
@@ -51,12 +55,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jaxplay.broker")
 
+TAKEN_FOR_GONE = ("This server replica lost touch with the others for a while (it was paused, or could not reach "
+                  "Redis), and the replica running this program gave it up; run it again.")
+
 
 class Heartbeat:
     def __init__(self, broker: BrokerState) -> None:
         self.broker = broker
         self.unrecovered: set[str] = set()  # gone replicas whose taken jobs are not yet back in their queues
         self.failing = ""  # why the last beat failed, while beats fail: logged when it changes
+        self.judged_gone_by = ""  # a replica that took this one for stopped, until its runs are seen to
 
     def beat(self) -> str:
         """This replica's beat: what the others show of its workers, and its free slots and local queue."""
@@ -85,6 +93,7 @@ class Heartbeat:
         assert redis is not None
         backends = self.known_backends()
         pulled = list(broker.executor.pullers)
+        began = time.monotonic()
         async with redis.pipeline(transaction=False) as pipe:
             pipe.set(f"{PREFIX}replica:{own}", self.beat(), ex=HEARTBEAT_TTL_S)
             pipe.sadd(REPLICAS, own)
@@ -96,20 +105,28 @@ class Heartbeat:
             pipe.smembers(REPLICAS)
             for backend in backends:
                 pipe.llen(queue_key(backend))
+            pipe.getdel(gone_key(own))
             replies = await pipe.execute()
         epoch, members = replies[4 + len(pulled):6 + len(pulled)]
-        broker.waiting = dict(zip(backends, map(int, replies[6 + len(pulled):]), strict=True))
+        broker.waiting = dict(zip(backends, map(int, replies[6 + len(pulled):-1]), strict=True))
         ids = sorted(members)
         beats = await redis.mget([f"{PREFIX}replica:{i}" for i in ids]) if ids else []
         for replica, beat in zip(ids, beats, strict=True):
             if beat is None:  # listed without a beat (it died before this replica saw one): judged in time
                 broker.liveness.heard_of(replica)
-        gone = broker.liveness.observed({i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None})
+        gone = broker.liveness.observed({i: json.loads(b) for i, b in zip(ids, beats, strict=True) if b is not None},
+                                        took_s=time.monotonic() - began)
+        if replies[-1] is not None:
+            self.judged_gone_by = replies[-1]
+        if self.judged_gone_by:  # until it is done: a beat that fails halfway does it again
+            await self._taken_for_gone(self.judged_gone_by)
         if gone:
             log.info("broker: replica(s) %s stopped (no heartbeat for %.0f s)", ", ".join(gone), GONE_AFTER_S)
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.srem(REPLICAS, *gone)
                 pipe.delete(*(events_key(replica) for replica in gone))
+                for replica in gone:  # read by the replica if it was only paused: it queues its jobs again
+                    pipe.set(gone_key(replica), own, ex=GONE_MARK_TTL_S)
                 await pipe.execute()
             self.unrecovered.update(gone)
         for replica in sorted(self.unrecovered):
@@ -200,6 +217,30 @@ class Heartbeat:
         for pending in lost:
             pending.epoch = epoch
         log.info("broker: %d waiting run(s) queued again", len(lost))
+
+    async def _taken_for_gone(self, judge: str) -> None:
+        """Replica ``judge`` took this one for stopped (no heartbeat of it read for seconds: it was paused, or cut
+        off from Redis): the others dropped its queued jobs and gave up its runs on their workers. Its jobs that
+        no executor claimed go back in the queue; its runs that had started elsewhere end, saying why."""
+        broker = self.broker
+        assert broker.redis is not None
+        log.warning("broker: replica %s took this one for stopped (no heartbeat of it for %.0f s: paused, or cut "
+                    "off from Redis); queueing its waiting runs again", judge, GONE_AFTER_S)
+        again = 0
+        for pending in list(broker.pending.values()):
+            if pending.executor == broker.id or pending.epoch is None or pending.pushing:
+                continue  # running here, or not yet in Redis: untouched
+            run, queue = pending.run, queue_key(pending.run.backend)
+            if pending.executor is not None or await broker.redis.exists(claim_key(run.key)):
+                broker.give_up(run, bp.RunStatus.CRASHED, TAKEN_FOR_GONE)
+            elif await broker.redis.lpos(queue, pending.payload) is None:
+                async with broker.redis.pipeline(transaction=False) as pipe:
+                    pipe.rpush(queue, pending.payload)
+                    pipe.expire(queue, QUEUE_TTL_S)
+                    await pipe.execute()
+                again += 1
+        log.info("broker: %d waiting run(s) queued again", again)
+        self.judged_gone_by = ""
 
     async def loop(self) -> None:
         while True:

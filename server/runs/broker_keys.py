@@ -16,6 +16,8 @@ Keys (all under ``jaxplay:``; each one expires, or is deleted, when nothing need
                                       <replica> reads them; expires STREAM_TTL_S after its replica and
                                       executors stop renewing it
     replica:<id>              string  a replica's heartbeat, expiring after HEARTBEAT_TTL_S
+    gone:<id>                 string  set by a replica that judged <id> gone; <id>, if only paused, reads it
+                                      and deletes it (server/runs/broker_heartbeat.py); expires GONE_MARK_TTL_S
     probe:<id>                string  /readyz's write, expiring at once
     replicas                  set     the ids of replicas that wrote a heartbeat
     epoch                     string  set once per Redis data lifetime: a new value means the data was lost
@@ -51,6 +53,9 @@ STREAM_TTL_S = 600
 TAKEN_TTL_S = STREAM_TTL_S
 # A queue nobody pushed to for this long holds only jobs past their deadline.
 QUEUE_TTL_S = 3600
+# A replica judged gone reads that it was within this long, if it was only paused: longer, its runs' deadlines
+# have all passed.
+GONE_MARK_TTL_S = QUEUE_TTL_S
 # A connection Redis dropped (a restart) is retried this often, ~0.5 s in all, before an operation fails.
 CONNECTION_RETRIES = 3
 # A command Redis does not answer within this long fails (and is retried as above): a stalled Redis.
@@ -78,6 +83,10 @@ def taken_key(replica: str, backend: str) -> str:
 
 def claim_key(run_key: str) -> str:
     return f"{PREFIX}claim:{run_key}"
+
+
+def gone_key(replica: str) -> str:
+    return f"{PREFIX}gone:{replica}"
 
 
 def events_key(replica: str) -> str:

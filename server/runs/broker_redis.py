@@ -43,7 +43,8 @@ What holds:
   ``error`` saying part of it was lost; a delivered event is trimmed at once;
 - liveness is judged with grace (server/runs/broker_liveness.py): a dead
   executor's runs end as ``crashed`` and a dead origin's jobs are dropped only
-  after its heartbeat was missing for seconds while Redis answered;
+  after its heartbeat was missing for seconds while Redis answered promptly; a
+  replica only paused comes back, and queues its dropped jobs again;
 - Redis restarting empty loses no run: ``jaxplay:epoch`` vanishes with the
   data, and an origin that sees a new epoch pushes again every job of its own
   that no executor had taken (and its browsers' session entries);

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import redis.asyncio as aioredis
 
+from jaxplay import browser_protocol as bp
 from jaxplay.server.runs.broker_events import InOrder
 from jaxplay.server.runs.broker_executor import JobExecutor
 from jaxplay.server.runs.broker_liveness import ReplicaLiveness
@@ -47,3 +48,5 @@ class BrokerState(Protocol):
     def live(self) -> dict[str, dict[str, Any]]: ...
 
     def check_runs(self) -> None: ...
+
+    def give_up(self, run: Run, status: bp.RunStatus, message: str, **extra: Any) -> None: ...
