@@ -7,12 +7,15 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,26 @@ def replica(root: Path, name: str, broker: str, *args: str, key_from: Path | Non
         (root / name).mkdir(parents=True, exist_ok=True)
         shutil.copy(key_from / "session.key", root / name / "session.key")
     return LiveServer(root / name, [*args, "--broker", broker], env=env)
+
+
+@contextmanager
+def origin_and_executor(root: Path, broker: str) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Replicas A, with no worker, and B, with one slot, ready: each run of A's browser crosses Redis to B.
+    Stopped at the end, paused ones too."""
+    a = replica(root, "a", broker, "--no-local-worker", "--expected-backends", "cpu")
+    servers = [a]
+    try:
+        a.wait_ready(workers=0)
+        b = replica(root, "b", broker, "--slots", "1", key_from=root / "a")
+        servers.append(b)
+        b.wait_ready()
+        wait_until(lambda: readiness(a)[0] == 200, 30, "A ready")
+        yield a, b
+    finally:
+        for server in servers:
+            if server.process.poll() is None:
+                server.process.send_signal(signal.SIGCONT)
+            server.stop()
 
 
 def remote_worker(server: LiveServer, token: str, name: str, log_dir: Path, *args: str,

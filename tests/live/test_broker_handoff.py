@@ -18,7 +18,15 @@ import redis.asyncio as aioredis
 
 from jaxplay.server.runs import broker_jobs
 from jaxplay.server.runs.broker_keys import PREFIX, events_key, queue_key, taken_key
-from tests.live.faults import Client, check_run_contract, output_of, readiness, replica, sleeper, wait_until
+from tests.live.faults import (
+    Client,
+    check_run_contract,
+    origin_and_executor,
+    output_of,
+    readiness,
+    sleeper,
+    wait_until,
+)
 from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.live
@@ -26,18 +34,8 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture
 def pair(own_redis, tmp_path):
-    a = replica(tmp_path, "a", own_redis.url, "--no-local-worker", "--expected-backends", "cpu")
-    servers = [a]
-    try:
-        a.wait_ready(workers=0)
-        b = replica(tmp_path, "b", own_redis.url, "--slots", "1", key_from=tmp_path / "a")
-        servers.append(b)
-        b.wait_ready()
-        wait_until(lambda: readiness(a)[0] == 200, 30, "A ready")
+    with origin_and_executor(tmp_path, own_redis.url) as (a, b):
         yield a, b, redis.Redis.from_url(own_redis.admin_url, decode_responses=True)
-    finally:
-        for server in servers:
-            server.stop()
 
 
 def replica_ids(client: redis.Redis) -> dict[str, str]:

@@ -21,7 +21,15 @@ import pytest
 import redis
 
 from jaxplay.server.runs.broker_keys import queue_key
-from tests.live.faults import Client, check_run_contract, output_of, readiness, replica, sleeper, wait_until
+from tests.live.faults import (
+    Client,
+    check_run_contract,
+    origin_and_executor,
+    output_of,
+    readiness,
+    sleeper,
+    wait_until,
+)
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.live
@@ -32,19 +40,8 @@ SOON_S = 30.0  # a run's deadline is its time limit + 35 s: a run lost in the pa
 
 @pytest.fixture
 def pair(own_redis: RedisServer, tmp_path):
-    a = replica(tmp_path, "a", own_redis.url, "--no-local-worker", "--expected-backends", "cpu")
-    servers = [a]
-    try:
-        a.wait_ready(workers=0)
-        b = replica(tmp_path, "b", own_redis.url, "--slots", "1", key_from=tmp_path / "a")
-        servers.append(b)
-        b.wait_ready()
-        wait_until(lambda: readiness(a)[0] == 200, 30, "A ready")
-        yield a, b
-    finally:
-        for server in servers:
-            server.process.send_signal(signal.SIGCONT)
-            server.stop()
+    with origin_and_executor(tmp_path, own_redis.url) as servers:
+        yield servers
 
 
 def paused(process, seconds: float) -> None:
