@@ -7,8 +7,10 @@ replica's beat and every queue's length (read again on demand for /metrics
 and /api/backends). From that the rules of server/runs/broker_liveness.py
 judge who is gone; for each replica judged gone its stream is deleted, the
 jobs it had taken go back to their queues (server/runs/broker_jobs.py
-``recover``) and the jobs it had queued are dropped (``drop_orphans``). A new data epoch means Redis lost its data: the jobs of this
-replica's that no executor had taken are pushed again. A failed beat means
+``recover``) and the jobs it had queued are dropped (``drop_orphans``); then
+it is told so (``gone:<id>``), and if it was only paused it queues them again
+(``_taken_for_gone``). A new data epoch means Redis lost its data: the jobs of
+this replica's that no executor had taken are pushed again. A failed beat means
 Redis is unreachable or refuses writes (full, or this replica's credentials):
 logged once per outage with what to check, and new runs are refused until a
 beat works.
@@ -125,13 +127,13 @@ class Heartbeat:
             async with redis.pipeline(transaction=False) as pipe:
                 pipe.srem(REPLICAS, *gone)
                 pipe.delete(*(events_key(replica) for replica in gone))
-                for replica in gone:  # read by the replica if it was only paused: it queues its jobs again
-                    pipe.set(gone_key(replica), own, ex=GONE_MARK_TTL_S)
                 await pipe.execute()
             self.unrecovered.update(gone)
         for replica in sorted(self.unrecovered):
             moved = await broker_jobs.recover(redis, replica)
             dropped = await broker_jobs.drop_orphans(redis, replica)
+            # Told once its jobs are dropped, never before: if it was only paused, it queues them again.
+            await redis.set(gone_key(replica), own, ex=GONE_MARK_TTL_S)
             self.unrecovered.discard(replica)
             if moved:
                 log.info("broker: %d job(s) that replica %s had taken are queued again", moved, replica)
