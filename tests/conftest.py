@@ -163,3 +163,12 @@ def redis_server() -> Iterator[RedisServer]:
 def own_redis() -> Iterator[RedisServer]:
     """A Redis of one test's own, which the test may kill and start again (the fault suite)."""
     yield from serving(RedisServer)
+
+
+@pytest.fixture
+def replica_pair(own_redis: RedisServer, tmp_path: Path) -> Iterator[tuple[LiveServer, LiveServer]]:
+    """Replicas A (no worker) and B (one slot) on ``own_redis``, ready: each run of A's browser crosses to B."""
+    from tests.live.faults import origin_and_executor
+
+    with origin_and_executor(tmp_path, own_redis.url) as servers:
+        yield servers

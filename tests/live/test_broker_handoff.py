@@ -18,24 +18,16 @@ import redis.asyncio as aioredis
 
 from jaxplay.server.runs import broker_jobs
 from jaxplay.server.runs.broker_keys import PREFIX, events_key, queue_key, taken_key
-from tests.live.faults import (
-    Client,
-    check_run_contract,
-    origin_and_executor,
-    output_of,
-    readiness,
-    sleeper,
-    wait_until,
-)
+from tests.live.faults import Client, check_run_contract, output_of, readiness, sleeper, wait_until
 from tests.live_server import LiveServer
 
 pytestmark = pytest.mark.live
 
 
 @pytest.fixture
-def pair(own_redis, tmp_path):
-    with origin_and_executor(tmp_path, own_redis.url) as (a, b):
-        yield a, b, redis.Redis.from_url(own_redis.admin_url, decode_responses=True)
+def pair(replica_pair, own_redis):
+    a, b = replica_pair
+    return a, b, redis.Redis.from_url(own_redis.admin_url, decode_responses=True)
 
 
 def replica_ids(client: redis.Redis) -> dict[str, str]:

@@ -21,27 +21,12 @@ import pytest
 import redis
 
 from jaxplay.server.runs.broker_keys import queue_key
-from tests.live.faults import (
-    Client,
-    check_run_contract,
-    origin_and_executor,
-    output_of,
-    readiness,
-    sleeper,
-    wait_until,
-)
-from tests.redis_server import RedisServer
+from tests.live.faults import Client, check_run_contract, output_of, readiness, sleeper, wait_until
 
 pytestmark = pytest.mark.live
 
 PAUSE_S = 8.0  # past the 5 s after which a replica is taken for stopped, and the Redis client's 5 s timeout
 SOON_S = 30.0  # a run's deadline is its time limit + 35 s: a run lost in the pause would end only then
-
-
-@pytest.fixture
-def pair(own_redis: RedisServer, tmp_path):
-    with origin_and_executor(tmp_path, own_redis.url) as servers:
-        yield servers
 
 
 def paused(process, seconds: float) -> None:
@@ -57,8 +42,8 @@ async def ends_ok(client: Client, run_id: str, text: str) -> None:
     assert text in output_of(client.events[run_id])
 
 
-def test_an_origin_paused_until_taken_for_stopped_queues_its_dropped_job_again(pair):
-    a, b = pair
+def test_an_origin_paused_until_taken_for_stopped_queues_its_dropped_job_again(replica_pair):
+    a, b = replica_pair
 
     async def scenario() -> None:
         async with Client(b) as on_b, Client(a) as on_a:
@@ -76,8 +61,8 @@ def test_an_origin_paused_until_taken_for_stopped_queues_its_dropped_job_again(p
     assert "took this one for stopped" in a.log_path.read_text()
 
 
-def test_an_executor_paused_until_taken_for_stopped_runs_the_next_runs_to_their_end(pair):
-    a, b = pair
+def test_an_executor_paused_until_taken_for_stopped_runs_the_next_runs_to_their_end(replica_pair):
+    a, b = replica_pair
     asyncio.run(asyncio.to_thread(paused, b.process, PAUSE_S))
     wait_until(lambda: readiness(a)[0] == 200, 30, "A ready again")
 
@@ -89,12 +74,12 @@ def test_an_executor_paused_until_taken_for_stopped_runs_the_next_runs_to_their_
     asyncio.run(scenario())
 
 
-def test_a_redis_stall_longer_than_the_client_timeout_takes_no_replica_for_stopped(own_redis, pair):
+def test_a_redis_stall_longer_than_the_client_timeout_takes_no_replica_for_stopped(own_redis, replica_pair):
     """Redis stopped for longer than the client's timeout, with runs waiting and cancels sent meanwhile: each
     replica's heartbeat is carried out late, by the client's retry. A read that late judges nobody: before,
     B read A's heartbeat missing (A's own, held up by the same stall, landed just after) and took A for stopped
     for good: A's waiting runs and every later one ended ``crashed`` at their deadline."""
-    a, b = pair
+    a, b = replica_pair
     async def scenario() -> None:
         async with Client(a) as hold, Client(a) as on_a, Client(a) as cancelling, Client(a) as during:
             held = await hold.run(sleeper(PAUSE_S + 4))  # B's slot: the others wait in Redis through the stall
