@@ -67,6 +67,15 @@ async def redis_outage(own_redis: RedisServer, a, b) -> None:
         before = [(on_a, await on_a.run(sleeper(2.5))) for _ in range(3)]
         before += [(on_b, await on_b.run(sleeper(2.5))) for _ in range(2)]
         await on_a.started(before[0][1])
+        # Every job in Redis before it dies (two taken by B's slots, three waiting): a push still on its way
+        # would be refused, rightly, saying Redis is unreachable.
+        waiting = redis.Redis.from_url(own_redis.url).llen
+
+        def all_in_redis() -> bool:
+            started = sum(any(e["type"] == "started" for e in c.events[r]) for c, r in before)
+            return started == 2 and waiting(queue_key("cpu")) == 3
+
+        await asyncio.to_thread(wait_until, all_in_redis, 10, "every job in Redis")
         own_redis.kill()
 
         for server in (a, b):  # readiness tells the truth during the outage
